@@ -1,0 +1,287 @@
+// knit::isa — the C++ mirror of nki.isa (current, dst-first API). Each call appends one
+// instruction to the kernel being traced; it is verified at once, so a broken rule is reported
+// at the calling line. Optional NKI keyword arguments are fields of an options struct, set with
+// designated initializers:  isa::activation(out, nl::exp, x, {.bias = b, .scale = 0.5});
+#pragma once
+
+#include <source_location>
+
+#include "knit/nl.h"
+
+namespace knit::isa {
+
+using engine = ir::Engine;
+using reduce_cmd = ir::ReduceCmd;
+using dge_mode = ir::DgeMode;
+using oob_mode = ir::OobMode;
+using matmul_perf_mode = ir::MatmulPerfMode;
+inline constexpr engine tensor_engine = engine::tensor;
+inline constexpr engine vector_engine = engine::vector;
+inline constexpr engine scalar_engine = engine::scalar;
+inline constexpr engine gpsimd_engine = engine::gpsimd;
+inline constexpr engine unknown_engine = engine::unknown;
+
+// A scalar-or-tile operand: an fp32 immediate or a [P, 1] tile; default-constructed = None.
+struct operand {
+  ir::Operand value;
+  operand() = default;
+  operand(double v) : value(ir::Operand::immediate(v)) {}
+  operand(const nl::tensor& t) : value(ir::Operand::of(t.view())) {}
+};
+
+namespace detail {
+template <class Op>
+void emit(Op op, const std::string& name, const std::source_location& l) {
+  const SourceLoc loc = loc_of(l);
+  ir::Instruction inst;
+  inst.op = std::move(op);
+  inst.loc = loc;
+  inst.name = name;
+  frontend::Builder::current(loc).append(std::move(inst));
+}
+inline std::optional<ir::View> view_or_none(const std::optional<nl::tensor>& t) {
+  return t ? std::optional<ir::View>(t->view()) : std::nullopt;
+}
+inline ir::AluOp alu(const nl::Op& op, const std::source_location& l) { return nl::alu_op(op, loc_of(l)); }
+inline ir::ActFunc act(const nl::Op& op, const std::source_location& l) { return nl::act_func(op, loc_of(l)); }
+}  // namespace detail
+
+#define KNIT_HERE std::source_location l = std::source_location::current()
+
+struct DmaOptions {
+  ir::OobMode oob_mode = ir::OobMode::error;
+  ir::DgeMode dge_mode = ir::DgeMode::unknown;
+  ir::Engine engine = ir::Engine::unknown;
+  std::string name;
+};
+inline void dma_copy(const nl::tensor& dst, const nl::tensor& src, DmaOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::DmaCopy{dst.view(), src.view(), o.oob_mode, o.dge_mode, o.engine}, o.name, l);
+}
+
+struct DmaTransposeOptions {
+  std::vector<int64_t> axes;
+  ir::DgeMode dge_mode = ir::DgeMode::unknown;
+  ir::OobMode oob_mode = ir::OobMode::error;
+  std::string name;
+};
+inline void dma_transpose(const nl::tensor& dst, const nl::tensor& src, DmaTransposeOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::DmaTranspose{dst.view(), src.view(), o.axes, o.dge_mode, o.oob_mode}, o.name, l);
+}
+
+struct MatmulOptions {
+  std::optional<bool> accumulate;  // None: first write overwrites, later writes add
+  bool is_transpose = false;
+  std::vector<int64_t> tile_position, tile_size;
+  bool is_stationary_onezero = false, is_moving_onezero = false;
+  matmul_perf_mode perf_mode = matmul_perf_mode::none;
+  std::string name;
+};
+inline void nc_matmul(const nl::tensor& dst, const nl::tensor& stationary, const nl::tensor& moving,
+                      MatmulOptions o = {}, KNIT_HERE) {
+  ir::NcMatmul op;
+  op.dst = dst.view();
+  op.stationary = stationary.view();
+  op.moving = moving.view();
+  op.accumulate = !o.accumulate ? ir::Accumulate::auto_ : *o.accumulate ? ir::Accumulate::on : ir::Accumulate::off;
+  op.is_transpose = o.is_transpose;
+  op.tile_position = o.tile_position;
+  op.tile_size = o.tile_size;
+  op.is_stationary_onezero = o.is_stationary_onezero;
+  op.is_moving_onezero = o.is_moving_onezero;
+  op.perf_mode = o.perf_mode;
+  detail::emit(std::move(op), o.name, l);
+}
+
+inline void nc_transpose(const nl::tensor& dst, const nl::tensor& data, engine e = engine::unknown, KNIT_HERE) {
+  detail::emit(ir::NcTranspose{dst.view(), data.view(), e}, "", l);
+}
+
+struct ActivationOptions {
+  operand bias;
+  operand scale = 1.0;
+  nl::Op reduce_op = nl::bypass;
+  std::optional<nl::tensor> reduce_res;
+  ir::ReduceCmd reduce_cmd = ir::ReduceCmd::idle;
+  double alpha = 0.0;  // slope for nl::prelu
+  std::string name;
+};
+inline void activation(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data, ActivationOptions o = {},
+                       KNIT_HERE) {
+  detail::emit(ir::Activation{dst.view(), detail::act(op, l), data.view(), o.bias.value, o.scale.value,
+                              detail::alu(o.reduce_op, l), detail::view_or_none(o.reduce_res), o.reduce_cmd, o.alpha},
+               o.name, l);
+}
+
+struct ActivationReduceOptions {
+  operand bias;
+  operand scale = 1.0;
+  std::string name;
+};
+inline void activation_reduce(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data,
+                              const nl::Op& reduce_op, const nl::tensor& reduce_res,
+                              ActivationReduceOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::ActivationReduce{dst.view(), detail::act(op, l), data.view(), detail::alu(reduce_op, l),
+                                    reduce_res.view(), o.bias.value, o.scale.value},
+               o.name, l);
+}
+
+inline void tensor_tensor(const nl::tensor& dst, const nl::tensor& data1, const nl::tensor& data2, const nl::Op& op,
+                          engine e = engine::unknown, KNIT_HERE) {
+  detail::emit(ir::TensorTensor{dst.view(), data1.view(), data2.view(), detail::alu(op, l), e}, "", l);
+}
+
+struct TensorScalarOptions {
+  bool reverse0 = false;
+  nl::Op op1 = nl::bypass;
+  operand operand1;
+  bool reverse1 = false;
+  ir::Engine engine = ir::Engine::unknown;
+  std::string name;
+};
+inline void tensor_scalar(const nl::tensor& dst, const nl::tensor& data, const nl::Op& op0, operand operand0,
+                          TensorScalarOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::TensorScalar{dst.view(), data.view(), detail::alu(op0, l), operand0.value, o.reverse0,
+                                detail::alu(o.op1, l), o.operand1.value, o.reverse1, o.engine},
+               o.name, l);
+}
+
+struct ReverseOptions {
+  bool reverse0 = false, reverse1 = false;
+  std::string name;
+};
+inline void scalar_tensor_tensor(const nl::tensor& dst, const nl::tensor& data, const nl::Op& op0, operand operand0,
+                                 const nl::Op& op1, const nl::tensor& operand1, ReverseOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::ScalarTensorTensor{dst.view(), data.view(), detail::alu(op0, l), operand0.value,
+                                      detail::alu(op1, l), operand1.view(), o.reverse0, o.reverse1},
+               o.name, l);
+}
+
+struct ReduceOptions {
+  bool negate = false, keepdims = false;
+  std::string name;
+};
+inline void tensor_reduce(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data, std::vector<int64_t> axis,
+                          ReduceOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::TensorReduce{dst.view(), detail::alu(op, l), data.view(), std::move(axis), o.negate, o.keepdims},
+               o.name, l);
+}
+
+inline void tensor_partition_reduce(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data, KNIT_HERE) {
+  detail::emit(ir::TensorPartitionReduce{dst.view(), detail::alu(op, l), data.view()}, "", l);
+}
+
+inline void tensor_copy(const nl::tensor& dst, const nl::tensor& src, engine e = engine::unknown, KNIT_HERE) {
+  detail::emit(ir::TensorCopy{dst.view(), src.view(), e}, "", l);
+}
+
+inline void tensor_copy_predicated(const nl::tensor& dst, operand src, const nl::tensor& predicate,
+                                   bool reverse_pred = false, KNIT_HERE) {
+  detail::emit(ir::TensorCopyPredicated{dst.view(), src.value, predicate.view(), reverse_pred}, "", l);
+}
+
+inline void memset(const nl::tensor& dst, double value, engine e = engine::unknown, KNIT_HERE) {
+  detail::emit(ir::Memset{dst.view(), value, e}, "", l);
+}
+
+inline void iota(const nl::tensor& dst, std::vector<ir::ApDim> pattern, int64_t offset = 0,
+                 int64_t channel_multiplier = 0, KNIT_HERE) {
+  detail::emit(ir::Iota{dst.view(), std::move(pattern), offset, channel_multiplier}, "", l);
+}
+
+struct AffineSelectOptions {
+  nl::Op cmp_op = nl::equal;
+  int64_t offset = 0;
+  std::string name;
+};
+inline void affine_select(const nl::tensor& dst, std::vector<ir::ApDim> pattern, int64_t channel_multiplier,
+                          const nl::tensor& on_true_tile, double on_false_value, AffineSelectOptions o = {},
+                          KNIT_HERE) {
+  detail::emit(ir::AffineSelect{dst.view(), std::move(pattern), channel_multiplier, on_true_tile.view(),
+                                on_false_value, detail::alu(o.cmp_op, l), o.offset},
+               o.name, l);
+}
+
+struct SelectReduceOptions {
+  std::optional<nl::tensor> reduce_res;
+  ir::ReduceCmd reduce_cmd = ir::ReduceCmd::idle;
+  nl::Op reduce_op = nl::maximum;
+  bool reverse_pred = false;
+  std::string name;
+};
+inline void select_reduce(const nl::tensor& dst, const nl::tensor& predicate, const nl::tensor& on_true,
+                          operand on_false, SelectReduceOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::SelectReduce{dst.view(), predicate.view(), on_true.view(), on_false.value,
+                                detail::view_or_none(o.reduce_res), o.reduce_cmd, detail::alu(o.reduce_op, l),
+                                o.reverse_pred},
+               o.name, l);
+}
+
+struct RangeSelectOptions {
+  ir::ReduceCmd reduce_cmd = ir::ReduceCmd::reset_reduce;
+  std::optional<nl::tensor> reduce_res;
+  nl::Op reduce_op = nl::maximum;
+  double range_start = 0;
+  double on_false_value = -3.4028234663852886e38;
+  std::string name;
+};
+inline void range_select(const nl::tensor& dst, const nl::tensor& on_true_tile, const nl::Op& comp_op0,
+                         const nl::Op& comp_op1, const nl::tensor& bound0, const nl::tensor& bound1,
+                         RangeSelectOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::RangeSelect{dst.view(), on_true_tile.view(), detail::alu(comp_op0, l), detail::alu(comp_op1, l),
+                               bound0.view(), bound1.view(), o.reduce_cmd, detail::view_or_none(o.reduce_res),
+                               detail::alu(o.reduce_op, l), o.range_start, o.on_false_value},
+               o.name, l);
+}
+
+inline void reciprocal(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
+  detail::emit(ir::Reciprocal{dst.view(), data.view()}, "", l);
+}
+
+inline void tensor_tensor_scan(const nl::tensor& dst, const nl::tensor& data0, const nl::tensor& data1,
+                               operand initial, const nl::Op& op0, const nl::Op& op1, ReverseOptions o = {},
+                               KNIT_HERE) {
+  detail::emit(ir::TensorTensorScan{dst.view(), data0.view(), data1.view(), initial.value, detail::alu(op0, l),
+                                    detail::alu(op1, l), o.reverse0, o.reverse1},
+               o.name, l);
+}
+
+struct TensorScalarReduceOptions {
+  std::optional<nl::tensor> reduce_res;
+  bool reverse0 = false;
+  ir::ReduceCmd reduce_cmd = ir::ReduceCmd::reset_reduce;
+  operand reduce_init;
+  bool reduce_res_negate = false;
+  std::string name;
+};
+inline void tensor_scalar_reduce(const nl::tensor& dst, const nl::tensor& data, const nl::Op& op0, operand operand0,
+                                 const nl::Op& reduce_op, TensorScalarReduceOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::TensorScalarReduce{dst.view(), data.view(), detail::alu(op0, l), operand0.value,
+                                      detail::alu(reduce_op, l), detail::view_or_none(o.reduce_res), o.reverse0,
+                                      o.reduce_cmd, o.reduce_init.value, o.reduce_res_negate},
+               o.name, l);
+}
+
+inline void bn_stats(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
+  detail::emit(ir::BnStats{dst.view(), data.view()}, "", l);
+}
+inline void bn_aggr(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
+  detail::emit(ir::BnAggr{dst.view(), data.view()}, "", l);
+}
+inline void max8(const nl::tensor& dst, const nl::tensor& src, KNIT_HERE) {
+  detail::emit(ir::Max8{dst.view(), src.view()}, "", l);
+}
+inline void nc_find_index8(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& vals, KNIT_HERE) {
+  detail::emit(ir::NcFindIndex8{dst.view(), data.view(), vals.view()}, "", l);
+}
+inline void local_gather(const nl::tensor& dst, const nl::tensor& src_buffer, const nl::tensor& index,
+                         int64_t num_elem_per_idx = 1, int64_t num_valid_indices = -1, KNIT_HERE) {
+  detail::emit(ir::LocalGather{dst.view(), src_buffer.view(), index.view(), num_elem_per_idx, num_valid_indices}, "",
+               l);
+}
+inline void nc_n_gather(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& indices, KNIT_HERE) {
+  detail::emit(ir::NcNGather{dst.view(), data.view(), indices.view()}, "", l);
+}
+
+#undef KNIT_HERE
+
+}  // namespace knit::isa

@@ -1,0 +1,103 @@
+// #include <knit/knit.h> — write Knit kernels in C++.
+//
+//   knit::nl::tensor add(knit::nl::tensor a, knit::nl::tensor b) { ... isa calls ... return out; }
+//   ir::Kernel k = knit::trace("add", add, {knit::arg({256, 512}, knit::nl::float32, "a"), ...});
+//   std::vector<knit::HostTensor> out = knit::run(k, {a_host, b_host});
+//
+// A kernel is an ordinary C++ function of tensor handles returning its output tensor(s) (one
+// nl::tensor, a std::vector or a std::tuple of them, or void). trace() runs it once: C++ loops
+// unroll, and every nl::/isa:: call appends to the IR with its source line. run() executes the
+// IR on the reference interpreter.
+#pragma once
+
+#include <source_location>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "knit/isa.h"
+#include "knit/ir/text.h"
+#include "knit/nl.h"
+#include "knit/sim/interpreter.h"
+
+namespace knit {
+
+using sim::HostTensor;
+
+struct ArgSpec {
+  std::vector<int64_t> shape;
+  ir::DType dtype = ir::DType::float32;
+  std::string name;
+};
+inline ArgSpec arg(std::vector<int64_t> shape, ir::DType dtype, std::string name = "") {
+  return {std::move(shape), dtype, std::move(name)};
+}
+
+namespace detail {
+
+template <class T>
+struct fn_traits : fn_traits<decltype(&T::operator())> {};
+template <class R, class... A>
+struct fn_traits<R (*)(A...)> {
+  static constexpr size_t arity = sizeof...(A);
+};
+template <class R, class... A>
+struct fn_traits<R(A...)> : fn_traits<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct fn_traits<R (C::*)(A...) const> : fn_traits<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct fn_traits<R (C::*)(A...)> : fn_traits<R (*)(A...)> {};
+
+inline void collect(std::vector<int>& ids, const nl::tensor& t) { ids.push_back(t.id()); }
+inline void collect(std::vector<int>& ids, const std::vector<nl::tensor>& ts) {
+  for (const nl::tensor& t : ts) ids.push_back(t.id());
+}
+template <class... T>
+void collect(std::vector<int>& ids, const std::tuple<T...>& ts) {
+  std::apply([&](const auto&... t) { (collect(ids, t), ...); }, ts);
+}
+
+template <class Fn, size_t... I>
+std::vector<int> call_kernel(Fn& fn, const std::vector<nl::tensor>& params, std::index_sequence<I...>) {
+  std::vector<int> outputs;
+  if constexpr (std::is_void_v<decltype(fn(params[I]...))>) fn(params[I]...);
+  else collect(outputs, fn(params[I]...));
+  return outputs;
+}
+
+}  // namespace detail
+
+// Traces `fn` into a verified IR kernel. Rule violations throw knit::Error (UserError) naming
+// the kernel line.
+template <class Fn>
+ir::Kernel trace(std::string name, Fn&& fn, const std::vector<ArgSpec>& args, ir::Target target = ir::Target::trn2,
+                 std::source_location l = std::source_location::current()) {
+  using Traits = detail::fn_traits<std::remove_cvref_t<std::remove_pointer_t<std::decay_t<Fn>>>>;
+  constexpr size_t N = Traits::arity;
+  if (args.size() != N)
+    user_error(loc_of(l), "kernel-args", "kernel '" + name + "' takes " + std::to_string(N) + " tensors but " +
+                                             std::to_string(args.size()) + " argument specs were given");
+  frontend::Builder builder(name, target);
+  frontend::Builder::Scope scope(builder);
+  std::vector<nl::tensor> params;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string pname = args[i].name.empty() ? "arg" + std::to_string(i) : args[i].name;
+    const int id = builder.add_param(pname, args[i].dtype, args[i].shape, loc_of(l));
+    params.emplace_back(id, ir::full_view(builder.tensor(id), id));
+  }
+  builder.set_outputs(detail::call_kernel(fn, params, std::make_index_sequence<N>{}));
+  return builder.finish();
+}
+
+// Runs a traced kernel on the reference interpreter. Returns the kernel's outputs; arguments
+// the kernel wrote to are updated in `args`.
+inline std::vector<HostTensor> run(const ir::Kernel& kernel, std::vector<HostTensor>& args,
+                                   const sim::InterpretOptions& options = {}) {
+  return sim::interpret(kernel, args, options).outputs;
+}
+inline std::vector<HostTensor> run(const ir::Kernel& kernel, std::vector<HostTensor>&& args,
+                                   const sim::InterpretOptions& options = {}) {
+  return sim::interpret(kernel, args, options).outputs;
+}
+
+}  // namespace knit

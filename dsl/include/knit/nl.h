@@ -1,0 +1,207 @@
+// knit::nl — the C++ mirror of nki.language: dtypes, buffers, tile sizes, tensors and views.
+// Header-only; every call records into the current frontend::Builder with the caller's source
+// location (std::source_location), so errors point at the kernel's own line.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "knit/frontend/builder.h"
+#include "knit/ir/view.h"
+
+namespace knit {
+
+inline SourceLoc loc_of(const std::source_location& l) {
+  return SourceLoc{l.file_name(), static_cast<int>(l.line()), static_cast<int>(l.column())};
+}
+
+namespace nl {
+
+using ir::DType;
+#define KNIT_X(id, text, bytes, kind) inline constexpr DType id = DType::id;
+KNIT_DTYPES(KNIT_X)
+#undef KNIT_X
+
+inline constexpr ir::Buffer sbuf = ir::Buffer::sbuf;
+inline constexpr ir::Buffer psum = ir::Buffer::psum;
+inline constexpr ir::Buffer hbm = ir::Buffer::hbm;
+inline constexpr ir::Buffer private_hbm = ir::Buffer::hbm;
+inline constexpr ir::Buffer shared_hbm = ir::Buffer::shared_hbm;
+
+// nl.tile_size: hardware constants as plain integers.
+namespace tile_size {
+inline constexpr int64_t pmax = 128;
+inline constexpr int64_t psum_fmax = 512;
+inline constexpr int64_t psum_bank_fmax = 512;
+inline constexpr int64_t psum_bank_fmax_bytes = 2048;
+inline constexpr int64_t psum_num_banks = 8;
+inline constexpr int64_t gemm_stationary_fmax = 128;
+inline constexpr int64_t gemm_moving_fmax = 512;
+inline constexpr int64_t bn_stats_fmax = 512;
+}  // namespace tile_size
+
+// An operator usable as an ALU op (tensor_tensor, tensor_scalar, reductions) and/or an
+// activation function, like NKI's nl.* function objects (nl.exp, nl.add, nl.square ...).
+struct Op {
+  int alu = -1;  // ir::AluOp, or -1
+  int act = -1;  // ir::ActFunc, or -1
+  const char* name = "";
+};
+
+namespace detail {
+constexpr int act_named_like(ir::AluOp a) {
+  switch (a) {
+    case ir::AluOp::square: return static_cast<int>(ir::ActFunc::square);
+    case ir::AluOp::relu: return static_cast<int>(ir::ActFunc::relu);
+    case ir::AluOp::abs: return static_cast<int>(ir::ActFunc::abs);
+    case ir::AluOp::rsqrt: return static_cast<int>(ir::ActFunc::rsqrt);
+    case ir::AluOp::reciprocal: return static_cast<int>(ir::ActFunc::reciprocal);
+    default: return -1;
+  }
+}
+}  // namespace detail
+
+#define KNIT_X(id, cls, red) \
+  inline constexpr Op id{static_cast<int>(ir::AluOp::id), detail::act_named_like(ir::AluOp::id), #id};
+KNIT_ALU_OPS(KNIT_X)
+#undef KNIT_X
+#define KNIT_ACT_ONLY(X)                                                                               \
+  X(copy) X(sigmoid) X(prelu) X(gelu) X(gelu_dx) X(gelu_apprx_tanh) X(gelu_apprx_sigmoid)              \
+  X(gelu_apprx_sigmoid_dx) X(silu) X(silu_dx) X(tanh) X(softplus) X(mish) X(erf) X(erf_dx) X(exp) X(sign) \
+  X(log) X(sin) X(arctan) X(sqrt)
+#define KNIT_X(id) inline constexpr Op id{-1, static_cast<int>(ir::ActFunc::id), #id};
+KNIT_ACT_ONLY(KNIT_X)
+#undef KNIT_X
+#undef KNIT_ACT_ONLY
+
+inline ir::AluOp alu_op(const Op& op, const SourceLoc& loc) {
+  if (op.alu < 0)
+    user_error(loc, "alu-op", std::string("nl::") + op.name + " is an activation function, not an ALU operator");
+  return static_cast<ir::AluOp>(op.alu);
+}
+inline ir::ActFunc act_func(const Op& op, const SourceLoc& loc) {
+  if (op.act < 0)
+    user_error(loc, "activation-op", std::string("nl::") + op.name + " is not an activation function");
+  return static_cast<ir::ActFunc>(op.act);
+}
+
+// Subscripts: t(i, nl::ds(k * 128, 128), nl::all, nl::slice(0, 64, 2)).
+struct ds_t {
+  int64_t start, size;
+};
+inline ds_t ds(int64_t start, int64_t size) { return {start, size}; }
+struct all_t {};
+inline constexpr all_t all{};
+struct slice_t {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+inline slice_t slice(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) {
+  return {start, stop, step};
+}
+
+// One subscript. The source location is captured where the subscript is written.
+struct Index {
+  ir::Index index;
+  SourceLoc loc;
+  Index(int64_t i, std::source_location l = std::source_location::current())
+      : index(ir::Index::at(i)), loc(loc_of(l)) {}
+  Index(int i, std::source_location l = std::source_location::current())
+      : index(ir::Index::at(i)), loc(loc_of(l)) {}
+  Index(ds_t d, std::source_location l = std::source_location::current())
+      : index(ir::Index::ds(d.start, d.size)), loc(loc_of(l)) {}
+  Index(all_t, std::source_location l = std::source_location::current()) : index(ir::Index::all()), loc(loc_of(l)) {}
+  Index(slice_t s, std::source_location l = std::source_location::current())
+      : index(ir::Index::range(s.start, s.stop, s.step)), loc(loc_of(l)) {}
+};
+
+// A tensor handle: a view of one tensor of the kernel being traced. Copying is free; every view
+// method returns a new handle on the same storage.
+class tensor {
+ public:
+  tensor() = default;
+  tensor(int id, ir::View view) : id_(id), view_(std::move(view)) {}
+
+  int id() const { return id_; }
+  const ir::View& view() const { return view_; }
+  std::vector<int64_t> shape() const { return view_.shape(); }
+  int64_t shape(int dim) const { return view_.shape().at(dim < 0 ? dim + ndim() : dim); }
+  int ndim() const { return static_cast<int>(view_.dims.size()); }
+  int64_t size() const { return view_.num_elements(); }
+  DType dtype() const { return view_.dtype; }
+  ir::Buffer buffer() const { return decl().buffer; }
+  const std::string& name() const { return decl().name; }
+
+  // Subscripts convert to Index at the call site, so each knows the kernel line it came from.
+  tensor operator()(Index a) const { return subscript({a}); }
+  tensor operator()(Index a, Index b) const { return subscript({a, b}); }
+  tensor operator()(Index a, Index b, Index c) const { return subscript({a, b, c}); }
+  tensor operator()(Index a, Index b, Index c, Index d) const { return subscript({a, b, c, d}); }
+  tensor operator()(Index a, Index b, Index c, Index d, Index e) const { return subscript({a, b, c, d, e}); }
+  tensor slice(int dim, int64_t start, int64_t end, int64_t step = 1,
+               std::source_location l = std::source_location::current()) const {
+    return with(ir::slice(decl(), view_, dim, start, end, step, loc_of(l)));
+  }
+  tensor select(int dim, int64_t index, std::source_location l = std::source_location::current()) const {
+    return with(ir::select(decl(), view_, dim, index, loc_of(l)));
+  }
+  tensor permute(std::vector<int> order, std::source_location l = std::source_location::current()) const {
+    return with(ir::permute(decl(), view_, order, loc_of(l)));
+  }
+  tensor broadcast(int dim, int64_t size, std::source_location l = std::source_location::current()) const {
+    return with(ir::broadcast(decl(), view_, dim, size, loc_of(l)));
+  }
+  tensor expand_dim(int dim, std::source_location l = std::source_location::current()) const {
+    return with(ir::expand_dim(decl(), view_, dim, loc_of(l)));
+  }
+  tensor squeeze_dim(int dim, std::source_location l = std::source_location::current()) const {
+    return with(ir::squeeze_dim(decl(), view_, dim, loc_of(l)));
+  }
+  tensor reshape(std::vector<int64_t> shape, std::source_location l = std::source_location::current()) const {
+    return with(ir::reshape(decl(), view_, shape, loc_of(l)));
+  }
+  tensor reshape_dim(int dim, std::vector<int64_t> shape,
+                     std::source_location l = std::source_location::current()) const {
+    return with(ir::reshape_dim(decl(), view_, dim, shape, loc_of(l)));
+  }
+  tensor flatten_dims(int start_dim, int end_dim, std::source_location l = std::source_location::current()) const {
+    return with(ir::flatten_dims(decl(), view_, start_dim, end_dim, loc_of(l)));
+  }
+  tensor view_as(DType dtype, std::source_location l = std::source_location::current()) const {
+    return with(ir::bitcast(decl(), view_, dtype, loc_of(l)));
+  }
+  // Raw access pattern over the tensor's storage: t.ap({{512, 128}, {1, 64}}, offset).
+  tensor ap(std::vector<ir::ApDim> pattern, std::optional<int64_t> offset = std::nullopt,
+            std::optional<DType> dtype = std::nullopt,
+            std::source_location l = std::source_location::current()) const {
+    return with(ir::ap(decl(), view_, pattern, offset, dtype, loc_of(l)));
+  }
+
+ private:
+  const ir::TensorDecl& decl() const { return frontend::Builder::current({}).tensor(id_); }
+  tensor with(ir::View v) const { return tensor(id_, std::move(v)); }
+  tensor subscript(std::initializer_list<Index> subs) const {
+    std::vector<ir::Index> key;
+    for (const Index& s : subs) key.push_back(s.index);
+    return with(ir::index(decl(), view_, key, subs.begin()->loc));
+  }
+  int id_ = -1;
+  ir::View view_;
+};
+
+// nl.ndarray(shape, dtype, buffer=sbuf, name='', address=None): an uninitialized tensor.
+inline tensor ndarray(std::vector<int64_t> shape, DType dtype, ir::Buffer buffer = sbuf, std::string name = "",
+                      std::optional<std::array<int64_t, 2>> address = std::nullopt,
+                      std::source_location l = std::source_location::current()) {
+  frontend::Builder& b = frontend::Builder::current(loc_of(l));
+  if (name.empty()) name = "t" + std::to_string(b.kernel().tensors.size());
+  const int id = b.add_tensor(std::move(name), buffer, dtype, std::move(shape), address, loc_of(l));
+  return tensor(id, ir::full_view(b.tensor(id), id));
+}
+
+}  // namespace nl
+}  // namespace knit

@@ -1,0 +1,51 @@
+// The one IR builder both front ends trace into. Each ISA call of a C++ (dsl/) or Python
+// (python/knit) kernel appends one instruction here; the instruction is verified as it is
+// appended, so a rule violation is reported at the kernel line that caused it, while tracing.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "knit/ir/ir.h"
+
+namespace knit::frontend {
+
+class Builder {
+ public:
+  Builder(std::string kernel_name, ir::Target target);
+
+  // Declares a kernel parameter (an HBM tensor supplied by the caller); returns its tensor id.
+  int add_param(std::string name, ir::DType dtype, std::vector<int64_t> shape, SourceLoc loc);
+  // Declares a tensor (nl.ndarray); verified at once. Returns its tensor id.
+  int add_tensor(std::string name, ir::Buffer buffer, ir::DType dtype, std::vector<int64_t> shape,
+                 std::optional<std::array<int64_t, 2>> address, SourceLoc loc);
+  // Verifies and appends one instruction.
+  void append(ir::Instruction inst);
+  void set_outputs(std::vector<int> tensor_ids);
+  const ir::Kernel& kernel() const { return kernel_; }
+  const ir::TensorDecl& tensor(int id) const { return kernel_.tensor(id); }
+  // Verifies the whole kernel and hands it over.
+  ir::Kernel finish();
+
+  // The builder that ISA calls on this thread append to (set by Scope); throws a user error
+  // when no kernel is being traced.
+  static Builder& current(const SourceLoc& loc);
+
+  // Makes `b` the current builder for its lifetime (nests; restores the previous one).
+  class Scope {
+   public:
+    explicit Scope(Builder& b);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Builder* previous_;
+  };
+
+ private:
+  ir::Kernel kernel_;
+};
+
+}  // namespace knit::frontend

@@ -1,0 +1,66 @@
+#include "knit/frontend/builder.h"
+
+#include "knit/ir/verifier.h"
+
+namespace knit::frontend {
+namespace {
+thread_local Builder* current_builder = nullptr;
+}
+
+Builder::Builder(std::string kernel_name, ir::Target target) {
+  kernel_.name = std::move(kernel_name);
+  kernel_.target = target;
+}
+
+int Builder::add_param(std::string name, ir::DType dtype, std::vector<int64_t> shape, SourceLoc loc) {
+  ir::TensorDecl t;
+  t.name = std::move(name);
+  t.buffer = ir::Buffer::hbm;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.is_param = true;
+  t.loc = std::move(loc);
+  ir::verify_tensor(kernel_, t);
+  kernel_.tensors.push_back(std::move(t));
+  const int id = static_cast<int>(kernel_.tensors.size()) - 1;
+  kernel_.params.push_back(id);
+  return id;
+}
+
+int Builder::add_tensor(std::string name, ir::Buffer buffer, ir::DType dtype, std::vector<int64_t> shape,
+                        std::optional<std::array<int64_t, 2>> address, SourceLoc loc) {
+  ir::TensorDecl t;
+  t.name = std::move(name);
+  t.buffer = buffer;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.address = address;
+  t.loc = std::move(loc);
+  ir::verify_tensor(kernel_, t);
+  kernel_.tensors.push_back(std::move(t));
+  return static_cast<int>(kernel_.tensors.size()) - 1;
+}
+
+void Builder::append(ir::Instruction inst) {
+  ir::verify_instruction(kernel_, inst);
+  kernel_.body.push_back(std::move(inst));
+}
+
+void Builder::set_outputs(std::vector<int> tensor_ids) { kernel_.outputs = std::move(tensor_ids); }
+
+ir::Kernel Builder::finish() {
+  ir::verify(kernel_);
+  return std::move(kernel_);
+}
+
+Builder& Builder::current(const SourceLoc& loc) {
+  if (!current_builder)
+    user_error(loc, "no-kernel", "a Knit language or ISA call ran outside a kernel being traced; "
+                                 "call the kernel through knit::trace (C++) or @knit.jit (Python)");
+  return *current_builder;
+}
+
+Builder::Scope::Scope(Builder& b) : previous_(current_builder) { current_builder = &b; }
+Builder::Scope::~Scope() { current_builder = previous_; }
+
+}  // namespace knit::frontend

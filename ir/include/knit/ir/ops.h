@@ -1,0 +1,411 @@
+// The instruction list: one struct per ISA instruction, written once.
+//
+// KNIT_OPS below is the single list of instructions. From it come the Opcode enum, the
+// Instruction variant, the op names, and (through each struct's `fields` method, which lists the
+// operands in NKI's dst-first argument order with NKI's defaults) the printer, the parser and the
+// generic operand walks used by the verifier and executors. Adding an instruction means: a struct
+// here, its entry in KNIT_OPS, its rules in ir/src/verify_*.cpp and its semantics in
+// simulator/src/exec_*.cpp. Semantics are documented in docs/architecture.md.
+//
+// Included from ir.h (needs View, Operand, IntList, Pattern).
+#pragma once
+
+#include <cfloat>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace knit::ir {
+
+#define KNIT_FIELDS_EQ(T) bool operator==(const T&) const = default
+
+struct DmaCopy {
+  View dst, src;
+  OobMode oob_mode = OobMode::error;
+  DgeMode dge_mode = DgeMode::unknown;
+  Engine engine = Engine::unknown;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("src", src); f("oob_mode", oob_mode); f("dge_mode", dge_mode); f("engine", engine);
+  }
+  KNIT_FIELDS_EQ(DmaCopy);
+};
+
+// dst[M,N] (PSUM, fp32) = stationary[K,M].T @ moving[K,N]; see Accumulate for overwrite/add.
+struct NcMatmul {
+  View dst, stationary, moving;
+  bool is_stationary_onezero = false, is_moving_onezero = false, is_transpose = false;
+  Accumulate accumulate = Accumulate::auto_;
+  IntList tile_position, tile_size;
+  MatmulPerfMode perf_mode = MatmulPerfMode::none;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("stationary", stationary); f("moving", moving);
+    f("is_stationary_onezero", is_stationary_onezero); f("is_moving_onezero", is_moving_onezero);
+    f("is_transpose", is_transpose); f("accumulate", accumulate); f("tile_position", tile_position);
+    f("tile_size", tile_size); f("perf_mode", perf_mode);
+  }
+  KNIT_FIELDS_EQ(NcMatmul);
+};
+
+struct NcTranspose {
+  View dst, data;
+  Engine engine = Engine::unknown;
+  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); f("engine", engine); }
+  KNIT_FIELDS_EQ(NcTranspose);
+};
+
+// dst = op(data * scale + bias); optional free-dim reduction into the ScalarE accumulators.
+// `alpha` is the slope used by `prelu` (Knit extension; NKI passes it as activate2's relu_param).
+struct Activation {
+  View dst;
+  ActFunc op = ActFunc::copy;
+  View data;
+  Operand bias;
+  Operand scale = Operand::immediate(1.0);
+  AluOp reduce_op = AluOp::bypass;
+  std::optional<View> reduce_res;
+  ReduceCmd reduce_cmd = ReduceCmd::idle;
+  double alpha = 0.0;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("op", op); f("data", data); f("bias", bias); f("scale", scale);
+    f("reduce_op", reduce_op); f("reduce_res", reduce_res); f("reduce_cmd", reduce_cmd); f("alpha", alpha);
+  }
+  KNIT_FIELDS_EQ(Activation);
+};
+
+struct ActivationReduce {
+  View dst;
+  ActFunc op = ActFunc::copy;
+  View data;
+  AluOp reduce_op = AluOp::add;
+  View reduce_res;
+  Operand bias;
+  Operand scale = Operand::immediate(1.0);
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("op", op); f("data", data); f("reduce_op", reduce_op); f("reduce_res", reduce_res);
+    f("bias", bias); f("scale", scale);
+  }
+  KNIT_FIELDS_EQ(ActivationReduce);
+};
+
+struct TensorTensor {
+  View dst, data1, data2;
+  AluOp op = AluOp::add;
+  Engine engine = Engine::unknown;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("data1", data1); f("data2", data2); f("op", op); f("engine", engine);
+  }
+  KNIT_FIELDS_EQ(TensorTensor);
+};
+
+// dst = (data op0 operand0) op1 operand1; op1 = bypass means "no second stage".
+struct TensorScalar {
+  View dst, data;
+  AluOp op0 = AluOp::add;
+  Operand operand0;
+  bool reverse0 = false;
+  AluOp op1 = AluOp::bypass;
+  Operand operand1;
+  bool reverse1 = false;
+  Engine engine = Engine::unknown;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("data", data); f("op0", op0); f("operand0", operand0); f("reverse0", reverse0);
+    f("op1", op1); f("operand1", operand1); f("reverse1", reverse1); f("engine", engine);
+  }
+  KNIT_FIELDS_EQ(TensorScalar);
+};
+
+struct ScalarTensorTensor {
+  View dst, data;
+  AluOp op0 = AluOp::add;
+  Operand operand0;
+  AluOp op1 = AluOp::add;
+  View operand1;
+  bool reverse0 = false, reverse1 = false;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("data", data); f("op0", op0); f("operand0", operand0); f("op1", op1);
+    f("operand1", operand1); f("reverse0", reverse0); f("reverse1", reverse1);
+  }
+  KNIT_FIELDS_EQ(ScalarTensorTensor);
+};
+
+struct TensorReduce {
+  View dst;
+  AluOp op = AluOp::add;
+  View data;
+  IntList axis;
+  bool negate = false, keepdims = false;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("op", op); f("data", data); f("axis", axis); f("negate", negate); f("keepdims", keepdims);
+  }
+  KNIT_FIELDS_EQ(TensorReduce);
+};
+
+struct TensorPartitionReduce {
+  View dst;
+  AluOp op = AluOp::add;
+  View data;
+  template <class F> void fields(F&& f) { f("dst", dst); f("op", op); f("data", data); }
+  KNIT_FIELDS_EQ(TensorPartitionReduce);
+};
+
+struct TensorCopy {
+  View dst, src;
+  Engine engine = Engine::unknown;
+  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); f("engine", engine); }
+  KNIT_FIELDS_EQ(TensorCopy);
+};
+
+struct TensorCopyPredicated {
+  View dst;
+  Operand src;
+  View predicate;
+  bool reverse_pred = false;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("src", src); f("predicate", predicate); f("reverse_pred", reverse_pred);
+  }
+  KNIT_FIELDS_EQ(TensorCopyPredicated);
+};
+
+struct Memset {
+  View dst;
+  double value = 0;
+  Engine engine = Engine::unknown;
+  template <class F> void fields(F&& f) { f("dst", dst); f("value", value); f("engine", engine); }
+  KNIT_FIELDS_EQ(Memset);
+};
+
+// value(p, i...) = offset + p * channel_multiplier + sum_k i_k * pattern[k].step (int32).
+struct Iota {
+  View dst;
+  Pattern pattern;
+  int64_t offset = 0, channel_multiplier = 0;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("pattern", pattern); f("offset", offset); f("channel_multiplier", channel_multiplier);
+  }
+  KNIT_FIELDS_EQ(Iota);
+};
+
+struct AffineSelect {
+  View dst;
+  Pattern pattern;
+  int64_t channel_multiplier = 0;
+  View on_true_tile;
+  double on_false_value = 0;
+  AluOp cmp_op = AluOp::equal;
+  int64_t offset = 0;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("pattern", pattern); f("channel_multiplier", channel_multiplier);
+    f("on_true_tile", on_true_tile); f("on_false_value", on_false_value); f("cmp_op", cmp_op); f("offset", offset);
+  }
+  KNIT_FIELDS_EQ(AffineSelect);
+};
+
+struct SelectReduce {
+  View dst, predicate, on_true;
+  Operand on_false;
+  std::optional<View> reduce_res;
+  ReduceCmd reduce_cmd = ReduceCmd::idle;
+  AluOp reduce_op = AluOp::maximum;
+  bool reverse_pred = false;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("predicate", predicate); f("on_true", on_true); f("on_false", on_false);
+    f("reduce_res", reduce_res); f("reduce_cmd", reduce_cmd); f("reduce_op", reduce_op); f("reverse_pred", reverse_pred);
+  }
+  KNIT_FIELDS_EQ(SelectReduce);
+};
+
+struct RangeSelect {
+  View dst, on_true_tile;
+  AluOp comp_op0 = AluOp::greater_equal, comp_op1 = AluOp::less;
+  View bound0, bound1;
+  ReduceCmd reduce_cmd = ReduceCmd::reset_reduce;
+  std::optional<View> reduce_res;
+  AluOp reduce_op = AluOp::maximum;
+  double range_start = 0;
+  double on_false_value = -static_cast<double>(FLT_MAX);
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("on_true_tile", on_true_tile); f("comp_op0", comp_op0); f("comp_op1", comp_op1);
+    f("bound0", bound0); f("bound1", bound1); f("reduce_cmd", reduce_cmd); f("reduce_res", reduce_res);
+    f("reduce_op", reduce_op); f("range_start", range_start); f("on_false_value", on_false_value);
+  }
+  KNIT_FIELDS_EQ(RangeSelect);
+};
+
+struct Reciprocal {
+  View dst, data;
+  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); }
+  KNIT_FIELDS_EQ(Reciprocal);
+};
+
+struct TensorTensorScan {
+  View dst, data0, data1;
+  Operand initial = Operand::immediate(0.0);
+  AluOp op0 = AluOp::multiply, op1 = AluOp::add;
+  bool reverse0 = false, reverse1 = false;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("data0", data0); f("data1", data1); f("initial", initial); f("op0", op0);
+    f("op1", op1); f("reverse0", reverse0); f("reverse1", reverse1);
+  }
+  KNIT_FIELDS_EQ(TensorTensorScan);
+};
+
+struct TensorScalarReduce {
+  View dst, data;
+  AluOp op0 = AluOp::add;
+  Operand operand0;
+  AluOp reduce_op = AluOp::add;
+  std::optional<View> reduce_res;
+  bool reverse0 = false;
+  ReduceCmd reduce_cmd = ReduceCmd::reset_reduce;
+  Operand reduce_init;
+  bool reduce_res_negate = false;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("data", data); f("op0", op0); f("operand0", operand0); f("reduce_op", reduce_op);
+    f("reduce_res", reduce_res); f("reverse0", reverse0); f("reduce_cmd", reduce_cmd);
+    f("reduce_init", reduce_init); f("reduce_res_negate", reduce_res_negate);
+  }
+  KNIT_FIELDS_EQ(TensorScalarReduce);
+};
+
+struct BnStats {
+  View dst, data;
+  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); }
+  KNIT_FIELDS_EQ(BnStats);
+};
+
+struct BnAggr {
+  View dst, data;
+  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); }
+  KNIT_FIELDS_EQ(BnAggr);
+};
+
+struct Max8 {
+  View dst, src;
+  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  KNIT_FIELDS_EQ(Max8);
+};
+
+struct NcFindIndex8 {
+  View dst, data, vals;
+  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); f("vals", vals); }
+  KNIT_FIELDS_EQ(NcFindIndex8);
+};
+
+struct DmaTranspose {
+  View dst, src;
+  IntList axes;
+  DgeMode dge_mode = DgeMode::unknown;
+  OobMode oob_mode = OobMode::error;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("src", src); f("axes", axes); f("dge_mode", dge_mode); f("oob_mode", oob_mode);
+  }
+  KNIT_FIELDS_EQ(DmaTranspose);
+};
+
+// num_valid_indices = -1 means "all indices".
+struct LocalGather {
+  View dst, src_buffer, index;
+  int64_t num_elem_per_idx = 1, num_valid_indices = -1;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("src_buffer", src_buffer); f("index", index); f("num_elem_per_idx", num_elem_per_idx);
+    f("num_valid_indices", num_valid_indices);
+  }
+  KNIT_FIELDS_EQ(LocalGather);
+};
+
+struct NcNGather {
+  View dst, data, indices;
+  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); f("indices", indices); }
+  KNIT_FIELDS_EQ(NcNGather);
+};
+
+#undef KNIT_FIELDS_EQ
+
+// The instruction list. (struct, text name)
+#define KNIT_OPS(X)                                  \
+  X(DmaCopy, dma_copy)                               \
+  X(NcMatmul, nc_matmul)                             \
+  X(NcTranspose, nc_transpose)                       \
+  X(Activation, activation)                          \
+  X(ActivationReduce, activation_reduce)             \
+  X(TensorTensor, tensor_tensor)                     \
+  X(TensorScalar, tensor_scalar)                     \
+  X(ScalarTensorTensor, scalar_tensor_tensor)        \
+  X(TensorReduce, tensor_reduce)                     \
+  X(TensorPartitionReduce, tensor_partition_reduce)  \
+  X(TensorCopy, tensor_copy)                         \
+  X(TensorCopyPredicated, tensor_copy_predicated)    \
+  X(Memset, memset)                                  \
+  X(Iota, iota)                                      \
+  X(AffineSelect, affine_select)                     \
+  X(SelectReduce, select_reduce)                     \
+  X(RangeSelect, range_select)                       \
+  X(Reciprocal, reciprocal)                          \
+  X(TensorTensorScan, tensor_tensor_scan)            \
+  X(TensorScalarReduce, tensor_scalar_reduce)        \
+  X(BnStats, bn_stats)                               \
+  X(BnAggr, bn_aggr)                                 \
+  X(Max8, max8)                                      \
+  X(NcFindIndex8, nc_find_index8)                    \
+  X(DmaTranspose, dma_transpose)                     \
+  X(LocalGather, local_gather)                       \
+  X(NcNGather, nc_n_gather)
+
+enum class Opcode : uint8_t {
+#define KNIT_X(type, name) name,
+  KNIT_OPS(KNIT_X)
+#undef KNIT_X
+};
+
+using OpVariant = std::variant<
+#define KNIT_X(type, name) type,
+    KNIT_OPS(KNIT_X)
+#undef KNIT_X
+        std::monostate>;
+
+std::string_view opcode_name(Opcode op);
+std::optional<Opcode> parse_opcode(std::string_view name);
+
+struct Instruction {
+  OpVariant op;
+  SourceLoc loc;
+  std::string name;  // optional user label (name= of the ISA call)
+
+  Opcode opcode() const { return static_cast<Opcode>(op.index()); }
+  std::string_view opcode_name() const { return ir::opcode_name(opcode()); }
+  bool operator==(const Instruction&) const = default;
+};
+
+// Calls f(name, const-field&) for each operand of the instruction's op, in declaration order.
+template <class F>
+void for_each_field(const Instruction& inst, F&& f) {
+  std::visit(
+      [&](const auto& op) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) {
+          // fields() is written once, non-const, for both reading and parsing; walking it
+          // through a const_cast is safe because f only receives const references.
+          auto& mutable_op = const_cast<std::decay_t<decltype(op)>&>(op);
+          mutable_op.fields([&](const char* name, auto& value) { f(name, std::as_const(value)); });
+        }
+      },
+      inst.op);
+}
+
+// Calls f(name, view) for every view operand (dst included), skipping absent optional ones and
+// non-tile Operands.
+template <class F>
+void for_each_view(const Instruction& inst, F&& f) {
+  for_each_field(inst, [&](const char* name, const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, View>) {
+      if (value.valid()) f(name, value);
+    } else if constexpr (std::is_same_v<T, std::optional<View>>) {
+      if (value && value->valid()) f(name, *value);
+    } else if constexpr (std::is_same_v<T, Operand>) {
+      if (value.is_tile()) f(name, value.tile);
+    }
+  });
+}
+
+}  // namespace knit::ir

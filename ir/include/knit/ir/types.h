@@ -1,0 +1,191 @@
+// Scalar vocabulary of the tile IR: element types, memory buffers, engines and the enum
+// attributes that ISA instructions carry. Each set is written once as an X-macro list; the enum,
+// its text names (used by the printer and parser) and its traits are all derived from the list.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace knit::ir {
+
+// ---- element types ---------------------------------------------------------------------------
+enum class DTypeKind : uint8_t { Bool, SignedInt, UnsignedInt, Float };
+
+//        enum name     text name      bytes  kind
+#define KNIT_DTYPES(X)                                   \
+  X(bool_, "bool", 1, Bool)                              \
+  X(int8, "int8", 1, SignedInt)                          \
+  X(int16, "int16", 2, SignedInt)                        \
+  X(int32, "int32", 4, SignedInt)                        \
+  X(uint8, "uint8", 1, UnsignedInt)                      \
+  X(uint16, "uint16", 2, UnsignedInt)                    \
+  X(uint32, "uint32", 4, UnsignedInt)                    \
+  X(float16, "float16", 2, Float)                        \
+  X(bfloat16, "bfloat16", 2, Float)                      \
+  X(float32, "float32", 4, Float)                        \
+  X(tfloat32, "tfloat32", 4, Float)                      \
+  X(float8_e4m3, "float8_e4m3", 1, Float)                \
+  X(float8_e5m2, "float8_e5m2", 1, Float)
+
+enum class DType : uint8_t {
+#define KNIT_X(id, text, bytes, kind) id,
+  KNIT_DTYPES(KNIT_X)
+#undef KNIT_X
+};
+
+int dtype_size(DType t);
+DTypeKind dtype_kind(DType t);
+inline bool is_float(DType t) { return dtype_kind(t) == DTypeKind::Float; }
+inline bool is_integer(DType t) {
+  return dtype_kind(t) == DTypeKind::SignedInt || dtype_kind(t) == DTypeKind::UnsignedInt;
+}
+inline bool is_fp8(DType t) { return t == DType::float8_e4m3 || t == DType::float8_e5m2; }
+
+// ---- memories and engines --------------------------------------------------------------------
+#define KNIT_BUFFERS(X) X(hbm) X(shared_hbm) X(sbuf) X(psum)
+enum class Buffer : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_BUFFERS(KNIT_X)
+#undef KNIT_X
+};
+inline bool is_on_chip(Buffer b) { return b == Buffer::sbuf || b == Buffer::psum; }
+inline bool is_hbm(Buffer b) { return b == Buffer::hbm || b == Buffer::shared_hbm; }
+
+// Numbering follows nki.isa.engine (unknown=0 ... sync=6).
+#define KNIT_ENGINES(X) X(unknown) X(tensor) X(scalar) X(gpsimd) X(dma) X(vector) X(sync)
+enum class Engine : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_ENGINES(KNIT_X)
+#undef KNIT_X
+};
+
+// Hardware generations. nc_version numbers: trn1 = gen2, trn2 = gen3, trn3 = gen4.
+#define KNIT_TARGETS(X) X(trn1, 2) X(trn2, 3) X(trn3, 4)
+enum class Target : uint8_t {
+#define KNIT_X(id, gen) id,
+  KNIT_TARGETS(KNIT_X)
+#undef KNIT_X
+};
+int nc_version(Target t);
+
+// ---- ALU operators (nki-api.md §3.8) -----------------------------------------------------------
+// Class says how operands are treated: Bitvec ops work on integer bit patterns with no casts;
+// Arith ops compute in fp32; Unary ops ignore their second operand. `bypass` is the "no op"
+// placeholder used for optional op slots (op1=None, reduce_op=None). `average` exists only as a
+// partition reduction; `divide`, `fmod`, `mod` are simulator-only conveniences that the nl.*
+// wrappers use.
+enum class AluClass : uint8_t { None, Bitvec, BitvecUnary, Arith, Unary };
+
+//       name              class        legal as a reduction
+#define KNIT_ALU_OPS(X)                    \
+  X(bypass, None, false)                   \
+  X(invert, BitvecUnary, false)            \
+  X(bitwise_and, Bitvec, true)             \
+  X(bitwise_or, Bitvec, true)              \
+  X(bitwise_xor, Bitvec, true)             \
+  X(left_shift, Bitvec, false)             \
+  X(right_shift, Bitvec, false)            \
+  X(add, Arith, true)                      \
+  X(subtract, Arith, true)                 \
+  X(multiply, Arith, true)                 \
+  X(divide, Arith, false)                  \
+  X(maximum, Arith, true)                  \
+  X(minimum, Arith, true)                  \
+  X(equal, Arith, false)                   \
+  X(not_equal, Arith, false)               \
+  X(greater_equal, Arith, false)           \
+  X(greater, Arith, false)                 \
+  X(less_equal, Arith, false)              \
+  X(less, Arith, false)                    \
+  X(logical_and, Arith, true)              \
+  X(logical_or, Arith, true)               \
+  X(logical_xor, Arith, true)              \
+  X(power, Arith, false)                   \
+  X(abs_max, Arith, false)                 \
+  X(abs_min, Arith, false)                 \
+  X(fmod, Arith, false)                    \
+  X(mod, Arith, false)                     \
+  X(average, Arith, false)                 \
+  X(abs, Unary, false)                     \
+  X(square, Unary, false)                  \
+  X(relu, Unary, false)                    \
+  X(rsqrt, Unary, false)                   \
+  X(reciprocal, Unary, false)
+
+enum class AluOp : uint8_t {
+#define KNIT_X(id, cls, red) id,
+  KNIT_ALU_OPS(KNIT_X)
+#undef KNIT_X
+};
+AluClass alu_class(AluOp op);
+bool alu_is_reduction(AluOp op);
+
+// ---- activation functions (nki-api.md §3.3) ---------------------------------------------------
+#define KNIT_ACT_FUNCS(X)                                                                       \
+  X(copy) X(square) X(sigmoid) X(relu) X(prelu) X(gelu) X(gelu_dx) X(gelu_apprx_tanh)            \
+  X(gelu_apprx_sigmoid) X(gelu_apprx_sigmoid_dx) X(silu) X(silu_dx) X(tanh) X(softplus) X(mish) \
+  X(erf) X(erf_dx) X(exp) X(abs) X(sign) X(log) X(sin) X(arctan) X(sqrt) X(rsqrt) X(reciprocal)
+
+enum class ActFunc : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_ACT_FUNCS(KNIT_X)
+#undef KNIT_X
+};
+
+// ---- other instruction attributes ---------------------------------------------------------------
+#define KNIT_REDUCE_CMDS(X) X(idle) X(reset) X(reduce) X(reset_reduce) X(load_reduce)
+enum class ReduceCmd : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_REDUCE_CMDS(KNIT_X)
+#undef KNIT_X
+};
+
+#define KNIT_DGE_MODES(X) X(unknown) X(swdge) X(hwdge) X(none)
+enum class DgeMode : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_DGE_MODES(KNIT_X)
+#undef KNIT_X
+};
+
+#define KNIT_OOB_MODES(X) X(error) X(skip)
+enum class OobMode : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_OOB_MODES(KNIT_X)
+#undef KNIT_X
+};
+
+#define KNIT_PERF_MODES(X) X(none) X(double_row)
+enum class MatmulPerfMode : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_PERF_MODES(KNIT_X)
+#undef KNIT_X
+};
+
+// nc_matmul's accumulate=None/True/False.
+#define KNIT_ACCUMULATE_MODES(X) X(auto_) X(on) X(off)
+enum class Accumulate : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_ACCUMULATE_MODES(KNIT_X)
+#undef KNIT_X
+};
+
+// ---- names ----------------------------------------------------------------------------------
+// to_string gives the text-IR spelling; parse_enum<E> is its inverse (nullopt when unknown).
+std::string_view to_string(DType v);
+std::string_view to_string(Buffer v);
+std::string_view to_string(Engine v);
+std::string_view to_string(Target v);
+std::string_view to_string(AluOp v);
+std::string_view to_string(ActFunc v);
+std::string_view to_string(ReduceCmd v);
+std::string_view to_string(DgeMode v);
+std::string_view to_string(OobMode v);
+std::string_view to_string(MatmulPerfMode v);
+std::string_view to_string(Accumulate v);
+
+template <class E>
+std::optional<E> parse_enum(std::string_view text);
+
+}  // namespace knit::ir

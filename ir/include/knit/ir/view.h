@@ -1,0 +1,63 @@
+// View algebra: every way a kernel can look at a tensor (indexing, slicing, permuting, reshaping,
+// broadcasting, reinterpreting, raw access patterns) produces a View (an access pattern, see
+// ir.h). The rules are NKI's (nki-api.md §2.3, §4.3); both front ends call these functions, so
+// the rules live here once. Violations are user errors at `loc`.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "knit/ir/ir.h"
+
+namespace knit::ir {
+
+// The whole tensor, row-major.
+View full_view(const TensorDecl& t, int tensor_id);
+
+// One subscript of t[...]: an integer, or a slice (Python semantics; nl.ds(start, size) is
+// the slice start:start+size). Out-of-range bounds are errors (no clamping), as in NKI.
+struct Index {
+  enum class Kind : uint8_t { Int, Slice, All } kind = Kind::All;
+  int64_t value = 0;                 // Int
+  std::optional<int64_t> start, stop;  // Slice
+  int64_t step = 1;                   // Slice
+  static Index at(int64_t i) { return {Kind::Int, i, {}, {}, 1}; }
+  static Index range(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) {
+    return {Kind::Slice, 0, start, stop, step};
+  }
+  static Index ds(int64_t start, int64_t size) { return range(start, start + size); }
+  static Index all() { return {}; }
+};
+
+// t[i0, i1, ...] with NKI's rules: missing trailing subscripts mean ':'. On-chip, an int on the
+// partition dim keeps it (size 1) and results stay >= 2-D; on HBM an int drops the dim.
+View index(const TensorDecl& t, const View& v, std::span<const Index> key, const SourceLoc& loc);
+
+View slice(const TensorDecl& t, const View& v, int dim, int64_t start, int64_t end, int64_t step,
+           const SourceLoc& loc);
+View select(const TensorDecl& t, const View& v, int dim, int64_t index, const SourceLoc& loc);
+View permute(const TensorDecl& t, const View& v, std::span<const int> order, const SourceLoc& loc);
+View broadcast(const TensorDecl& t, const View& v, int dim, int64_t size, const SourceLoc& loc);
+View expand_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& loc);
+View squeeze_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& loc);
+// Reshape without moving data; fails when the layout cannot express the new shape.
+View reshape(const TensorDecl& t, const View& v, std::span<const int64_t> shape, const SourceLoc& loc);
+View reshape_dim(const TensorDecl& t, const View& v, int dim, std::span<const int64_t> shape,
+                 const SourceLoc& loc);
+View flatten_dims(const TensorDecl& t, const View& v, int start_dim, int end_dim, const SourceLoc& loc);
+// Reinterpret the bytes as another dtype; the last dim (contiguous) is rescaled by the size ratio.
+View bitcast(const TensorDecl& t, const View& v, DType dtype, const SourceLoc& loc);
+// Raw access pattern over the tensor's storage (ignores v's pattern); offset nullopt keeps v's.
+View ap(const TensorDecl& t, const View& v, const Pattern& pattern, std::optional<int64_t> offset,
+        std::optional<DType> dtype, const SourceLoc& loc);
+
+// Structural checks of a view against its tensor: in bounds, and on-chip a legal partition
+// pattern that stays inside each partition. `what` names the operand in messages.
+void check_view(const TensorDecl& t, const View& v, const std::string& what, const SourceLoc& loc);
+
+// Elements per partition of a view used as an instruction operand (on-chip: product of the
+// free dims; HBM: all elements), and its partition count (on-chip: dims[0].num; HBM: 1).
+int64_t view_partitions(const TensorDecl& t, const View& v);
+int64_t view_free_size(const TensorDecl& t, const View& v);
+
+}  // namespace knit::ir

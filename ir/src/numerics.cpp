@@ -1,0 +1,235 @@
+#include "knit/ir/numerics.h"
+
+#include <array>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace knit::ir {
+namespace {
+
+// An IEEE-like binary format with `ebits` exponent and `mbits` mantissa bits: bias 2^(e-1)-1,
+// the all-ones exponent holds inf (mantissa 0) and NaN (mantissa != 0), subnormals below.
+struct MiniFloat {
+  int ebits;
+  int mbits;
+  int bias() const { return (1 << (ebits - 1)) - 1; }
+  uint32_t exp_mask() const { return ((1u << ebits) - 1) << mbits; }
+  uint32_t sign_bit() const { return 1u << (ebits + mbits); }
+
+  double decode(uint32_t bits) const {
+    const bool negative = bits & sign_bit();
+    const uint32_t e = (bits & exp_mask()) >> mbits;
+    const uint32_t m = bits & ((1u << mbits) - 1);
+    double mag;
+    if (e == (1u << ebits) - 1)
+      mag = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+    else if (e == 0)
+      mag = std::ldexp(static_cast<double>(m), 1 - bias() - mbits);
+    else
+      mag = std::ldexp(1.0 + std::ldexp(static_cast<double>(m), -mbits), static_cast<int>(e) - bias());
+    return negative ? -mag : mag;
+  }
+
+  // Round to nearest, ties to even; overflow -> inf; subnormals kept.
+  uint32_t encode(float x) const {
+    const uint32_t sign = std::signbit(x) ? sign_bit() : 0;
+    if (std::isnan(x)) return sign | exp_mask() | (1u << (mbits - 1));
+    const double a = std::fabs(static_cast<double>(x));
+    if (std::isinf(a)) return sign | exp_mask();
+    if (a == 0) return sign;
+    const int emin = 1 - bias();
+    const int emax = (1 << ebits) - 2 - bias();
+    int e2;
+    std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
+    int exponent = std::max(e2 - 1, emin);
+    // a / step is exact in double (power-of-two scaling); nearbyint rounds ties to even.
+    double q = std::nearbyint(std::ldexp(a, mbits - exponent));
+    if (q == 0) return sign;
+    if (q >= std::ldexp(1.0, mbits + 1)) {  // rounding carried into the next binade
+      q /= 2;
+      exponent += 1;
+    }
+    if (exponent > emax) return sign | exp_mask();
+    const uint32_t mant = static_cast<uint32_t>(q);
+    if (mant < (1u << mbits)) return sign | mant;  // subnormal (exponent == emin)
+    return sign | (static_cast<uint32_t>(exponent + bias()) << mbits) | (mant - (1u << mbits));
+  }
+};
+
+constexpr MiniFloat kFloat16{5, 10};
+constexpr MiniFloat kE4M3{4, 3};
+constexpr MiniFloat kE5M2{5, 2};
+
+// fp32 -> fp32 with the low `drop` mantissa bits rounded away (RNE); used for bf16 and tf32.
+uint32_t round_fp32_bits(float v, int drop) {
+  uint32_t bits = std::bit_cast<uint32_t>(v);
+  if (std::isnan(v)) return bits | (1u << 22);  // keep NaN, make it quiet
+  const uint32_t lsb = (bits >> drop) & 1u;
+  bits += ((1u << (drop - 1)) - 1) + lsb;  // carries into the exponent give inf naturally
+  return bits & ~((1u << drop) - 1);
+}
+
+// Decoding tables for the 8- and 16-bit float formats: reading is the hot path of the
+// reference interpreter, so each code is decoded once.
+template <size_t N>
+std::vector<float> make_table(const MiniFloat& f) {
+  std::vector<float> table(N);
+  for (size_t i = 0; i < N; ++i) table[i] = static_cast<float>(f.decode(static_cast<uint32_t>(i)));
+  return table;
+}
+const std::vector<float>& table_f16() {
+  static const std::vector<float> t = make_table<65536>(kFloat16);
+  return t;
+}
+const std::vector<float>& table_e4m3() {
+  static const std::vector<float> t = make_table<256>(kE4M3);
+  return t;
+}
+const std::vector<float>& table_e5m2() {
+  static const std::vector<float> t = make_table<256>(kE5M2);
+  return t;
+}
+
+template <class T>
+T read_as(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+template <class T>
+void write_as(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+template <class T>
+T saturate_round(float v) {
+  if (std::isnan(v)) return 0;
+  const double r = std::nearbyint(static_cast<double>(v));
+  if (r <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  if (r >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(r);
+}
+
+template <class T>
+T saturate_int(int64_t v) {
+  if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  if (v > static_cast<int64_t>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
+float decode(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::bool_: return p[0] ? 1.0f : 0.0f;
+    case DType::int8: return static_cast<float>(read_as<int8_t>(p));
+    case DType::int16: return static_cast<float>(read_as<int16_t>(p));
+    case DType::int32: return static_cast<float>(read_as<int32_t>(p));
+    case DType::uint8: return static_cast<float>(p[0]);
+    case DType::uint16: return static_cast<float>(read_as<uint16_t>(p));
+    case DType::uint32: return static_cast<float>(read_as<uint32_t>(p));
+    case DType::float16: return table_f16()[read_as<uint16_t>(p)];
+    case DType::bfloat16: return std::bit_cast<float>(static_cast<uint32_t>(read_as<uint16_t>(p)) << 16);
+    case DType::float32:
+    case DType::tfloat32: return read_as<float>(p);
+    case DType::float8_e4m3: return table_e4m3()[p[0]];
+    case DType::float8_e5m2: return table_e5m2()[p[0]];
+  }
+  return 0;
+}
+
+void encode(DType t, float v, uint8_t* p) {
+  switch (t) {
+    case DType::bool_: p[0] = (v != 0.0f || std::isnan(v)) ? 1 : 0; return;
+    case DType::int8: write_as(p, saturate_round<int8_t>(v)); return;
+    case DType::int16: write_as(p, saturate_round<int16_t>(v)); return;
+    case DType::int32: write_as(p, saturate_round<int32_t>(v)); return;
+    case DType::uint8: write_as(p, saturate_round<uint8_t>(v)); return;
+    case DType::uint16: write_as(p, saturate_round<uint16_t>(v)); return;
+    case DType::uint32: write_as(p, saturate_round<uint32_t>(v)); return;
+    case DType::float16: write_as(p, static_cast<uint16_t>(kFloat16.encode(v))); return;
+    case DType::bfloat16: write_as(p, static_cast<uint16_t>(round_fp32_bits(v, 16) >> 16)); return;
+    case DType::float32: write_as(p, v); return;
+    case DType::tfloat32: write_as(p, round_fp32_bits(v, 13)); return;
+    case DType::float8_e4m3: p[0] = static_cast<uint8_t>(kE4M3.encode(v)); return;
+    case DType::float8_e5m2: p[0] = static_cast<uint8_t>(kE5M2.encode(v)); return;
+  }
+}
+
+float round_to(DType t, float v) {
+  uint8_t buf[4];
+  encode(t, v, buf);
+  return decode(t, buf);
+}
+
+uint32_t load_bits(DType t, const uint8_t* p) {
+  switch (dtype_size(t)) {
+    case 1: return dtype_kind(t) == DTypeKind::SignedInt ? static_cast<uint32_t>(read_as<int8_t>(p)) : p[0];
+    case 2:
+      return dtype_kind(t) == DTypeKind::SignedInt ? static_cast<uint32_t>(read_as<int16_t>(p))
+                                                   : read_as<uint16_t>(p);
+    default: return read_as<uint32_t>(p);
+  }
+}
+
+void store_bits(DType t, uint32_t bits, uint8_t* p) {
+  switch (dtype_size(t)) {
+    case 1: p[0] = static_cast<uint8_t>(bits); return;
+    case 2: write_as(p, static_cast<uint16_t>(bits)); return;
+    default: write_as(p, bits); return;
+  }
+}
+
+int64_t load_int(DType t, const uint8_t* p) {
+  switch (t) {
+    case DType::bool_: return p[0] ? 1 : 0;
+    case DType::int8: return read_as<int8_t>(p);
+    case DType::int16: return read_as<int16_t>(p);
+    case DType::int32: return read_as<int32_t>(p);
+    case DType::uint8: return p[0];
+    case DType::uint16: return read_as<uint16_t>(p);
+    case DType::uint32: return read_as<uint32_t>(p);
+    default: return static_cast<int64_t>(decode(t, p));
+  }
+}
+
+void store_int(DType t, int64_t v, uint8_t* p) {
+  switch (t) {
+    case DType::bool_: p[0] = v != 0; return;
+    case DType::int8: write_as(p, saturate_int<int8_t>(v)); return;
+    case DType::int16: write_as(p, saturate_int<int16_t>(v)); return;
+    case DType::int32: write_as(p, saturate_int<int32_t>(v)); return;
+    case DType::uint8: write_as(p, saturate_int<uint8_t>(v)); return;
+    case DType::uint16: write_as(p, saturate_int<uint16_t>(v)); return;
+    case DType::uint32: write_as(p, saturate_int<uint32_t>(v)); return;
+    default: encode(t, static_cast<float>(v), p); return;
+  }
+}
+
+double max_finite(DType t) {
+  switch (t) {
+    case DType::float16: return 65504.0;
+    case DType::bfloat16: return std::bit_cast<float>(0x7f7f0000u);
+    case DType::float32: return FLT_MAX;
+    case DType::tfloat32: return std::bit_cast<float>(0x7f7fe000u);
+    case DType::float8_e4m3: return 240.0;
+    case DType::float8_e5m2: return 57344.0;
+    default: return 0;
+  }
+}
+
+void fill_uninitialized(DType t, uint8_t* p, int64_t count) {
+  const int size = dtype_size(t);
+  uint8_t pattern[4];
+  if (is_float(t))
+    encode(t, std::numeric_limits<float>::quiet_NaN(), pattern);
+  else
+    store_int(t, t == DType::bool_ ? 1 : 4, pattern);
+  for (int64_t i = 0; i < count; ++i) std::memcpy(p + i * size, pattern, size);
+}
+
+}  // namespace knit::ir

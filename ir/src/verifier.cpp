@@ -1,0 +1,171 @@
+#include "knit/ir/verifier.h"
+
+#include <sstream>
+
+#include "verify_rules.h"
+
+namespace knit::ir {
+
+TargetInfo target_info(Target t) {
+  // SBUF per partition: 24/28/32 MiB over 128 partitions; PSUM 2 MiB = 8 banks x 2 KiB per
+  // partition on every generation (nki-api.md §2.11, hw-model.md §1).
+  switch (t) {
+    case Target::trn1: return {192 * 1024, 16 * 1024, 2048, 512};
+    case Target::trn2: return {224 * 1024, 16 * 1024, 2048, 512};
+    case Target::trn3: return {256 * 1024, 16 * 1024, 2048, 4096};
+  }
+  return {192 * 1024, 16 * 1024, 2048, 512};
+}
+
+std::string list_text(std::initializer_list<std::string_view> items) {
+  std::string s;
+  for (auto it = items.begin(); it != items.end(); ++it) {
+    if (it != items.begin()) s += std::next(it) == items.end() ? " or " : ", ";
+    s += *it;
+  }
+  return s;
+}
+
+void Checker::fail(const std::string& rule, const std::string& message) const {
+  user_error(inst_.loc, rule, std::string(inst_.opcode_name()) + ": " + message);
+}
+
+void Checker::buffer_in(const View& v, const char* what, std::initializer_list<Buffer> allowed) const {
+  const Buffer b = buffer(v);
+  for (Buffer a : allowed)
+    if (a == b) return;
+  std::string names;
+  for (Buffer a : allowed) names += (names.empty() ? "" : " or ") + std::string(to_string(a));
+  fail("buffer", std::string(what) + " is in " + std::string(to_string(b)) + " but must be in " + names);
+}
+
+void Checker::not_psum(const View& v, const char* what, const char* why) const {
+  if (in_psum(v)) fail("buffer", std::string(what) + " must not be in psum: " + why);
+}
+
+void Checker::same_partitions(const View& a, const char* an, const View& b, const char* bn) const {
+  if (partitions(a) != partitions(b))
+    fail("partition-mismatch", std::string(an) + " has " + std::to_string(partitions(a)) + " partitions but " + bn +
+                                   " has " + std::to_string(partitions(b)) + "; operands must span the same partitions");
+}
+
+void Checker::same_free_size(const View& a, const char* an, const View& b, const char* bn) const {
+  if (free_size(a) != free_size(b))
+    fail("free-size-mismatch", std::string(an) + " has " + std::to_string(free_size(a)) +
+                                   " elements per partition but " + bn + " has " + std::to_string(free_size(b)));
+}
+
+void Checker::column(const View& v, const char* what, const View& like) const {
+  on_chip(v, what);
+  same_partitions(v, what, like, "dst");
+  if (free_size(v) != 1)
+    fail("operand-shape", std::string(what) + " must be a [P, 1] column (one value per partition); it has " +
+                              std::to_string(free_size(v)) + " elements per partition");
+}
+
+void Checker::dtype_in(const View& v, const char* what, std::initializer_list<DType> allowed) const {
+  for (DType d : allowed)
+    if (d == v.dtype) return;
+  std::string names;
+  for (DType d : allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(d));
+  fail("dtype", std::string(what) + " has dtype " + std::string(to_string(v.dtype)) + "; allowed: " + names);
+}
+
+void Checker::integer_dtype(const View& v, const char* what) const {
+  if (!is_integer(v.dtype) && v.dtype != DType::bool_)
+    fail("dtype", std::string(what) + " has dtype " + std::string(to_string(v.dtype)) +
+                      " but bit-vector operations need integer dtypes");
+}
+
+void Checker::engine_in(Engine e, std::initializer_list<Engine> allowed) const {
+  if (e == Engine::unknown) return;
+  for (Engine a : allowed)
+    if (a == e) return;
+  std::string names;
+  for (Engine a : allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(a));
+  fail("engine", "cannot run on the " + std::string(to_string(e)) + " engine; choose " + names +
+                     " or leave engine unknown");
+}
+
+void Checker::requires_gen(int min_gen) const {
+  if (nc_version(target()) < min_gen)
+    fail("target", "needs NeuronCore gen" + std::to_string(min_gen) + " or newer, but the kernel targets " +
+                       std::string(to_string(target())) + " (gen" + std::to_string(nc_version(target())) + ")");
+}
+
+void Checker::alu_class_in(AluOp op, const char* what, std::initializer_list<AluClass> allowed) const {
+  for (AluClass a : allowed)
+    if (a == alu_class(op)) return;
+  fail("alu-op", std::string(what) + " '" + std::string(to_string(op)) + "' is not allowed here");
+}
+
+void Checker::reduction_op(AluOp op, const char* what) const {
+  if (!alu_is_reduction(op))
+    fail("alu-op", std::string(what) + " '" + std::string(to_string(op)) +
+                       "' is not a reduction; use add, subtract, multiply, maximum, minimum, a logical or a bitwise "
+                       "and/or/xor");
+}
+
+void verify_tensor(const Kernel& k, const TensorDecl& t) {
+  auto fail = [&](const std::string& rule, const std::string& msg) {
+    user_error(t.loc, rule, "tensor '" + t.name + "': " + msg);
+  };
+  if (t.shape.empty()) fail("tensor-shape", "needs at least one dim");
+  for (int64_t s : t.shape)
+    if (s < 1) fail("tensor-shape", "dims must be >= 1");
+  if (!is_on_chip(t.buffer)) {
+    if (t.address) fail("address", "address= pins apply only to sbuf/psum tensors");
+    return;
+  }
+  if (t.shape.size() < 2) fail("tensor-shape", "on-chip tensors need a partition dim and at least one free dim");
+  if (t.shape[0] > kMaxPartitions)
+    fail("partition-limit", "partition dim " + std::to_string(t.shape[0]) +
+                                " exceeds 128; split the tile along dim 0 with nl.ds or a loop");
+  const TargetInfo info = target_info(k.target);
+  const int64_t limit = t.buffer == Buffer::sbuf ? info.sbuf_partition_bytes : info.psum_partition_bytes;
+  const int64_t bytes = t.partition_elements() * dtype_size(t.dtype);
+  if (bytes > limit)
+    fail("capacity", std::to_string(bytes) + " bytes per partition exceed the " + std::string(to_string(t.buffer)) +
+                         " partition size of " + std::to_string(limit) + " bytes on " +
+                         std::string(to_string(k.target)) + "; use smaller tiles");
+  if (t.address) {
+    const auto [p, off] = *t.address;
+    if (p < 0 || p + t.shape[0] > kMaxPartitions || off < 0 || off + bytes > limit)
+      fail("address", "address=(" + std::to_string(p) + ", " + std::to_string(off) + ") puts the tensor outside " +
+                          std::string(to_string(t.buffer)) + " (" + std::to_string(limit) + " bytes x 128 partitions)");
+    if (t.buffer == Buffer::psum && off % info.psum_bank_bytes != 0)
+      fail("address", "psum addresses must start on a 2 KiB bank boundary; got byte offset " + std::to_string(off));
+  }
+}
+
+void verify_instruction(const Kernel& k, const Instruction& inst) {
+  for_each_view(inst, [&](const char* name, const View& v) {
+    if (v.tensor < 0 || v.tensor >= static_cast<int>(k.tensors.size()))
+      user_error(inst.loc, "ir-reference", std::string(inst.opcode_name()) + ": operand " + name +
+                                               " refers to undeclared tensor %" + std::to_string(v.tensor));
+    check_view(k.tensors[v.tensor], v, std::string(inst.opcode_name()) + " operand " + name, inst.loc);
+  });
+  Checker c(k, inst);
+  std::visit(
+      [&](const auto& op) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) internal_error("empty instruction");
+        else check(c, op);
+      },
+      inst.op);
+}
+
+void verify(const Kernel& k) {
+  for (const TensorDecl& t : k.tensors) verify_tensor(k, t);
+  for (int id : k.params)
+    if (!k.tensor(id).is_param || !is_hbm(k.tensor(id).buffer))
+      user_error(k.tensor(id).loc, "kernel-param", "kernel parameter '" + k.tensor(id).name + "' must be an HBM tensor");
+  for (int id : k.outputs) {
+    const TensorDecl& t = k.tensor(id);
+    if (!is_hbm(t.buffer))
+      user_error(t.loc, "kernel-output", "kernel output '" + t.name + "' is in " + std::string(to_string(t.buffer)) +
+                                            "; outputs must be created with buffer=shared_hbm");
+  }
+  for (const Instruction& inst : k.body) verify_instruction(k, inst);
+}
+
+}  // namespace knit::ir

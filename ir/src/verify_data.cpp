@@ -1,0 +1,169 @@
+// Verifier rules: data movement and the Tensor Engine (nki-api.md §3.2, §3.4 copies, §3.6).
+#include "verify_rules.h"
+
+namespace knit::ir {
+
+void check(Checker& c, const DmaCopy& op) {
+  c.buffer_in(op.src, "src", {Buffer::hbm, Buffer::shared_hbm, Buffer::sbuf});  // PSUM source rejected (0.3+)
+  if (c.in_psum(op.dst)) c.fail("buffer", "dst must be in HBM or SBUF; copy PSUM results out with tensor_copy");
+  if (op.dst.num_elements() != op.src.num_elements())
+    c.fail("dma-size", "dst has " + std::to_string(op.dst.num_elements()) + " elements but src has " +
+                           std::to_string(op.src.num_elements()) + "; dma_copy needs equal element counts");
+  if (op.dge_mode == DgeMode::hwdge && op.dst.dtype != op.src.dtype)
+    c.fail("dtype", "hwdge DMA cannot convert dtypes (" + std::string(to_string(op.src.dtype)) + " -> " +
+                        std::string(to_string(op.dst.dtype)) + "); use dge_mode swdge or matching dtypes");
+  if (op.engine != Engine::unknown && op.engine != Engine::sync && op.engine != Engine::scalar &&
+      op.engine != Engine::dma)
+    c.fail("engine", "dma_copy can be issued from the sync, scalar or dma queue, not " +
+                         std::string(to_string(op.engine)));
+}
+
+void check(Checker& c, const DmaTranspose& op) {
+  c.buffer_in(op.dst, "dst", {Buffer::sbuf});
+  c.buffer_in(op.src, "src", {Buffer::hbm, Buffer::shared_hbm, Buffer::sbuf});
+  if (dtype_size(op.src.dtype) != 2) c.fail("dtype", "dma_transpose moves 2-byte dtypes only (bfloat16, float16, int16, uint16)");
+  if (op.src.dtype != op.dst.dtype) c.fail("dtype", "dst and src must have the same dtype");
+  const size_t rank = op.src.dims.size();
+  IntList axes = op.axes;
+  if (axes.empty()) {
+    if (rank == 2) axes = {1, 0};
+    else if (rank == 3) axes = {2, 1, 0};
+    else if (rank == 4) axes = {3, 1, 2, 0};
+  }
+  const bool ok = (rank == 2 && axes == IntList{1, 0}) || (rank == 3 && axes == IntList{2, 1, 0}) ||
+                  (rank == 4 && axes == IntList{3, 1, 2, 0});
+  if (!ok) c.fail("dma-transpose", "supported permutations are (1,0) for 2-D, (2,1,0) for 3-D and (3,1,2,0) for 4-D src");
+  std::vector<int64_t> want;
+  for (int64_t a : axes) want.push_back(op.src.dims[a].num);
+  if (op.dst.shape() != want) c.fail("dma-transpose", "dst shape must equal the permuted src shape");
+}
+
+void check(Checker& c, const NcMatmul& op) {
+  c.buffer_in(op.stationary, "stationary", {Buffer::sbuf});
+  c.buffer_in(op.moving, "moving", {Buffer::sbuf});
+  c.buffer_in(op.dst, "dst", {Buffer::psum});
+  const int64_t K = c.partitions(op.stationary), M = c.free_size(op.stationary);
+  const int64_t Km = c.partitions(op.moving), N = c.free_size(op.moving);
+  if (K != Km)
+    c.fail("matmul-shape", "contraction (partition) sizes differ: stationary has K=" + std::to_string(K) +
+                               ", moving has K=" + std::to_string(Km));
+  if (op.perf_mode == MatmulPerfMode::double_row) {
+    c.requires_gen(3);
+    if (!is_fp8(op.stationary.dtype) || !is_fp8(op.moving.dtype))
+      c.fail("dtype", "perf_mode=double_row needs fp8 inputs");
+    c.fail("unsupported", "perf_mode=double_row is not supported by Knit yet");
+  }
+  int64_t max_k = kMaxPartitions, max_m = kMaxPartitions;
+  if (!op.tile_size.empty() || !op.tile_position.empty()) {
+    if (op.tile_size.size() != 2 || op.tile_position.size() != 2)
+      c.fail("matmul-tiling", "tile_position and tile_size must both be given as (row, col) pairs");
+    for (int64_t s : op.tile_size) {
+      if (s != 32 && s != 64 && s != 128) c.fail("matmul-tiling", "tile sizes must be 32, 64 or 128");
+      if (s == 32) c.requires_gen(3);
+    }
+    for (int i = 0; i < 2; ++i)
+      if (op.tile_position[i] % op.tile_size[i] != 0 || op.tile_position[i] + op.tile_size[i] > 128)
+        c.fail("matmul-tiling", "tile_position must be a multiple of tile_size inside the 128x128 array");
+    max_k = op.tile_size[0];
+    max_m = op.tile_size[1];
+  }
+  if (K > max_k)
+    c.fail("matmul-shape", "contraction size K=" + std::to_string(K) + " exceeds the limit of " +
+                               std::to_string(max_k) + "; loop over K in chunks of 128 and accumulate in PSUM");
+  if (M > max_m)
+    c.fail("matmul-shape", "stationary free size M=" + std::to_string(M) + " exceeds " + std::to_string(max_m) +
+                               "; tile M in chunks of 128");
+  const int64_t max_n = target_info(c.target()).matmul_max_n;
+  if (N > max_n)
+    c.fail("matmul-shape", "moving free size N=" + std::to_string(N) + " exceeds " + std::to_string(max_n) +
+                               " on " + std::string(to_string(c.target())) +
+                               " (one PSUM bank of fp32); tile N in chunks of " + std::to_string(max_n));
+  if (c.partitions(op.dst) != M || c.free_size(op.dst) != N)
+    c.fail("matmul-shape", "dst must be [M, N] = [" + std::to_string(M) + ", " + std::to_string(N) + "], got " +
+                               std::to_string(c.partitions(op.dst)) + " partitions x " +
+                               std::to_string(c.free_size(op.dst)) + " elements");
+  const auto input_types = {DType::float8_e4m3, DType::float8_e5m2, DType::bfloat16, DType::float16,
+                            DType::tfloat32, DType::float32};
+  c.dtype_in(op.stationary, "stationary", input_types);
+  c.dtype_in(op.moving, "moving", input_types);
+  auto wide = [](DType d) { return d == DType::float32 || d == DType::tfloat32; };
+  if (wide(op.stationary.dtype) != wide(op.moving.dtype))
+    c.fail("dtype", "if one matmul input is float32/tfloat32 the other must be too (got " +
+                        std::string(to_string(op.stationary.dtype)) + " and " + std::string(to_string(op.moving.dtype)) + ")");
+  if (nc_version(c.target()) >= 4) c.dtype_in(op.dst, "dst", {DType::float32, DType::bfloat16});
+  else c.dtype_in(op.dst, "dst", {DType::float32});
+  // One matmul output must stay inside one 2 KiB PSUM bank per partition on v2/v3.
+  if (nc_version(c.target()) < 4) {
+    const int64_t bank = target_info(c.target()).psum_bank_bytes;
+    const TensorDecl& t = c.tensor(op.dst);
+    const int64_t per_part = t.partition_elements() * dtype_size(t.dtype) / dtype_size(op.dst.dtype);
+    const int64_t first = (op.dst.offset % per_part) * dtype_size(op.dst.dtype);
+    int64_t span = 0;
+    for (size_t k = 1; k < op.dst.dims.size(); ++k) span += op.dst.dims[k].step * (op.dst.dims[k].num - 1);
+    const int64_t last = first + span * dtype_size(op.dst.dtype);
+    const int64_t base = t.address ? (*t.address)[1] : 0;
+    if ((base + first) / bank != (base + last) / bank)
+      c.fail("psum-bank", "the matmul output spans bytes " + std::to_string(first) + ".." + std::to_string(last) +
+                              " of each partition and crosses a 2 KiB PSUM bank; keep each output within 512 fp32");
+  }
+}
+
+void check(Checker& c, const NcTranspose& op) {
+  c.engine_in(op.engine, {Engine::tensor, Engine::vector});
+  if (op.dst.dtype != op.data.dtype) c.fail("dtype", "dst dtype must equal data dtype");
+  const int64_t P = c.partitions(op.data), F = c.free_size(op.data);
+  if (c.partitions(op.dst) != F || c.free_size(op.dst) != P)
+    c.fail("transpose-shape", "dst must be [" + std::to_string(F) + ", " + std::to_string(P) + "] (data is [" +
+                                  std::to_string(P) + ", " + std::to_string(F) + "])");
+  Engine e = op.engine;
+  // engine=unknown: SBUF -> PSUM is a Tensor Engine transpose, anything else the Vector Engine's.
+  if (e == Engine::unknown)
+    e = (c.buffer(op.data) == Buffer::sbuf && c.in_psum(op.dst)) ? Engine::tensor : Engine::vector;
+  if (e == Engine::tensor) {
+    c.buffer_in(op.data, "data", {Buffer::sbuf});
+    c.buffer_in(op.dst, "dst", {Buffer::psum});
+    if (P > 128 || F > 128) c.fail("transpose-shape", "the Tensor Engine transposes at most [128, 128]");
+  } else {
+    c.on_chip(op.data, "data");
+    c.on_chip(op.dst, "dst");
+    if (P > 32 || F > 32) c.fail("transpose-shape", "the Vector Engine transposes at most [32, 32]");
+  }
+}
+
+void check(Checker& c, const TensorCopy& op) {
+  c.engine_in(op.engine, {Engine::vector, Engine::scalar, Engine::gpsimd});
+  c.on_chip(op.dst, "dst");
+  c.on_chip(op.src, "src");
+  c.same_tile(op.dst, "dst", op.src, "src");
+  if (op.engine == Engine::gpsimd) {
+    c.not_psum(op.src, "src", "the GpSimd engine cannot access PSUM");
+    c.not_psum(op.dst, "dst", "the GpSimd engine cannot access PSUM");
+  }
+  if (op.engine == Engine::scalar && nc_version(c.target()) < 3)
+    c.fail("engine", "tensor_copy on the Scalar engine needs trn2 or newer; use activation(op=copy)");
+}
+
+void check(Checker& c, const TensorCopyPredicated& op) {
+  c.on_chip(op.dst, "dst");
+  c.on_chip(op.predicate, "predicate");
+  c.same_tile(op.dst, "dst", op.predicate, "predicate");
+  c.dtype_in(op.predicate, "predicate", {DType::uint8, DType::uint16, DType::uint32, DType::bool_, DType::int8,
+                                         DType::int16, DType::int32, DType::float32, DType::bfloat16, DType::float16});
+  if (op.src.is_tile()) {
+    c.on_chip(op.src.tile, "src");
+    c.same_tile(op.dst, "dst", op.src.tile, "src");
+    if (c.in_psum(op.src.tile) && c.in_psum(op.predicate)) c.fail("buffer", "src and predicate cannot both be in psum");
+  } else if (op.src.is_none()) {
+    c.fail("operand", "src is required");
+  }
+}
+
+void check(Checker& c, const Memset& op) {
+  c.engine_in(op.engine, {Engine::vector, Engine::gpsimd});
+  c.on_chip(op.dst, "dst");
+  if (op.engine == Engine::gpsimd) c.not_psum(op.dst, "dst", "the GpSimd engine cannot access PSUM");
+  if (is_integer(op.dst.dtype) && op.value != static_cast<double>(static_cast<int64_t>(op.value)))
+    c.fail("dtype", "memset of an integer tile needs an integer value, got " + std::to_string(op.value));
+}
+
+}  // namespace knit::ir

@@ -1,0 +1,66 @@
+// Shared machinery for the per-instruction verifier rules (verify_*.cpp). Each rule file defines
+// `check(Checker&, const Op&)` for its instructions; verifier.cpp dispatches on the opcode.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "knit/ir/ir.h"
+#include "knit/ir/verifier.h"
+#include "knit/ir/view.h"
+
+namespace knit::ir {
+
+class Checker {
+ public:
+  Checker(const Kernel& k, const Instruction& inst) : k_(k), inst_(inst) {}
+
+  const Kernel& kernel() const { return k_; }
+  Target target() const { return k_.target; }
+  const TensorDecl& tensor(const View& v) const { return k_.tensor(v.tensor); }
+
+  // Throws a user error "<op>: <message>" with the instruction's location.
+  [[noreturn]] void fail(const std::string& rule, const std::string& message) const;
+
+  int64_t partitions(const View& v) const { return view_partitions(tensor(v), v); }
+  int64_t free_size(const View& v) const { return view_free_size(tensor(v), v); }
+  Buffer buffer(const View& v) const { return tensor(v).buffer; }
+  bool in_psum(const View& v) const { return buffer(v) == Buffer::psum; }
+
+  // Operand `what` must live in one of `allowed`.
+  void buffer_in(const View& v, const char* what, std::initializer_list<Buffer> allowed) const;
+  // Operand must be on-chip (SBUF or PSUM).
+  void on_chip(const View& v, const char* what) const { buffer_in(v, what, {Buffer::sbuf, Buffer::psum}); }
+  void not_psum(const View& v, const char* what, const char* why) const;
+  // Operands a and b have equal partition counts / elements per partition.
+  void same_partitions(const View& a, const char* an, const View& b, const char* bn) const;
+  void same_free_size(const View& a, const char* an, const View& b, const char* bn) const;
+  // Both at once: the usual element-wise operand match.
+  void same_tile(const View& a, const char* an, const View& b, const char* bn) const {
+    same_partitions(a, an, b, bn);
+    same_free_size(a, an, b, bn);
+  }
+  // A [P, 1] column operand (one value per partition) matching `like`'s partitions.
+  void column(const View& v, const char* what, const View& like) const;
+  // Operand's dtype must be one of `allowed`.
+  void dtype_in(const View& v, const char* what, std::initializer_list<DType> allowed) const;
+  void integer_dtype(const View& v, const char* what) const;
+  // Engine choice must be one of `allowed` (unknown is always accepted).
+  void engine_in(Engine e, std::initializer_list<Engine> allowed) const;
+  // The instruction needs at least nc_version `min_gen` (2 = trn1, 3 = trn2, 4 = trn3).
+  void requires_gen(int min_gen) const;
+  void alu_class_in(AluOp op, const char* what, std::initializer_list<AluClass> allowed) const;
+  void reduction_op(AluOp op, const char* what) const;
+
+ private:
+  const Kernel& k_;
+  const Instruction& inst_;
+};
+
+std::string list_text(std::initializer_list<std::string_view> items);
+
+#define KNIT_X(type, name) void check(Checker& c, const type& op);
+KNIT_OPS(KNIT_X)
+#undef KNIT_X
+
+}  // namespace knit::ir

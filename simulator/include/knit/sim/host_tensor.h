@@ -1,0 +1,31 @@
+// A tensor in host memory: what a caller passes to and gets back from a kernel run.
+// Bytes are stored in the dtype's own encoding (bf16 as 2 bytes, fp8 as 1 byte, ...).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "knit/ir/numerics.h"
+
+namespace knit::sim {
+
+struct HostTensor {
+  ir::DType dtype = ir::DType::float32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  int64_t num_elements() const;
+  int64_t size_bytes() const { return num_elements() * ir::dtype_size(dtype); }
+
+  // An all-zero tensor.
+  static HostTensor zeros(ir::DType dtype, std::vector<int64_t> shape);
+  // Values rounded to dtype with Knit's rounding model (ir/numerics.h).
+  static HostTensor from_floats(ir::DType dtype, std::vector<int64_t> shape, std::span<const float> values);
+
+  float get(int64_t i) const { return ir::decode(dtype, bytes.data() + i * ir::dtype_size(dtype)); }
+  void set(int64_t i, float v) { ir::encode(dtype, v, bytes.data() + i * ir::dtype_size(dtype)); }
+  std::vector<float> to_floats() const;
+};
+
+}  // namespace knit::sim

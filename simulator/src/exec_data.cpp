@@ -1,0 +1,138 @@
+// Semantics: data movement and the Tensor Engine (dma_copy, dma_transpose, nc_matmul,
+// nc_transpose, tensor_copy, tensor_copy_predicated, memset). Every executor reads all of its
+// inputs before writing, so an instruction whose dst overlaps a source behaves as if the sources
+// were copied first.
+#include <vector>
+
+#include "machine.h"
+
+namespace knit::sim {
+
+using namespace knit::ir;
+
+namespace {
+
+// Copies src element i to dst element i: raw bits when the dtypes match (bit exact, NaN payloads
+// kept), otherwise through fp32 with the destination's rounding.
+void copy_elements(const Tile& src, Tile& dst, const std::vector<int64_t>& dst_index_of_src) {
+  if (src.dtype == dst.dtype) {
+    std::vector<uint32_t> bits(src.size());
+    for (int64_t i = 0; i < src.size(); ++i) bits[i] = src.read_bits(i);
+    for (int64_t i = 0; i < src.size(); ++i) dst.write_bits(dst_index_of_src[i], bits[i]);
+  } else {
+    const std::vector<float> values = src.read_all();
+    for (int64_t i = 0; i < src.size(); ++i) dst.write(dst_index_of_src[i], values[i]);
+  }
+}
+
+std::vector<int64_t> identity_order(int64_t n) {
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  return order;
+}
+
+}  // namespace
+
+void exec(Machine& m, const DmaCopy& op) {
+  Tile src = m.tile(op.src, "src");
+  Tile dst = m.tile(op.dst, "dst");
+  copy_elements(src, dst, identity_order(src.size()));
+}
+
+void exec(Machine& m, const DmaTranspose& op) {
+  Tile src = m.tile(op.src, "src");
+  Tile dst = m.tile(op.dst, "dst");
+  const std::vector<int64_t> sshape = op.src.shape();
+  const size_t rank = sshape.size();
+  IntList axes = op.axes;
+  if (axes.empty()) axes = rank == 2 ? IntList{1, 0} : rank == 3 ? IntList{2, 1, 0} : IntList{3, 1, 2, 0};
+  // dst dim k is src dim axes[k]; map each src element (row-major) to its dst position.
+  std::vector<int64_t> dshape(rank), dstride(rank);
+  for (size_t k = 0; k < rank; ++k) dshape[k] = sshape[axes[k]];
+  int64_t s = 1;
+  for (size_t k = rank; k-- > 0;) {
+    dstride[k] = s;
+    s *= dshape[k];
+  }
+  std::vector<int64_t> order(src.size()), idx(rank, 0);
+  for (int64_t e = 0; e < src.size(); ++e) {
+    int64_t d = 0;
+    for (size_t k = 0; k < rank; ++k) d += idx[axes[k]] * dstride[k];
+    order[e] = d;
+    for (size_t k = rank; k-- > 0;) {
+      if (++idx[k] < sshape[k]) break;
+      idx[k] = 0;
+    }
+  }
+  copy_elements(src, dst, order);
+}
+
+void exec(Machine& m, const NcMatmul& op) {
+  Tile stat = m.tile(op.stationary, "stationary");
+  Tile mov = m.tile(op.moving, "moving");
+  Tile dst = m.tile(op.dst, "dst");
+  const int64_t K = stat.P, M = stat.F, N = mov.F;
+  const std::vector<float> s = stat.read_all();
+  const std::vector<float> v = mov.read_all();
+  // partial[m, n] = sum over k = 0..K-1, in order, of s[k, m] * v[k, n], all in fp32.
+  std::vector<float> partial(static_cast<size_t>(M * N), 0.0f);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t mi = 0; mi < M; ++mi) {
+      const float a = s[k * M + mi];
+      float* row = partial.data() + mi * N;
+      const float* b = v.data() + k * N;
+      for (int64_t n = 0; n < N; ++n) row[n] += a * b[n];
+    }
+  for (int64_t i = 0; i < M * N; ++i) {
+    bool add = op.accumulate == Accumulate::on || (op.accumulate == Accumulate::auto_ && dst.matmul_written(i));
+    if (op.accumulate == Accumulate::on && !dst.matmul_written(i))
+      m.warn("nc_matmul(accumulate=True) adds into PSUM that no matmul wrote (undefined on hardware); "
+             "use accumulate=None or False for the first matmul of a group");
+    dst.write_from_matmul(i, add ? dst.read(i) + partial[i] : partial[i]);
+  }
+}
+
+void exec(Machine& m, const NcTranspose& op) {
+  Tile data = m.tile(op.data, "data");
+  Tile dst = m.tile(op.dst, "dst");
+  std::vector<int64_t> order(data.size());
+  for (int64_t p = 0; p < data.P; ++p)
+    for (int64_t f = 0; f < data.F; ++f) order[data.at(p, f)] = dst.at(f, p);
+  copy_elements(data, dst, order);
+}
+
+void exec(Machine& m, const TensorCopy& op) {
+  Tile src = m.tile(op.src, "src");
+  Tile dst = m.tile(op.dst, "dst");
+  copy_elements(src, dst, identity_order(src.size()));
+}
+
+void exec(Machine& m, const TensorCopyPredicated& op) {
+  Tile pred = m.tile(op.predicate, "predicate");
+  Tile dst = m.tile(op.dst, "dst");
+  std::vector<bool> take(pred.size());
+  for (int64_t i = 0; i < pred.size(); ++i) take[i] = (pred.read(i) != 0.0f) != op.reverse_pred;
+  if (op.src.is_tile()) {
+    Tile src = m.tile(op.src.tile, "src");
+    const bool same = src.dtype == dst.dtype;
+    std::vector<uint32_t> bits(src.size());
+    std::vector<float> values(src.size());
+    for (int64_t i = 0; i < src.size(); ++i)
+      if (take[i]) (same ? void(bits[i] = src.read_bits(i)) : void(values[i] = src.read(i)));
+    for (int64_t i = 0; i < dst.size(); ++i)
+      if (take[i]) same ? dst.write_bits(i, bits[i]) : dst.write(i, values[i]);
+  } else {
+    for (int64_t i = 0; i < dst.size(); ++i)
+      if (take[i]) dst.write(i, static_cast<float>(op.src.imm));
+  }
+}
+
+void exec(Machine& m, const Memset& op) {
+  Tile dst = m.tile(op.dst, "dst");
+  for (int64_t i = 0; i < dst.size(); ++i) {
+    if (is_integer(dst.dtype)) dst.write_int(i, static_cast<int64_t>(op.value));
+    else dst.write(i, static_cast<float>(op.value));
+  }
+}
+
+}  // namespace knit::sim

@@ -1,0 +1,284 @@
+#include "machine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "knit/ir/verifier.h"
+#include "knit/ir/view.h"
+
+namespace knit::sim {
+
+using namespace knit::ir;
+
+// ---- Tile -----------------------------------------------------------------------------------
+
+void Tile::check_init(int64_t i) const {
+  const int size = dtype_size(dtype);
+  const uint8_t* flags = mem_->init.data() + offset_[i];
+  for (int b = 0; b < size; ++b) {
+    if (flags[b]) continue;
+    std::ostringstream msg;
+    msg << machine_->current().opcode_name() << " reads " << what_ << " element [" << (i / F) << ", " << (i % F)
+        << "] of tensor '" << machine_->kernel().tensor(tensor_).name
+        << "', which was never written (fresh tensors hold NaN / 4); write it first, e.g. with nisa.memset";
+    if (machine_->uninitialized_is_error()) machine_->fail("uninitialized-read", msg.str());
+    machine_->warn(msg.str());
+    return;
+  }
+}
+
+float Tile::read(int64_t i) const {
+  check_init(i);
+  return decode(dtype, mem_->bytes.data() + offset_[i]);
+}
+
+uint32_t Tile::read_bits(int64_t i) const {
+  check_init(i);
+  return load_bits(dtype, mem_->bytes.data() + offset_[i]);
+}
+
+int64_t Tile::read_int(int64_t i) const {
+  check_init(i);
+  return load_int(dtype, mem_->bytes.data() + offset_[i]);
+}
+
+std::vector<float> Tile::read_all() const {
+  std::vector<float> v(size());
+  for (int64_t i = 0; i < size(); ++i) v[i] = read(i);
+  return v;
+}
+
+void Tile::mark_written(int64_t i, bool by_matmul) {
+  const int size = dtype_size(dtype);
+  std::memset(mem_->init.data() + offset_[i], 1, size);
+  std::memset(mem_->mm_written.data() + offset_[i], by_matmul ? 1 : 0, size);
+}
+
+void Tile::write(int64_t i, float v) {
+  encode(dtype, v, mem_->bytes.data() + offset_[i]);
+  mark_written(i, false);
+}
+
+void Tile::write_bits(int64_t i, uint32_t bits) {
+  store_bits(dtype, bits, mem_->bytes.data() + offset_[i]);
+  mark_written(i, false);
+}
+
+void Tile::write_int(int64_t i, int64_t v) {
+  store_int(dtype, v, mem_->bytes.data() + offset_[i]);
+  mark_written(i, false);
+}
+
+bool Tile::matmul_written(int64_t i) const { return mem_->mm_written[offset_[i]] != 0; }
+
+void Tile::write_from_matmul(int64_t i, float v) {
+  encode(dtype, v, mem_->bytes.data() + offset_[i]);
+  mark_written(i, true);
+}
+
+bool Tile::is_initialized(int64_t i) const { return mem_->init[offset_[i]] != 0; }
+
+// ---- Machine --------------------------------------------------------------------------------
+
+Machine::Machine(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options)
+    : kernel_(kernel), args_(args), options_(options) {
+  verify(kernel);
+  if (args.size() != kernel.params.size())
+    user_error({}, "kernel-args", "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
+                                      " tensors but was given " + std::to_string(args.size()));
+  const TargetInfo info = target_info(kernel.target);
+  sbuf_partition_bytes_ = info.sbuf_partition_bytes;
+  psum_partition_bytes_ = info.psum_partition_bytes;
+  sbuf_.resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_));
+  psum_.resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_));
+  const size_t n = kernel.tensors.size();
+  hbm_.resize(n);
+  placement_.resize(n);
+  first_use_.assign(n, -1);
+  last_use_.assign(n, -1);
+  for (size_t i = 0; i < kernel.body.size(); ++i)
+    for_each_view(kernel.body[i], [&](const char*, const View& v) {
+      if (first_use_[v.tensor] < 0) first_use_[v.tensor] = static_cast<int>(i);
+      last_use_[v.tensor] = static_cast<int>(i);
+    });
+  for (size_t a = 0; a < args.size(); ++a) {
+    const TensorDecl& t = kernel.tensor(kernel.params[a]);
+    if (args[a].dtype != t.dtype || args[a].shape != t.shape)
+      user_error(t.loc, "kernel-args", "argument " + std::to_string(a) + " ('" + t.name + "') does not match the "
+                                       "kernel's parameter dtype/shape");
+  }
+  // HBM tensors live for the whole kernel.
+  for (size_t id = 0; id < n; ++id) {
+    const TensorDecl& t = kernel.tensors[id];
+    if (is_on_chip(t.buffer)) continue;
+    Memory& mem = hbm_[id];
+    mem.resize(static_cast<size_t>(t.size_bytes()));
+    placement_[id] = {&mem, 0, 0, t.size_bytes(), true};
+    if (!t.is_param) fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
+  }
+  for (size_t a = 0; a < args.size(); ++a) {
+    Memory& mem = hbm_[kernel.params[a]];
+    mem.bytes = args[a].bytes;
+    std::fill(mem.init.begin(), mem.init.end(), 1);
+  }
+}
+
+void Machine::fail(const std::string& rule, const std::string& message) const {
+  runtime_error(current_ ? current_->loc : SourceLoc{}, rule, message);
+}
+
+void Machine::warn(const std::string& message) {
+  if (warned_at_ == step_) return;  // one warning per instruction is enough
+  warned_at_ = step_;
+  std::string text = format_diagnostic("warning", "", message, current_ ? current_->loc : SourceLoc{});
+  warnings_.push_back(text);
+  if (options_.on_warning) options_.on_warning(text);
+}
+
+void Machine::place(int id) {
+  const TensorDecl& t = kernel_.tensor(id);
+  const bool sbuf = t.buffer == Buffer::sbuf;
+  Memory& mem = sbuf ? sbuf_ : psum_;
+  const int64_t capacity = sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+  const int64_t bytes = t.partition_elements() * dtype_size(t.dtype);
+  const int64_t align = sbuf ? 64 : target_info(kernel_.target).psum_bank_bytes;
+  const int64_t parts = t.partitions();
+  auto overlaps = [&](int64_t p0, int64_t off) {
+    for (size_t o = 0; o < placement_.size(); ++o) {
+      const Placement& q = placement_[o];
+      if (!q.live || q.mem != &mem) continue;
+      const int64_t qp = kernel_.tensors[o].partitions();
+      if (p0 < q.partition + qp && q.partition < p0 + parts && off < q.offset + q.partition_bytes &&
+          q.offset < off + bytes)
+        return true;
+    }
+    return false;
+  };
+  Placement pl{&mem, 0, -1, bytes, true};
+  if (t.address) {
+    pl.partition = (*t.address)[0];
+    pl.offset = (*t.address)[1];  // pinned: aliasing with live tensors is the kernel's choice
+  } else {
+    std::vector<int64_t> candidates{0};
+    for (const Placement& q : placement_)
+      if (q.live && q.mem == &mem) candidates.push_back((q.offset + q.partition_bytes + align - 1) / align * align);
+    std::sort(candidates.begin(), candidates.end());
+    for (int64_t off : candidates)
+      if (off + bytes <= capacity && !overlaps(0, off)) {
+        pl.offset = off;
+        break;
+      }
+  }
+  if (pl.offset < 0) {
+    std::ostringstream msg;
+    msg << "tensor '" << t.name << "' needs " << bytes << " bytes per partition but " << to_string(t.buffer)
+        << " has no free range that large (" << capacity << " bytes per partition on " << to_string(kernel_.target)
+        << "). Tensors alive here:";
+    for (size_t o = 0; o < placement_.size(); ++o)
+      if (placement_[o].live && placement_[o].mem == &mem)
+        msg << "\n    '" << kernel_.tensors[o].name << "' " << placement_[o].partition_bytes << " bytes at "
+            << kernel_.tensors[o].loc.file << ':' << kernel_.tensors[o].loc.line;
+    msg << "\n  Use smaller tiles or let tensors die earlier (allocate them inside the loop that uses them).";
+    user_error(t.loc, "capacity", msg.str());
+  }
+  placement_[id] = pl;
+  // Fresh contents: NaN / 4, never written, no matmul accumulation state.
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t base = (pl.partition + p) * capacity + pl.offset;
+    fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());
+    std::memset(mem.init.data() + base, 0, bytes);
+    std::memset(mem.mm_written.data() + base, 0, bytes);
+  }
+}
+
+void Machine::release(int id) { placement_[id].live = false; }
+
+Tile Machine::tile(const View& v, const char* what) {
+  const TensorDecl& t = kernel_.tensor(v.tensor);
+  const Placement& pl = placement_[v.tensor];
+  if (!pl.live) internal_error("tensor '" + t.name + "' used while not placed");
+  Tile tile;
+  tile.machine_ = this;
+  tile.mem_ = pl.mem;
+  tile.dtype = v.dtype;
+  tile.what_ = what;
+  tile.tensor_ = v.tensor;
+  tile.P = view_partitions(t, v);
+  tile.F = view_free_size(t, v);
+  const int esize = dtype_size(v.dtype);
+  const bool on_chip = is_on_chip(t.buffer);
+  const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+  const int64_t tensor_part_bytes = on_chip ? t.partition_elements() * dtype_size(t.dtype) : t.size_bytes();
+  tile.offset_.resize(static_cast<size_t>(v.num_elements()));
+  std::vector<int64_t> idx(v.dims.size(), 0);
+  for (int64_t e = 0; e < v.num_elements(); ++e) {
+    int64_t flat = v.offset;
+    for (size_t k = 0; k < idx.size(); ++k) flat += idx[k] * v.dims[k].step;
+    const int64_t byte = flat * esize;
+    // Defensive bounds check: the verifier rejects out-of-range views, and this guarantees no
+    // access ever leaves the tensor even if a view slipped through.
+    if (byte < 0 || byte + esize > (on_chip ? tensor_part_bytes * t.partitions() : tensor_part_bytes))
+      fail("out-of-bounds", std::string(current_->opcode_name()) + " operand " + what +
+                                " accesses outside tensor '" + t.name + "'");
+    tile.offset_[e] = on_chip ? (pl.partition + byte / tensor_part_bytes) * capacity + pl.offset +
+                                    byte % tensor_part_bytes
+                              : byte;
+    for (size_t k = idx.size(); k-- > 0;) {
+      if (++idx[k] < v.dims[k].num) break;
+      idx[k] = 0;
+    }
+  }
+  return tile;
+}
+
+std::vector<float> Machine::column(const Operand& o, int64_t P, const char* what) {
+  if (o.is_tile()) {
+    Tile t = tile(o.tile, what);
+    std::vector<float> v(P);
+    for (int64_t p = 0; p < P; ++p) v[p] = t.read(t.at(p, 0));
+    return v;
+  }
+  return std::vector<float>(P, static_cast<float>(o.imm));
+}
+
+void Machine::execute(const Instruction& inst) {
+  std::visit(
+      [&](const auto& op) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) internal_error("empty instruction");
+        else exec(*this, op);
+      },
+      inst.op);
+}
+
+RunResult Machine::run() {
+  for (size_t i = 0; i < kernel_.body.size(); ++i) {
+    step_ = static_cast<int64_t>(i);
+    current_ = &kernel_.body[i];
+    for (size_t id = 0; id < kernel_.tensors.size(); ++id)
+      if (first_use_[id] == static_cast<int>(i) && is_on_chip(kernel_.tensors[id].buffer)) place(static_cast<int>(id));
+    execute(*current_);
+    for (size_t id = 0; id < kernel_.tensors.size(); ++id)
+      if (last_use_[id] == static_cast<int>(i) && is_on_chip(kernel_.tensors[id].buffer)) release(static_cast<int>(id));
+  }
+  current_ = nullptr;
+  RunResult result;
+  for (int id : kernel_.outputs) {
+    const TensorDecl& t = kernel_.tensor(id);
+    HostTensor h;
+    h.dtype = t.dtype;
+    h.shape = t.shape;
+    h.bytes = hbm_[id].bytes;
+    result.outputs.push_back(std::move(h));
+  }
+  for (size_t a = 0; a < args_.size(); ++a) args_[a].bytes = hbm_[kernel_.params[a]].bytes;
+  result.warnings = warnings_;
+  return result;
+}
+
+RunResult interpret(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options) {
+  Machine machine(kernel, args, options);
+  return machine.run();
+}
+
+}  // namespace knit::sim

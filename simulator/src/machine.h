@@ -1,0 +1,116 @@
+// The reference interpreter's machine state and operand access. Executors (exec_*.cpp) see an
+// instruction's operands as Tiles: P partitions x F elements, partition-major, with reads that
+// decode to fp32 (checking the initialized bitmap) and writes that round to the view's dtype.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "knit/ir/ir.h"
+#include "knit/ir/numerics.h"
+#include "knit/sim/interpreter.h"
+
+namespace knit::sim {
+
+struct Memory {
+  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> init;         // 1 where the byte was ever written
+  std::vector<uint8_t> mm_written;   // PSUM only: 1 where the last write was a matmul's
+  void resize(size_t n) {
+    bytes.assign(n, 0);
+    init.assign(n, 0);
+    mm_written.assign(n, 0);
+  }
+};
+
+class Machine;
+
+class Tile {
+ public:
+  int64_t P = 0, F = 0;
+  ir::DType dtype = ir::DType::float32;
+
+  int64_t size() const { return P * F; }
+  int64_t at(int64_t p, int64_t j) const { return p * F + j; }
+
+  float read(int64_t i) const;
+  void write(int64_t i, float v);
+  uint32_t read_bits(int64_t i) const;
+  void write_bits(int64_t i, uint32_t bits);
+  int64_t read_int(int64_t i) const;
+  void write_int(int64_t i, int64_t v);
+  // Reads element i as fp32 and keeps it; convenient for "read everything first" executors.
+  std::vector<float> read_all() const;
+  // PSUM accumulation state: was element i last written by a matmul?
+  bool matmul_written(int64_t i) const;
+  // A matmul's write: stores v and sets the matmul-written flag.
+  void write_from_matmul(int64_t i, float v);
+  bool is_initialized(int64_t i) const;
+
+ private:
+  friend class Machine;
+  void check_init(int64_t i) const;
+  void mark_written(int64_t i, bool by_matmul);
+
+  Machine* machine_ = nullptr;
+  Memory* mem_ = nullptr;
+  std::vector<int64_t> offset_;  // byte offset of element i in mem_
+  std::string what_;             // operand description for messages
+  int tensor_ = -1;
+};
+
+class Machine {
+ public:
+  Machine(const ir::Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options);
+
+  // Executes the whole body, then copies outputs and written-back arguments out.
+  RunResult run();
+
+  // The operand `what` (e.g. "data1") of the current instruction, resolved to memory.
+  Tile tile(const ir::View& v, const char* what);
+  // A per-partition scalar operand: an immediate repeated P times, or a [P, 1] column's values.
+  std::vector<float> column(const ir::Operand& o, int64_t P, const char* what);
+
+  const ir::Kernel& kernel() const { return kernel_; }
+  const ir::Instruction& current() const { return *current_; }
+  void warn(const std::string& message);
+  [[noreturn]] void fail(const std::string& rule, const std::string& message) const;
+  bool uninitialized_is_error() const { return options_.uninitialized_read_is_error; }
+
+  // Engine accumulator registers (nki-api.md §4.8): one fp32 per partition lane.
+  std::array<float, 128> scalar_acc{};
+  std::array<float, 128> vector_acc{};
+
+ private:
+  struct Placement {
+    Memory* mem = nullptr;
+    int64_t partition = 0;   // first partition (on-chip)
+    int64_t offset = 0;      // byte offset within a partition (on-chip) or the buffer (HBM)
+    int64_t partition_bytes = 0;  // bytes per partition of the tensor (on-chip)
+    bool live = false;
+  };
+  void place(int id);
+  void release(int id);
+  void execute(const ir::Instruction& inst);
+
+  const ir::Kernel& kernel_;
+  std::vector<HostTensor>& args_;
+  InterpretOptions options_;
+  std::vector<std::string> warnings_;
+  Memory sbuf_, psum_;
+  int64_t sbuf_partition_bytes_, psum_partition_bytes_;
+  std::vector<Memory> hbm_;  // one per tensor id (unused for on-chip tensors)
+  std::vector<Placement> placement_;
+  std::vector<int> first_use_, last_use_;
+  const ir::Instruction* current_ = nullptr;
+  int64_t warned_at_ = -1;
+  int64_t step_ = 0;
+};
+
+// Instruction semantics, one overload per op (exec_*.cpp).
+#define KNIT_X(type, name) void exec(Machine& m, const ir::type& op);
+KNIT_OPS(KNIT_X)
+#undef KNIT_X
+
+}  // namespace knit::sim
