@@ -1,0 +1,109 @@
+#include "alu.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace knit::sim {
+
+using ir::AluOp;
+using ir::ActFunc;
+
+float alu(AluOp op, float a, float b) {
+  switch (op) {
+    case AluOp::bypass: return a;
+    case AluOp::add: return a + b;
+    case AluOp::subtract: return a - b;
+    case AluOp::multiply: return a * b;
+    case AluOp::divide: return a / b;
+    case AluOp::maximum: return std::fmax(a, b);
+    case AluOp::minimum: return std::fmin(a, b);
+    case AluOp::equal: return a == b ? 1.0f : 0.0f;
+    case AluOp::not_equal: return a != b ? 1.0f : 0.0f;
+    case AluOp::greater_equal: return a >= b ? 1.0f : 0.0f;
+    case AluOp::greater: return a > b ? 1.0f : 0.0f;
+    case AluOp::less_equal: return a <= b ? 1.0f : 0.0f;
+    case AluOp::less: return a < b ? 1.0f : 0.0f;
+    case AluOp::logical_and: return (a != 0.0f && b != 0.0f) ? 1.0f : 0.0f;
+    case AluOp::logical_or: return (a != 0.0f || b != 0.0f) ? 1.0f : 0.0f;
+    case AluOp::logical_xor: return ((a != 0.0f) != (b != 0.0f)) ? 1.0f : 0.0f;
+    case AluOp::power: return std::pow(a, b);
+    // abs_max/abs_min return the signed operand of larger/smaller magnitude; ties give b.
+    case AluOp::abs_max: return std::fabs(a) > std::fabs(b) ? a : b;
+    case AluOp::abs_min: return std::fabs(a) < std::fabs(b) ? a : b;
+    case AluOp::fmod: return std::fmod(a, b);
+    case AluOp::mod: {  // Python-style modulo: result has the sign of b
+      const float r = std::fmod(a, b);
+      return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+    }
+    case AluOp::average: return a + b;  // summed; the partition reduction divides by the count
+    case AluOp::abs: return std::fabs(a);
+    case AluOp::square: return a * a;
+    case AluOp::relu: return a > 0.0f ? a : 0.0f;
+    case AluOp::rsqrt: return 1.0f / std::sqrt(a);
+    case AluOp::reciprocal: return 1.0f / a;
+    default: return std::nanf("");  // bit-vector ops are handled by alu_bits
+  }
+}
+
+uint32_t alu_bits(AluOp op, uint32_t a, uint32_t b) {
+  switch (op) {
+    case AluOp::invert: return ~a;
+    case AluOp::bitwise_and: return a & b;
+    case AluOp::bitwise_or: return a | b;
+    case AluOp::bitwise_xor: return a ^ b;
+    case AluOp::left_shift: return b >= 32 ? 0u : a << b;
+    case AluOp::right_shift: return b >= 32 ? 0u : a >> b;
+    default: return a;
+  }
+}
+
+namespace {
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrtPi = 0.56418958354775628f;
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float normal_pdf(float x) { return std::exp(-0.5f * x * x) * kInvSqrt2 * kInvSqrtPi; }
+float normal_cdf(float x) { return 0.5f * (1.0f + std::erf(x * kInvSqrt2)); }
+}  // namespace
+
+float activate(ActFunc f, float x, float alpha) {
+  switch (f) {
+    case ActFunc::copy: return x;
+    case ActFunc::square: return x * x;
+    case ActFunc::sigmoid: return sigmoid(x);
+    case ActFunc::relu: return x > 0.0f ? x : 0.0f;
+    case ActFunc::prelu: return x > 0.0f ? x : alpha * x;
+    case ActFunc::gelu: return x * normal_cdf(x);
+    case ActFunc::gelu_dx: return normal_cdf(x) + x * normal_pdf(x);
+    case ActFunc::gelu_apprx_tanh: {
+      const float k = 0.7978845608028654f;  // sqrt(2/pi)
+      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+    }
+    case ActFunc::gelu_apprx_sigmoid: return x * sigmoid(1.702f * x);
+    case ActFunc::gelu_apprx_sigmoid_dx: {
+      const float s = sigmoid(1.702f * x);
+      return s + 1.702f * x * s * (1.0f - s);
+    }
+    case ActFunc::silu: return x * sigmoid(x);
+    case ActFunc::silu_dx: {
+      const float s = sigmoid(x);
+      return s * (1.0f + x * (1.0f - s));
+    }
+    case ActFunc::tanh: return std::tanh(x);
+    case ActFunc::softplus: return std::log1p(std::exp(x));
+    case ActFunc::mish: return x * std::tanh(std::log1p(std::exp(x)));
+    case ActFunc::erf: return std::erf(x);
+    case ActFunc::erf_dx: return 2.0f * kInvSqrtPi * std::exp(-x * x);
+    case ActFunc::exp: return std::exp(x);
+    case ActFunc::abs: return std::fabs(x);
+    case ActFunc::sign: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+    case ActFunc::log: return std::log(x);
+    case ActFunc::sin: return std::sin(x);
+    case ActFunc::arctan: return std::atan(x);
+    case ActFunc::sqrt: return std::sqrt(x);
+    case ActFunc::rsqrt: return 1.0f / std::sqrt(x);
+    case ActFunc::reciprocal: return 1.0f / x;
+  }
+  return x;
+}
+
+}  // namespace knit::sim
