@@ -183,7 +183,11 @@ void Machine::place(int id) {
     user_error(t.loc, "capacity", msg.str());
   }
   placement_[id] = pl;
-  // Fresh contents: NaN / 4, never written, no matmul accumulation state.
+  // A pinned tensor sees whatever its bytes hold (aliasing through address= is the kernel's
+  // explicit choice; never-written bytes are still caught by the bitmap). An automatically
+  // placed tensor starts fresh: NaN / 4, never written, no matmul accumulation state, so stale
+  // data of a dead tensor at the same address can never pass as initialized.
+  if (t.address) return;
   for (int64_t p = 0; p < parts; ++p) {
     const int64_t base = (pl.partition + p) * capacity + pl.offset;
     fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());

@@ -2,7 +2,8 @@
 //
 // It executes a kernel's IR in program order on real bytes: HBM tensors are host buffers; SBUF
 // and PSUM are per-partition byte arrays of the target's sizes, where each on-chip tensor is
-// placed (its address= pin, else first fit) when first used and released after its last use.
+// placed (its address= pin, else first fit) when first used and released after its last use;
+// an automatically placed tensor starts fresh, a pinned one sees what its bytes hold (aliasing).
 // Fresh tensors are filled with NaN / 4 and a per-byte "initialized" bitmap catches reads of
 // never-written memory. Each instruction reads all its inputs before writing its outputs.
 // Numerics follow ir/numerics.h; later fast paths must match this interpreter bit for bit.
