@@ -1,0 +1,84 @@
+#include "knit/codegen/orc_jit.h"
+
+#include <map>
+#include <mutex>
+
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "knit/ir/error.h"
+
+namespace knit::codegen {
+
+namespace {
+
+// LLVM errors become Knit internal errors at this boundary.
+template <class T>
+T unwrap(llvm::Expected<T> value, const char* what) {
+  if (!value) internal_error(std::string(what) + ": " + llvm::toString(value.takeError()));
+  return std::move(*value);
+}
+void check(llvm::Error err, const char* what) {
+  if (err) internal_error(std::string(what) + ": " + llvm::toString(std::move(err)));
+}
+
+void initialize_native_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+}  // namespace
+
+struct OrcJit::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::map<uint64_t, llvm::orc::ResourceTrackerSP> trackers;
+  uint64_t next_handle = 1;
+  std::string triple, cpu;
+};
+
+OrcJit::OrcJit() : impl_(std::make_unique<Impl>()) {
+  initialize_native_target();
+  auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  impl_->triple = jtmb.getTargetTriple().str();
+  impl_->cpu = jtmb.getCPU();
+  impl_->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
+                      "creating the LLVM ORC JIT");
+}
+
+OrcJit::~OrcJit() = default;
+
+uint64_t OrcJit::add_module(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context) {
+  module->setDataLayout(impl_->jit->getDataLayout());
+  auto tracker = impl_->jit->getMainJITDylib().createResourceTracker();
+  check(impl_->jit->addIRModule(tracker, llvm::orc::ThreadSafeModule(std::move(module), std::move(context))),
+        "adding a module to the JIT");
+  const uint64_t handle = impl_->next_handle++;
+  impl_->trackers[handle] = tracker;
+  return handle;
+}
+
+void* OrcJit::lookup(const std::string& name) {
+  auto addr = unwrap(impl_->jit->lookup(name), "looking up a JIT symbol");
+  return addr.toPtr<void*>();
+}
+
+void OrcJit::remove(uint64_t handle) {
+  auto it = impl_->trackers.find(handle);
+  if (it == impl_->trackers.end()) internal_error("OrcJit::remove of an unknown module handle");
+  check(it->second->remove(), "removing a JIT module");
+  impl_->trackers.erase(it);
+}
+
+std::string OrcJit::target_triple() const { return impl_->triple; }
+std::string OrcJit::cpu() const { return impl_->cpu; }
+
+}  // namespace knit::codegen
