@@ -1,17 +1,339 @@
+// Semantics: the Scalar Engine activation family and the Vector/GpSimd element-wise and reduction
+// instructions (activation, activation_reduce, tensor_tensor, tensor_scalar, scalar_tensor_tensor,
+// reciprocal, tensor_tensor_scan, tensor_reduce, tensor_scalar_reduce).
+//
+// Conventions shared by every executor here:
+//  - Arithmetic is fp32 (alu()/activate() from alu.h); each result is rounded once, when it is
+//    written to its destination (Tile::write). Intermediate values (the first stage of a two-op
+//    instruction, a scan's carry, a reduction's running value) stay in fp32.
+//  - Bit-vector ops work on raw integer bit patterns (Tile::read_bits / write_bits).
+//  - Every executor reads all of its inputs before writing any output, so dst may alias an input.
+//  - Reductions are a left fold in fp32 in element order (row-major over the free dims), starting
+//    from the first element: r = x0; r = op(r, x1); ... No identity element is needed because
+//    every operand has at least one element per partition.
+//  - Accumulator registers (Machine::scalar_acc / vector_acc) are indexed by the operand's
+//    partition index (0 .. P-1 within the view), one fp32 per lane.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "alu.h"
 #include "machine.h"
 
 namespace knit::sim {
 
 using namespace knit::ir;
 
-void exec(Machine& m, const Activation&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const ActivationReduce&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const TensorTensor&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const TensorScalar&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const ScalarTensorTensor&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const Reciprocal&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const TensorTensorScan&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const TensorReduce&) { m.fail("unsupported", "not implemented yet"); }
-void exec(Machine& m, const TensorScalarReduce&) { m.fail("unsupported", "not implemented yet"); }
+namespace {
+
+bool is_bitvec(AluOp op) {
+  const AluClass k = alu_class(op);
+  return k == AluClass::Bitvec || k == AluClass::BitvecUnary;
+}
+
+// `data op operand`, or `operand op data` when reversed. Unary ops apply to data alone (their
+// operand is ignored, and so is the reverse flag); bypass passes data through.
+float apply(AluOp op, float data, float operand, bool reverse) {
+  if (op == AluOp::bypass) return data;
+  if (alu_class(op) == AluClass::Unary) return alu(op, data, 0.0f);
+  return reverse ? alu(op, operand, data) : alu(op, data, operand);
+}
+
+uint32_t apply_bits(AluOp op, uint32_t data, uint32_t operand, bool reverse) {
+  if (op == AluOp::bypass) return data;
+  if (alu_class(op) == AluClass::BitvecUnary) return alu_bits(op, data, 0);
+  return reverse ? alu_bits(op, operand, data) : alu_bits(op, data, operand);
+}
+
+// Left fold of v[0..n) in element order, starting from v[0] (see the file comment).
+float fold(AluOp op, const float* v, int64_t n) {
+  float r = v[0];
+  for (int64_t i = 1; i < n; ++i) r = alu(op, r, v[i]);
+  return r;
+}
+
+uint32_t fold_bits(AluOp op, const uint32_t* v, int64_t n) {
+  uint32_t r = v[0];
+  for (int64_t i = 1; i < n; ++i) r = alu_bits(op, r, v[i]);
+  return r;
+}
+
+std::vector<uint32_t> read_all_bits(const Tile& t) {
+  std::vector<uint32_t> v(t.size());
+  for (int64_t i = 0; i < t.size(); ++i) v[i] = t.read_bits(i);
+  return v;
+}
+
+// A scalar operand as one value per partition; unused operands (unary ops) are not read, so an
+// ignored [P, 1] tile need not be initialized.
+std::vector<float> scalar_column(Machine& m, const Operand& o, AluOp op, int64_t P, const char* what) {
+  if (op == AluOp::bypass || alu_class(op) == AluClass::Unary || o.is_none()) return std::vector<float>(P, 0.0f);
+  return m.column(o, P, what);
+}
+
+// The bit-vector form of a scalar operand: a [P, 1] tile's raw bits, or the immediate converted
+// to an integer (two's complement) bit pattern.
+std::vector<uint32_t> scalar_column_bits(Machine& m, const Operand& o, AluOp op, int64_t P, const char* what) {
+  std::vector<uint32_t> v(P, 0u);
+  if (op == AluOp::bypass || alu_class(op) == AluClass::BitvecUnary || o.is_none()) return v;
+  if (o.is_tile()) {
+    Tile t = m.tile(o.tile, what);
+    for (int64_t p = 0; p < P; ++p) v[p] = t.read_bits(t.at(p, 0));
+  } else {
+    for (int64_t p = 0; p < P; ++p) v[p] = static_cast<uint32_t>(static_cast<int64_t>(o.imm));
+  }
+  return v;
+}
+
+void write_all(Tile& dst, const std::vector<float>& values) {
+  for (int64_t i = 0; i < dst.size(); ++i) dst.write(i, values[i]);
+}
+
+void write_all_bits(Tile& dst, const std::vector<uint32_t>& bits) {
+  for (int64_t i = 0; i < dst.size(); ++i) dst.write_bits(i, bits[i]);
+}
+
+// Writes acc[p] (optionally negated) to a [P, 1] reduce_res operand.
+void write_column(Machine& m, const View& v, const char* what, const std::array<float, 128>& acc, int64_t P,
+                  bool negate = false) {
+  Tile t = m.tile(v, what);
+  for (int64_t p = 0; p < P; ++p) t.write(t.at(p, 0), negate ? -acc[p] : acc[p]);
+}
+
+// ---- tensor_tensor's exact integer path --------------------------------------------------------
+
+bool is_int32_type(DType t) { return t == DType::int32 || t == DType::uint32; }
+
+// GpSimd computes int32/uint32 add/subtract/multiply/maximum/minimum natively and exactly. The
+// path is taken when dst and both inputs are 32-bit integers, the op is one of those five, and
+// the instruction can run on GpSimd: engine unknown or gpsimd, and no operand in PSUM (otherwise
+// it falls back to the Vector Engine's fp32 math, nki-api.md §3.4).
+bool exact_int_path(Machine& m, const TensorTensor& op) {
+  if (!is_int32_type(op.dst.dtype) || !is_int32_type(op.data1.dtype) || !is_int32_type(op.data2.dtype)) return false;
+  if (op.op != AluOp::add && op.op != AluOp::subtract && op.op != AluOp::multiply && op.op != AluOp::maximum &&
+      op.op != AluOp::minimum)
+    return false;
+  if (op.engine == Engine::vector) return false;
+  for (const View* v : {&op.dst, &op.data1, &op.data2})
+    if (m.kernel().tensor_of(*v).buffer == Buffer::psum) return false;
+  return true;
+}
+
+// Exact a op b on 32-bit integer values; a product that overflows int64 (only possible for
+// uint32 x uint32) is clamped, which write_int's saturation to the dst range makes exact.
+int64_t int_alu(AluOp op, int64_t a, int64_t b) {
+  switch (op) {
+    case AluOp::add: return a + b;
+    case AluOp::subtract: return a - b;
+    case AluOp::maximum: return a > b ? a : b;
+    case AluOp::minimum: return a < b ? a : b;
+    default: {
+      int64_t r = 0;
+      if (!__builtin_mul_overflow(a, b, &r)) return r;
+      return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    }
+  }
+}
+
+}  // namespace
+
+// ---- Scalar Engine ------------------------------------------------------------------------------
+
+// dst = op(data * scale + bias) in fp32 (two roundings: the product, then the sum; no bias means
+// no addition), then the optional row reduction of the fp32 activation outputs (before rounding to
+// dst) into the Scalar Engine accumulators, per reduce_cmd:
+//   idle: untouched; reset: zero; reset_reduce: the row's reduction; reduce: acc op row.
+// (load_reduce is rejected by the verifier.) reduce_res, if given, receives the accumulators.
+void exec(Machine& m, const Activation& op) {
+  Tile data = m.tile(op.data, "data");
+  const int64_t P = data.P, F = data.F;
+  const std::vector<float> x = data.read_all();
+  const std::vector<float> scale = m.column(op.scale, P, "scale");
+  const bool has_bias = !op.bias.is_none();
+  const std::vector<float> bias = has_bias ? m.column(op.bias, P, "bias") : std::vector<float>(P, 0.0f);
+  std::vector<float> y(x.size());
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t j = 0; j < F; ++j) {
+      float t = x[p * F + j] * scale[p];
+      if (has_bias) t = t + bias[p];
+      y[p * F + j] = activate(op.op, t, static_cast<float>(op.alpha));
+    }
+  Tile dst = m.tile(op.dst, "dst");
+  write_all(dst, y);
+  for (int64_t p = 0; p < P; ++p) {
+    switch (op.reduce_cmd) {
+      case ReduceCmd::idle: break;
+      case ReduceCmd::reset: m.scalar_acc[p] = 0.0f; break;
+      case ReduceCmd::reset_reduce: m.scalar_acc[p] = fold(op.reduce_op, &y[p * F], F); break;
+      case ReduceCmd::reduce: m.scalar_acc[p] = alu(op.reduce_op, m.scalar_acc[p], fold(op.reduce_op, &y[p * F], F)); break;
+      case ReduceCmd::load_reduce: m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
+    }
+  }
+  if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.scalar_acc, P);
+}
+
+// activation with reduce_cmd=reset_reduce and a read-out into reduce_res.
+void exec(Machine& m, const ActivationReduce& op) {
+  exec(m, Activation{op.dst, op.op, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res,
+                     ReduceCmd::reset_reduce, 0.0});
+}
+
+// ---- Vector / GpSimd element-wise ---------------------------------------------------------------
+
+void exec(Machine& m, const TensorTensor& op) {
+  Tile a = m.tile(op.data1, "data1");
+  Tile b = m.tile(op.data2, "data2");
+  Tile dst = m.tile(op.dst, "dst");
+  if (is_bitvec(op.op)) {
+    std::vector<uint32_t> r = read_all_bits(a);
+    const std::vector<uint32_t> bb = read_all_bits(b);
+    for (int64_t i = 0; i < dst.size(); ++i) r[i] = alu_bits(op.op, r[i], bb[i]);
+    write_all_bits(dst, r);
+  } else if (exact_int_path(m, op)) {
+    std::vector<int64_t> r(a.size());
+    for (int64_t i = 0; i < a.size(); ++i) r[i] = a.read_int(i);
+    for (int64_t i = 0; i < b.size(); ++i) r[i] = int_alu(op.op, r[i], b.read_int(i));
+    for (int64_t i = 0; i < dst.size(); ++i) dst.write_int(i, r[i]);  // saturates to dst's range
+  } else {
+    std::vector<float> r = a.read_all();
+    const std::vector<float> bb = b.read_all();
+    for (int64_t i = 0; i < dst.size(); ++i) r[i] = alu(op.op, r[i], bb[i]);
+    write_all(dst, r);
+  }
+}
+
+// dst = (data op0 operand0) op1 operand1; the first stage stays fp32 (or 32-bit bits).
+void exec(Machine& m, const TensorScalar& op) {
+  Tile data = m.tile(op.data, "data");
+  const int64_t P = data.P, F = data.F;
+  Tile dst = m.tile(op.dst, "dst");
+  if (is_bitvec(op.op0)) {
+    std::vector<uint32_t> r = read_all_bits(data);
+    const std::vector<uint32_t> s0 = scalar_column_bits(m, op.operand0, op.op0, P, "operand0");
+    const std::vector<uint32_t> s1 = scalar_column_bits(m, op.operand1, op.op1, P, "operand1");
+    for (int64_t i = 0; i < P * F; ++i) {
+      const int64_t p = i / F;
+      r[i] = apply_bits(op.op1, apply_bits(op.op0, r[i], s0[p], op.reverse0), s1[p], op.reverse1);
+    }
+    write_all_bits(dst, r);
+    return;
+  }
+  std::vector<float> r = data.read_all();
+  const std::vector<float> s0 = scalar_column(m, op.operand0, op.op0, P, "operand0");
+  const std::vector<float> s1 = scalar_column(m, op.operand1, op.op1, P, "operand1");
+  for (int64_t i = 0; i < P * F; ++i) {
+    const int64_t p = i / F;
+    r[i] = apply(op.op1, apply(op.op0, r[i], s0[p], op.reverse0), s1[p], op.reverse1);
+  }
+  write_all(dst, r);
+}
+
+// dst = (data op0 operand0) op1 operand1, operand0 a scalar/[P, 1] and operand1 a full tile.
+void exec(Machine& m, const ScalarTensorTensor& op) {
+  Tile data = m.tile(op.data, "data");
+  Tile other = m.tile(op.operand1, "operand1");
+  const int64_t P = data.P, F = data.F;
+  std::vector<float> r = data.read_all();
+  const std::vector<float> t1 = other.read_all();
+  const std::vector<float> s0 = scalar_column(m, op.operand0, op.op0, P, "operand0");
+  for (int64_t i = 0; i < P * F; ++i)
+    r[i] = apply(op.op1, apply(op.op0, r[i], s0[i / F], op.reverse0), t1[i], op.reverse1);
+  Tile dst = m.tile(op.dst, "dst");
+  write_all(dst, r);
+}
+
+void exec(Machine& m, const Reciprocal& op) {
+  Tile data = m.tile(op.data, "data");
+  std::vector<float> r = data.read_all();
+  for (float& v : r) v = alu(AluOp::reciprocal, v, 0.0f);
+  Tile dst = m.tile(op.dst, "dst");
+  write_all(dst, r);
+}
+
+// Per partition: r_0 = op1(op0(data0[0], initial), data1[0]); r_i = op1(op0(data0[i], r_{i-1}),
+// data1[i]); reverse0 / reverse1 swap the operands of op0 / op1. The carry r is fp32 (each r_i is
+// rounded only where it is written to dst).
+void exec(Machine& m, const TensorTensorScan& op) {
+  Tile d0 = m.tile(op.data0, "data0");
+  Tile d1 = m.tile(op.data1, "data1");
+  const int64_t P = d0.P, F = d0.F;
+  const std::vector<float> a = d0.read_all();
+  const std::vector<float> b = d1.read_all();
+  const std::vector<float> init = m.column(op.initial, P, "initial");
+  std::vector<float> r(a.size());
+  for (int64_t p = 0; p < P; ++p) {
+    float carry = init[p];
+    for (int64_t j = 0; j < F; ++j) {
+      const int64_t i = p * F + j;
+      carry = apply(op.op1, apply(op.op0, a[i], carry, op.reverse0), b[i], op.reverse1);
+      r[i] = carry;
+    }
+  }
+  Tile dst = m.tile(op.dst, "dst");
+  write_all(dst, r);
+}
+
+// ---- Vector Engine reductions -------------------------------------------------------------------
+
+// Reduces the trailing free dims named by `axis` (the verifier guarantees they are trailing and
+// contiguous), so each dst element folds one consecutive run of `group` data elements.
+void exec(Machine& m, const TensorReduce& op) {
+  Tile data = m.tile(op.data, "data");
+  const int64_t rank = static_cast<int64_t>(op.data.dims.size());
+  int64_t group = 1;
+  for (int64_t d = rank - static_cast<int64_t>(op.axis.size()); d < rank; ++d) group *= op.data.dims[d].num;
+  const int64_t n_out = data.size() / group;
+  Tile dst = m.tile(op.dst, "dst");
+  if (is_bitvec(op.op)) {
+    const std::vector<uint32_t> x = read_all_bits(data);
+    std::vector<uint32_t> r(n_out);
+    for (int64_t g = 0; g < n_out; ++g) r[g] = fold_bits(op.op, &x[g * group], group);
+    write_all_bits(dst, r);
+    return;
+  }
+  const std::vector<float> x = data.read_all();
+  std::vector<float> r(n_out);
+  for (int64_t g = 0; g < n_out; ++g) {
+    r[g] = fold(op.op, &x[g * group], group);
+    if (op.negate) r[g] = r[g] * -1.0f;
+  }
+  write_all(dst, r);
+}
+
+// dst = data op0 operand0; the fp32 results (before rounding to dst) of each partition are folded
+// with reduce_op and combined with the Vector Engine accumulators per reduce_cmd:
+//   idle: untouched; reset: the reduce_op's identity (add 0, multiply 1, maximum -inf,
+//   minimum +inf); reset_reduce: the row's reduction; load_reduce: reduce_init op row;
+//   reduce: acc op row.
+// reduce_res (if given) receives the accumulators, negated when reduce_res_negate (the
+// accumulators themselves keep the un-negated value).
+void exec(Machine& m, const TensorScalarReduce& op) {
+  Tile data = m.tile(op.data, "data");
+  const int64_t P = data.P, F = data.F;
+  std::vector<float> y = data.read_all();
+  const std::vector<float> s0 = scalar_column(m, op.operand0, op.op0, P, "operand0");
+  const bool loads = op.reduce_cmd == ReduceCmd::load_reduce;
+  const std::vector<float> init = loads ? m.column(op.reduce_init, P, "reduce_init") : std::vector<float>();
+  for (int64_t i = 0; i < P * F; ++i) y[i] = apply(op.op0, y[i], s0[i / F], op.reverse0);
+  Tile dst = m.tile(op.dst, "dst");
+  write_all(dst, y);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float identity = op.reduce_op == AluOp::multiply  ? 1.0f
+                         : op.reduce_op == AluOp::maximum ? -inf
+                         : op.reduce_op == AluOp::minimum ? inf
+                                                          : 0.0f;
+  for (int64_t p = 0; p < P; ++p) {
+    float& acc = m.vector_acc[p];
+    switch (op.reduce_cmd) {
+      case ReduceCmd::idle: break;
+      case ReduceCmd::reset: acc = identity; break;
+      case ReduceCmd::reset_reduce: acc = fold(op.reduce_op, &y[p * F], F); break;
+      case ReduceCmd::load_reduce: acc = alu(op.reduce_op, init[p], fold(op.reduce_op, &y[p * F], F)); break;
+      case ReduceCmd::reduce: acc = alu(op.reduce_op, acc, fold(op.reduce_op, &y[p * F], F)); break;
+    }
+  }
+  if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.vector_acc, P, op.reduce_res_negate);
+}
 
 }  // namespace knit::sim
