@@ -67,7 +67,7 @@ constexpr MiniFloat kE5M2{5, 2};
 // fp32 -> fp32 with the low `drop` mantissa bits rounded away (RNE); used for bf16 and tf32.
 uint32_t round_fp32_bits(float v, int drop) {
   uint32_t bits = std::bit_cast<uint32_t>(v);
-  if (std::isnan(v)) return bits | (1u << 22);  // keep NaN, make it quiet
+  if (std::isnan(v)) return (bits | (1u << 22)) & ~((1u << drop) - 1);  // quiet NaN, sign kept
   const uint32_t lsb = (bits >> drop) & 1u;
   bits += ((1u << (drop - 1)) - 1) + lsb;  // carries into the exponent give inf naturally
   return bits & ~((1u << drop) - 1);

@@ -106,6 +106,8 @@ class Lexer {
   }
 
   std::string quoted() {
+    skip_space();
+    const int open_line = line_, open_col = col_;
     expect('"');
     std::string s;
     while (pos_ < text_.size() && text_[pos_] != '"') {
@@ -117,7 +119,8 @@ class Lexer {
       }
       s += c;
     }
-    if (pos_ >= text_.size()) fail("unterminated string");
+    if (pos_ >= text_.size())
+      user_error(SourceLoc{source_, open_line, open_col}, "ir-parse", "unterminated string (no closing '\"')");
     advance();
     return s;
   }
@@ -131,6 +134,14 @@ class Lexer {
   }
 
   int line() const { return line_; }
+
+  // True when only blanks (and a comment) remain on the current line: an instruction's operands
+  // and location end with its line.
+  bool at_line_end() {
+    size_t p = pos_;
+    while (p < text_.size() && (text_[p] == ' ' || text_[p] == '\t' || text_[p] == '\r')) ++p;
+    return p >= text_.size() || text_[p] == '\n' || text_[p] == '#';
+  }
 
  private:
   void advance() {
@@ -294,22 +305,21 @@ class Parser {
 
   template <class Op>
   void operands(Op& op, Instruction& inst) {
-    while (true) {
+    while (!lex_.at_line_end()) {
       const char c = lex_.peek();
-      if (c == '@' || c == '\0' || !(std::isalpha(static_cast<unsigned char>(c)) || c == '_')) break;
+      if (c == '@' || !(std::isalpha(static_cast<unsigned char>(c)) || c == '_')) break;
       const std::string name = lex_.ident();
+      bool known = name == "name";
+      op.fields([&](const char* field, auto&) { known = known || name == field; });
+      if (!known) lex_.fail("instruction " + std::string(inst.opcode_name()) + " has no operand '" + name + "'");
       lex_.expect('=');
       if (name == "name") {
         inst.name = lex_.quoted();
         continue;
       }
-      bool found = false;
       op.fields([&](const char* field, auto& v) {
-        if (found || name != field) return;
-        found = true;
-        value(v);
+        if (name == field) value(v);
       });
-      if (!found) lex_.fail("instruction " + std::string(inst.opcode_name()) + " has no operand '" + name + "'");
     }
   }
 

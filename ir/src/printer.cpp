@@ -142,10 +142,14 @@ class Printer {
   }
 
  private:
-  // Equality that treats two NaNs as the same value (so a NaN default is not printed).
+  // Equality for "is this the default?": -0.0 differs from 0.0 (its sign must survive the round
+  // trip) and two NaNs count as the same (so a NaN default is not printed).
   template <class T>
   static bool same(const T& a, const T& b) {
-    if constexpr (std::is_same_v<T, double>) return a == b || (std::isnan(a) && std::isnan(b));
+    if constexpr (std::is_same_v<T, double>)
+      return (a == b && std::signbit(a) == std::signbit(b)) || (std::isnan(a) && std::isnan(b));
+    else if constexpr (std::is_same_v<T, Operand>)
+      return a.kind == b.kind && a.tile == b.tile && same(a.imm, b.imm);
     else return a == b;
   }
 

@@ -139,6 +139,11 @@ void verify_tensor(const Kernel& k, const TensorDecl& t) {
 }
 
 void verify_instruction(const Kernel& k, const Instruction& inst) {
+  for_each_field(inst, [&](const char* name, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, View>)
+      if (!value.valid())
+        user_error(inst.loc, "operand", std::string(inst.opcode_name()) + ": operand " + name + " is missing");
+  });
   for_each_view(inst, [&](const char* name, const View& v) {
     if (v.tensor < 0 || v.tensor >= static_cast<int>(k.tensors.size()))
       user_error(inst.loc, "ir-reference", std::string(inst.opcode_name()) + ": operand " + name +

@@ -1,4 +1,7 @@
 // Verifier rules: data movement and the Tensor Engine (nki-api.md §3.2, §3.4 copies, §3.6).
+#include <cmath>
+
+#include "knit/ir/numerics.h"
 #include "verify_rules.h"
 
 namespace knit::ir {
@@ -73,11 +76,13 @@ void check(Checker& c, const NcMatmul& op) {
   if (M > max_m)
     c.fail("matmul-shape", "stationary free size M=" + std::to_string(M) + " exceeds " + std::to_string(max_m) +
                                "; tile M in chunks of 128");
-  const int64_t max_n = target_info(c.target()).matmul_max_n;
+  // v4 PSUM holds 4096 fp32 or 8192 bf16 results per partition across its banks.
+  const int64_t max_n = target_info(c.target()).matmul_max_n * (op.dst.dtype == DType::bfloat16 ? 2 : 1);
   if (N > max_n)
     c.fail("matmul-shape", "moving free size N=" + std::to_string(N) + " exceeds " + std::to_string(max_n) +
                                " on " + std::string(to_string(c.target())) +
-                               " (one PSUM bank of fp32); tile N in chunks of " + std::to_string(max_n));
+                               (nc_version(c.target()) < 4 ? " (one PSUM bank of fp32)" : " for this dst dtype") +
+                               std::string("; tile N in chunks of ") + std::to_string(max_n));
   if (c.partitions(op.dst) != M || c.free_size(op.dst) != N)
     c.fail("matmul-shape", "dst must be [M, N] = [" + std::to_string(M) + ", " + std::to_string(N) + "], got " +
                                std::to_string(c.partitions(op.dst)) + " partitions x " +
@@ -162,8 +167,17 @@ void check(Checker& c, const Memset& op) {
   c.engine_in(op.engine, {Engine::vector, Engine::gpsimd});
   c.on_chip(op.dst, "dst");
   if (op.engine == Engine::gpsimd) c.not_psum(op.dst, "dst", "the GpSimd engine cannot access PSUM");
-  if (is_integer(op.dst.dtype) && op.value != static_cast<double>(static_cast<int64_t>(op.value)))
-    c.fail("dtype", "memset of an integer tile needs an integer value, got " + std::to_string(op.value));
+  if (is_integer(op.dst.dtype)) {
+    uint8_t probe[4];
+    // Range first: casting a non-finite or huge double to an integer is undefined.
+    const bool whole = std::isfinite(op.value) && std::fabs(op.value) < 9.0e18 &&
+                       op.value == static_cast<double>(static_cast<int64_t>(op.value));
+    if (!whole) c.fail("dtype", "an integer tile needs an integer value, got " + std::to_string(op.value));
+    store_int(op.dst.dtype, static_cast<int64_t>(op.value), probe);
+    if (load_int(op.dst.dtype, probe) != static_cast<int64_t>(op.value))
+      c.fail("dtype", "value " + std::to_string(static_cast<int64_t>(op.value)) + " does not fit " +
+                          std::string(to_string(op.dst.dtype)));
+  }
 }
 
 }  // namespace knit::ir

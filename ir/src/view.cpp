@@ -46,25 +46,37 @@ View full_view(const TensorDecl& t, int tensor_id) {
   return v;
 }
 
-View slice(const TensorDecl& t, const View& v, int dim, int64_t start, int64_t end, int64_t step,
-           const SourceLoc& loc) {
-  const int d = normalize_dim(v, dim, 0, loc, "slice");
+namespace {
+
+// Elements start, start+step, ... before end (Python slice semantics after normalization);
+// step may be negative (t[::-1]) but the range must hold at least one element.
+View slice_range(const View& v, int d, int64_t start, int64_t end, int64_t step, const SourceLoc& loc) {
   const int64_t size = v.dims[d].num;
   if (step == 0) user_error(loc, "view-slice", "slice step must not be 0");
-  const bool ok = step > 0 ? (0 <= start && start <= end && end <= size)
-                           : (-1 <= end && end <= start && start < size);
+  const bool ok = step > 0 ? (0 <= start && start < end && end <= size)
+                           : (-1 <= end && end < start && start < size);
   if (!ok)
     user_error(loc, "view-out-of-range",
                "slice " + std::to_string(start) + ":" + std::to_string(end) + " of dim " +
                    std::to_string(d) + " is outside its size " + std::to_string(size) +
-                   " (view shape " + shape_text(v.shape()) + "); use a smaller tile or nl.ds with "
-                   "start + size <= " + std::to_string(size));
-  (void)t;
+                   " (view shape " + shape_text(v.shape()) + "); a slice needs at least one element and "
+                   "nl.ds(start, size) needs start + size <= " + std::to_string(size));
   View r = v;
   const int64_t count = step > 0 ? (end - start + step - 1) / step : (start - end + (-step) - 1) / (-step);
   r.offset += start * v.dims[d].step;
   r.dims[d] = {v.dims[d].step * step, count};
   return r;
+}
+
+}  // namespace
+
+// NKI's tensor.slice(dim, start, end, step): 0 <= start < end <= size and step >= 1.
+View slice(const TensorDecl& t, const View& v, int dim, int64_t start, int64_t end, int64_t step,
+           const SourceLoc& loc) {
+  const int d = normalize_dim(v, dim, 0, loc, "slice");
+  if (step < 1) user_error(loc, "view-slice", "slice step must be >= 1, got " + std::to_string(step));
+  (void)t;
+  return slice_range(v, d, start, end, step, loc);
 }
 
 View select(const TensorDecl& t, const View& v, int dim, int64_t index, const SourceLoc& loc) {
@@ -108,8 +120,7 @@ View index(const TensorDecl& t, const View& v, std::span<const Index> key, const
     auto norm = [&](int64_t x) { return x < 0 ? x + size : x; };
     const int64_t start = ix.start ? norm(*ix.start) : (step > 0 ? 0 : size - 1);
     const int64_t stop = ix.stop ? norm(*ix.stop) : (step > 0 ? size : -1);
-    View s = slice(t, r, static_cast<int>(k), start, stop, step, loc);
-    r = s;
+    r = slice_range(r, static_cast<int>(k), start, stop, step, loc);
   }
   // Drop int-indexed dims; keep at least 2 dims on-chip (the last free dim stays, size 1) and at
   // least 1 on HBM.

@@ -1,6 +1,7 @@
 // knit._core: the C++ core seen from Python. The Python front end (python/knit) builds on it;
 // today it exposes the IR text form, the verifier, the numerics and the reference interpreter.
-#include <pybind11/numpy.h>
+#include <cstring>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -20,28 +21,37 @@ ir::DType dtype_named(const std::string& name) {
   return *d;
 }
 
-// Rounds float32 values to `dtype` and returns the stored bytes as uint8 (Knit's rounding model).
-py::array_t<uint8_t> encode_array(py::array_t<float, py::array::c_style | py::array::forcecast> values,
-                                  const std::string& dtype) {
+// The array functions take any buffer-protocol object and return bytes: Debian's pybind11 (2.10)
+// reads NumPy 1.x's descriptor layout, so py::array results are wrong under NumPy 2; the buffer
+// protocol and bytes are layout independent. Python wraps results with numpy.frombuffer.
+
+// Rounds float32 values to `dtype` (Knit's rounding model) and returns the stored bytes.
+py::bytes encode_array(py::buffer values, const std::string& dtype) {
   const ir::DType t = dtype_named(dtype);
-  const int size = ir::dtype_size(t);
-  py::array_t<uint8_t> out(values.size() * size);
-  auto in = values.unchecked<1>();
-  auto o = out.mutable_unchecked<1>();
-  for (py::ssize_t i = 0; i < values.size(); ++i) ir::encode(t, in(i), o.mutable_data(i * size));
-  return out;
+  const py::buffer_info in = values.request();
+  if (in.itemsize != 4 || in.format != py::format_descriptor<float>::format())
+    throw py::value_error("encode expects a contiguous float32 buffer");
+  const auto* v = static_cast<const float*>(in.ptr);
+  std::string out(static_cast<size_t>(in.size * ir::dtype_size(t)), '\0');
+  for (py::ssize_t i = 0; i < in.size; ++i)
+    ir::encode(t, v[i], reinterpret_cast<uint8_t*>(out.data()) + i * ir::dtype_size(t));
+  return py::bytes(out);
 }
 
-// Decodes raw bytes of `dtype` to float32.
-py::array_t<float> decode_array(py::array_t<uint8_t, py::array::c_style> bytes, const std::string& dtype) {
+// Decodes the raw bytes of `dtype` elements to float32 and returns them as bytes.
+py::bytes decode_array(py::buffer bytes, const std::string& dtype) {
   const ir::DType t = dtype_named(dtype);
   const int size = ir::dtype_size(t);
-  if (bytes.size() % size) throw py::value_error("byte count is not a multiple of the dtype size");
-  py::array_t<float> out(bytes.size() / size);
-  auto in = bytes.unchecked<1>();
-  auto o = out.mutable_unchecked<1>();
-  for (py::ssize_t i = 0; i < out.size(); ++i) o(i) = ir::decode(t, in.data(i * size));
-  return out;
+  const py::buffer_info in = bytes.request();
+  const py::ssize_t nbytes = in.size * in.itemsize;
+  if (nbytes % size) throw py::value_error("byte count is not a multiple of the dtype size");
+  const auto* raw = static_cast<const uint8_t*>(in.ptr);
+  std::string out(static_cast<size_t>(nbytes / size * 4), '\0');
+  for (py::ssize_t i = 0; i < nbytes / size; ++i) {
+    const float v = ir::decode(t, raw + i * size);
+    std::memcpy(out.data() + i * 4, &v, 4);
+  }
+  return py::bytes(out);
 }
 
 // Runs IR text on the reference interpreter. args: list of (dtype name, shape, raw bytes).
@@ -72,8 +82,8 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "Knit C++ core: tile IR, verifier, numerics and the reference interpreter";
   py::register_exception<knit::Error>(m, "KnitError", PyExc_RuntimeError);
   m.def("encode", &encode_array, py::arg("values"), py::arg("dtype"),
-        "Round float32 values to dtype (Knit's rounding model) and return the stored bytes");
-  m.def("decode", &decode_array, py::arg("bytes"), py::arg("dtype"), "Decode raw dtype bytes to float32");
+        "Round a float32 buffer to dtype (Knit's rounding model); returns the stored bytes");
+  m.def("decode", &decode_array, py::arg("bytes"), py::arg("dtype"), "Decode the raw bytes of dtype elements; returns float32 bytes");
   m.def("roundtrip_ir", [](const std::string& text) { return ir::print(ir::parse(text)); },
         "Parse IR text and print it back");
   m.def("verify_ir", [](const std::string& text) { ir::verify(ir::parse(text)); }, "Parse and verify IR text");

@@ -198,7 +198,7 @@ inline tensor ndarray(std::vector<int64_t> shape, DType dtype, ir::Buffer buffer
                       std::optional<std::array<int64_t, 2>> address = std::nullopt,
                       std::source_location l = std::source_location::current()) {
   frontend::Builder& b = frontend::Builder::current(loc_of(l));
-  if (name.empty()) name = "t" + std::to_string(b.kernel().tensors.size());
+  if (name.empty()) name = std::string("t").append(std::to_string(b.kernel().tensors.size()));
   const int id = b.add_tensor(std::move(name), buffer, dtype, std::move(shape), address, loc_of(l));
   return tensor(id, ir::full_view(b.tensor(id), id));
 }
