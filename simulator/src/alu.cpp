@@ -1,6 +1,7 @@
 #include "alu.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace knit::sim {
@@ -104,6 +105,38 @@ float activate(ActFunc f, float x, float alpha) {
     case ActFunc::reciprocal: return 1.0f / x;
   }
   return x;
+}
+
+float alu_fold(AluOp op, const float* v, int64_t n) {
+  float r = v[0];
+  for (int64_t i = 1; i < n; ++i) r = alu(op, r, v[i]);
+  return r;
+}
+
+uint32_t alu_fold_bits(AluOp op, const uint32_t* v, int64_t n) {
+  uint32_t r = v[0];
+  for (int64_t i = 1; i < n; ++i) r = alu_bits(op, r, v[i]);
+  return r;
+}
+
+float reduce_identity(AluOp op) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  switch (op) {
+    case AluOp::multiply: return 1.0f;
+    case AluOp::maximum: return -inf;
+    case AluOp::minimum: return inf;
+    default: return 0.0f;
+  }
+}
+
+void update_accumulator(ir::ReduceCmd cmd, AluOp op, float& acc, float row, float seed) {
+  switch (cmd) {
+    case ir::ReduceCmd::idle: return;
+    case ir::ReduceCmd::reset: acc = reduce_identity(op); return;
+    case ir::ReduceCmd::reset_reduce: acc = row; return;
+    case ir::ReduceCmd::reduce: acc = alu(op, acc, row); return;
+    case ir::ReduceCmd::load_reduce: acc = alu(op, seed, row); return;
+  }
 }
 
 }  // namespace knit::sim

@@ -6,6 +6,7 @@
 
 #include "knit/ir/types.h"
 
+
 namespace knit::sim {
 
 // a op b for an Arith or Unary op (Unary ops ignore b). Comparisons and logical ops give 1.0/0.0.
@@ -14,5 +15,17 @@ float alu(ir::AluOp op, float a, float b);
 uint32_t alu_bits(ir::AluOp op, uint32_t a, uint32_t b);
 // The activation function f(x), computed in fp32 (`alpha` is prelu's slope).
 float activate(ir::ActFunc f, float x, float alpha = 0.0f);
+
+// Reductions are a left fold in fp32 in element order, starting from the first element:
+// r = v[0]; r = op(r, v[1]); ...  (n >= 1, so no identity element is needed).
+float alu_fold(ir::AluOp op, const float* v, int64_t n);
+uint32_t alu_fold_bits(ir::AluOp op, const uint32_t* v, int64_t n);
+// The value `reset` puts in an accumulator: add/subtract 0, multiply 1, maximum -inf, minimum +inf.
+float reduce_identity(ir::AluOp op);
+
+// One engine accumulator register (nki-api.md §4.8) after an instruction whose row reduction is
+// `row`, per reduce_cmd: idle leaves it; reset sets reduce_identity(op); reset_reduce sets row;
+// reduce sets acc op row; load_reduce sets seed op row.
+void update_accumulator(ir::ReduceCmd cmd, ir::AluOp op, float& acc, float row, float seed = 0.0f);
 
 }  // namespace knit::sim

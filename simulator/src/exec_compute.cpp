@@ -46,25 +46,6 @@ uint32_t apply_bits(AluOp op, uint32_t data, uint32_t operand, bool reverse) {
   return reverse ? alu_bits(op, operand, data) : alu_bits(op, data, operand);
 }
 
-// Left fold of v[0..n) in element order, starting from v[0] (see the file comment).
-float fold(AluOp op, const float* v, int64_t n) {
-  float r = v[0];
-  for (int64_t i = 1; i < n; ++i) r = alu(op, r, v[i]);
-  return r;
-}
-
-uint32_t fold_bits(AluOp op, const uint32_t* v, int64_t n) {
-  uint32_t r = v[0];
-  for (int64_t i = 1; i < n; ++i) r = alu_bits(op, r, v[i]);
-  return r;
-}
-
-std::vector<uint32_t> read_all_bits(const Tile& t) {
-  std::vector<uint32_t> v(t.size());
-  for (int64_t i = 0; i < t.size(); ++i) v[i] = t.read_bits(i);
-  return v;
-}
-
 // A scalar operand as one value per partition; unused operands (unary ops) are not read, so an
 // ignored [P, 1] tile need not be initialized.
 std::vector<float> scalar_column(Machine& m, const Operand& o, AluOp op, int64_t P, const char* what) {
@@ -84,14 +65,6 @@ std::vector<uint32_t> scalar_column_bits(Machine& m, const Operand& o, AluOp op,
     for (int64_t p = 0; p < P; ++p) v[p] = static_cast<uint32_t>(static_cast<int64_t>(o.imm));
   }
   return v;
-}
-
-void write_all(Tile& dst, const std::vector<float>& values) {
-  for (int64_t i = 0; i < dst.size(); ++i) dst.write(i, values[i]);
-}
-
-void write_all_bits(Tile& dst, const std::vector<uint32_t>& bits) {
-  for (int64_t i = 0; i < dst.size(); ++i) dst.write_bits(i, bits[i]);
 }
 
 // Writes acc[p] (optionally negated) to a [P, 1] reduce_res operand.
@@ -160,15 +133,12 @@ void exec(Machine& m, const Activation& op) {
       y[p * F + j] = activate(op.op, t, static_cast<float>(op.alpha));
     }
   Tile dst = m.tile(op.dst, "dst");
-  write_all(dst, y);
+  dst.write_all(y);
   for (int64_t p = 0; p < P; ++p) {
-    switch (op.reduce_cmd) {
-      case ReduceCmd::idle: break;
-      case ReduceCmd::reset: m.scalar_acc[p] = 0.0f; break;
-      case ReduceCmd::reset_reduce: m.scalar_acc[p] = fold(op.reduce_op, &y[p * F], F); break;
-      case ReduceCmd::reduce: m.scalar_acc[p] = alu(op.reduce_op, m.scalar_acc[p], fold(op.reduce_op, &y[p * F], F)); break;
-      case ReduceCmd::load_reduce: m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
-    }
+    if (op.reduce_cmd == ReduceCmd::load_reduce)
+      m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
+    const bool folds = op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
+    update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds ? alu_fold(op.reduce_op, &y[p * F], F) : 0.0f);
   }
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.scalar_acc, P);
 }
@@ -186,10 +156,10 @@ void exec(Machine& m, const TensorTensor& op) {
   Tile b = m.tile(op.data2, "data2");
   Tile dst = m.tile(op.dst, "dst");
   if (is_bitvec(op.op)) {
-    std::vector<uint32_t> r = read_all_bits(a);
-    const std::vector<uint32_t> bb = read_all_bits(b);
+    std::vector<uint32_t> r = a.read_all_bits();
+    const std::vector<uint32_t> bb = b.read_all_bits();
     for (int64_t i = 0; i < dst.size(); ++i) r[i] = alu_bits(op.op, r[i], bb[i]);
-    write_all_bits(dst, r);
+    dst.write_all_bits(r);
   } else if (exact_int_path(m, op)) {
     std::vector<int64_t> r(a.size());
     for (int64_t i = 0; i < a.size(); ++i) r[i] = a.read_int(i);
@@ -199,7 +169,7 @@ void exec(Machine& m, const TensorTensor& op) {
     std::vector<float> r = a.read_all();
     const std::vector<float> bb = b.read_all();
     for (int64_t i = 0; i < dst.size(); ++i) r[i] = alu(op.op, r[i], bb[i]);
-    write_all(dst, r);
+    dst.write_all(r);
   }
 }
 
@@ -209,14 +179,14 @@ void exec(Machine& m, const TensorScalar& op) {
   const int64_t P = data.P, F = data.F;
   Tile dst = m.tile(op.dst, "dst");
   if (is_bitvec(op.op0)) {
-    std::vector<uint32_t> r = read_all_bits(data);
+    std::vector<uint32_t> r = data.read_all_bits();
     const std::vector<uint32_t> s0 = scalar_column_bits(m, op.operand0, op.op0, P, "operand0");
     const std::vector<uint32_t> s1 = scalar_column_bits(m, op.operand1, op.op1, P, "operand1");
     for (int64_t i = 0; i < P * F; ++i) {
       const int64_t p = i / F;
       r[i] = apply_bits(op.op1, apply_bits(op.op0, r[i], s0[p], op.reverse0), s1[p], op.reverse1);
     }
-    write_all_bits(dst, r);
+    dst.write_all_bits(r);
     return;
   }
   std::vector<float> r = data.read_all();
@@ -226,7 +196,7 @@ void exec(Machine& m, const TensorScalar& op) {
     const int64_t p = i / F;
     r[i] = apply(op.op1, apply(op.op0, r[i], s0[p], op.reverse0), s1[p], op.reverse1);
   }
-  write_all(dst, r);
+  dst.write_all(r);
 }
 
 // dst = (data op0 operand0) op1 operand1, operand0 a scalar/[P, 1] and operand1 a full tile.
@@ -240,7 +210,7 @@ void exec(Machine& m, const ScalarTensorTensor& op) {
   for (int64_t i = 0; i < P * F; ++i)
     r[i] = apply(op.op1, apply(op.op0, r[i], s0[i / F], op.reverse0), t1[i], op.reverse1);
   Tile dst = m.tile(op.dst, "dst");
-  write_all(dst, r);
+  dst.write_all(r);
 }
 
 void exec(Machine& m, const Reciprocal& op) {
@@ -248,7 +218,7 @@ void exec(Machine& m, const Reciprocal& op) {
   std::vector<float> r = data.read_all();
   for (float& v : r) v = alu(AluOp::reciprocal, v, 0.0f);
   Tile dst = m.tile(op.dst, "dst");
-  write_all(dst, r);
+  dst.write_all(r);
 }
 
 // Per partition: r_0 = op1(op0(data0[0], initial), data1[0]); r_i = op1(op0(data0[i], r_{i-1}),
@@ -271,7 +241,7 @@ void exec(Machine& m, const TensorTensorScan& op) {
     }
   }
   Tile dst = m.tile(op.dst, "dst");
-  write_all(dst, r);
+  dst.write_all(r);
 }
 
 // ---- Vector Engine reductions -------------------------------------------------------------------
@@ -286,19 +256,19 @@ void exec(Machine& m, const TensorReduce& op) {
   const int64_t n_out = data.size() / group;
   Tile dst = m.tile(op.dst, "dst");
   if (is_bitvec(op.op)) {
-    const std::vector<uint32_t> x = read_all_bits(data);
+    const std::vector<uint32_t> x = data.read_all_bits();
     std::vector<uint32_t> r(n_out);
-    for (int64_t g = 0; g < n_out; ++g) r[g] = fold_bits(op.op, &x[g * group], group);
-    write_all_bits(dst, r);
+    for (int64_t g = 0; g < n_out; ++g) r[g] = alu_fold_bits(op.op, &x[g * group], group);
+    dst.write_all_bits(r);
     return;
   }
   const std::vector<float> x = data.read_all();
   std::vector<float> r(n_out);
   for (int64_t g = 0; g < n_out; ++g) {
-    r[g] = fold(op.op, &x[g * group], group);
+    r[g] = alu_fold(op.op, &x[g * group], group);
     if (op.negate) r[g] = r[g] * -1.0f;
   }
-  write_all(dst, r);
+  dst.write_all(r);
 }
 
 // dst = data op0 operand0; the fp32 results (before rounding to dst) of each partition are folded
@@ -317,22 +287,10 @@ void exec(Machine& m, const TensorScalarReduce& op) {
   const std::vector<float> init = loads ? m.column(op.reduce_init, P, "reduce_init") : std::vector<float>();
   for (int64_t i = 0; i < P * F; ++i) y[i] = apply(op.op0, y[i], s0[i / F], op.reverse0);
   Tile dst = m.tile(op.dst, "dst");
-  write_all(dst, y);
-  const float inf = std::numeric_limits<float>::infinity();
-  const float identity = op.reduce_op == AluOp::multiply  ? 1.0f
-                         : op.reduce_op == AluOp::maximum ? -inf
-                         : op.reduce_op == AluOp::minimum ? inf
-                                                          : 0.0f;
-  for (int64_t p = 0; p < P; ++p) {
-    float& acc = m.vector_acc[p];
-    switch (op.reduce_cmd) {
-      case ReduceCmd::idle: break;
-      case ReduceCmd::reset: acc = identity; break;
-      case ReduceCmd::reset_reduce: acc = fold(op.reduce_op, &y[p * F], F); break;
-      case ReduceCmd::load_reduce: acc = alu(op.reduce_op, init[p], fold(op.reduce_op, &y[p * F], F)); break;
-      case ReduceCmd::reduce: acc = alu(op.reduce_op, acc, fold(op.reduce_op, &y[p * F], F)); break;
-    }
-  }
+  dst.write_all(y);
+  for (int64_t p = 0; p < P; ++p)
+    update_accumulator(op.reduce_cmd, op.reduce_op, m.vector_acc[p], alu_fold(op.reduce_op, &y[p * F], F),
+                       loads ? init[p] : 0.0f);
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.vector_acc, P, op.reduce_res_negate);
 }
 

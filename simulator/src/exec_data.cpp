@@ -16,8 +16,7 @@ namespace {
 // kept), otherwise through fp32 with the destination's rounding.
 void copy_elements(const Tile& src, Tile& dst, const std::vector<int64_t>& dst_index_of_src) {
   if (src.dtype == dst.dtype) {
-    std::vector<uint32_t> bits(src.size());
-    for (int64_t i = 0; i < src.size(); ++i) bits[i] = src.read_bits(i);
+    const std::vector<uint32_t> bits = src.read_all_bits();
     for (int64_t i = 0; i < src.size(); ++i) dst.write_bits(dst_index_of_src[i], bits[i]);
   } else {
     const std::vector<float> values = src.read_all();

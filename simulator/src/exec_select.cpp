@@ -28,26 +28,14 @@ namespace {
 // Except under idle, reduce_res receives the registers. load_reduce needs a seed operand these
 // instructions lack; the verifier rejects it.
 
-float reduce_identity(AluOp op) {
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  return op == AluOp::maximum ? -inf : op == AluOp::minimum ? inf : 0.0f;
-}
-
 std::vector<float> vector_reduce(Machine& m, ReduceCmd cmd, AluOp op, const std::vector<float>& values,
                                  int64_t P, int64_t F) {
   std::vector<float> result(static_cast<size_t>(P));
   for (int64_t p = 0; p < P; ++p) {
-    float row = values[p * F];
-    for (int64_t j = 1; j < F; ++j) row = alu(op, row, values[p * F + j]);
-    float& acc = m.vector_acc[p];
-    switch (cmd) {
-      case ReduceCmd::idle: result[p] = row; continue;
-      case ReduceCmd::reset: acc = reduce_identity(op); break;
-      case ReduceCmd::reset_reduce: acc = row; break;
-      case ReduceCmd::reduce: acc = alu(op, acc, row); break;
-      case ReduceCmd::load_reduce: m.fail("reduce-cmd", "load_reduce needs an initial value operand");
-    }
-    result[p] = acc;
+    const float row = alu_fold(op, &values[p * F], F);
+    if (cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "load_reduce needs an initial value operand");
+    update_accumulator(cmd, op, m.vector_acc[p], row);
+    result[p] = cmd == ReduceCmd::idle ? row : m.vector_acc[p];
   }
   return result;
 }
@@ -56,10 +44,6 @@ void write_column(Machine& m, const std::optional<View>& res, const std::vector<
   if (!res) return;
   Tile t = m.tile(*res, "reduce_res");
   for (int64_t p = 0; p < t.P; ++p) t.write(t.at(p, 0), values[p]);
-}
-
-void write_all(Tile& dst, const std::vector<float>& values) {
-  for (int64_t i = 0; i < dst.size(); ++i) dst.write(i, values[i]);
 }
 
 // ---- affine index generation (iota, affine_select) -------------------------------------------
@@ -163,7 +147,7 @@ void exec(Machine& m, const SelectReduce& op) {
     out[i] = take ? on_true.read(i) : fill[i / dst.F];
   }
   const std::vector<float> reduced = vector_reduce(m, op.reduce_cmd, op.reduce_op, out, dst.P, dst.F);
-  write_all(dst, out);
+  dst.write_all(out);
   write_column(m, op.reduce_res, reduced);
 }
 
@@ -184,7 +168,7 @@ void exec(Machine& m, const RangeSelect& op) {
       out[dst.at(p, j)] = keep ? on_true.read(dst.at(p, j)) : static_cast<float>(op.on_false_value);
     }
   const std::vector<float> reduced = vector_reduce(m, op.reduce_cmd, op.reduce_op, out, dst.P, dst.F);
-  write_all(dst, out);
+  dst.write_all(out);
   write_column(m, op.reduce_res, reduced);
 }
 
@@ -202,7 +186,7 @@ void exec(Machine& m, const BnStats& op) {
       o[1] = g.mean;
       o[2] = g.m2;
     }
-  write_all(dst, out);
+  dst.write_all(out);
 }
 
 // dst[p, :] = (mean, population variance) of the samples the (count, mean, var*count) triples
@@ -217,7 +201,7 @@ void exec(Machine& m, const BnAggr& op) {
     out[dst.at(p, 0)] = mean;
     out[dst.at(p, 1)] = var;
   }
-  write_all(dst, out);
+  dst.write_all(out);
 }
 
 // The 8 largest values of each partition, descending; equal values keep their source order.
@@ -231,7 +215,7 @@ void exec(Machine& m, const Max8& op) {
     std::stable_sort(row.begin(), row.end(), ranks_above);
     for (int64_t k = 0; k < 8; ++k) out[dst.at(p, k)] = row[k];
   }
-  write_all(dst, out);
+  dst.write_all(out);
 }
 
 // dst[p, k] = index (flattened free dims) of vals[p, k]'s first occurrence in data[p, :]; when
@@ -304,7 +288,7 @@ void exec(Machine& m, const TensorPartitionReduce& op) {
     for (int64_t p = 1; p < data.P; ++p) acc[j] = alu(op.op, acc[j], data.read(data.at(p, j)));
     if (op.op == AluOp::average) acc[j] /= static_cast<float>(data.P);
   }
-  write_all(dst, acc);
+  dst.write_all(acc);
 }
 
 // Each 16-partition group c (GpSimd core; tile-relative) flattens its index slice with the

@@ -49,6 +49,20 @@ std::vector<float> Tile::read_all() const {
   return v;
 }
 
+std::vector<uint32_t> Tile::read_all_bits() const {
+  std::vector<uint32_t> v(size());
+  for (int64_t i = 0; i < size(); ++i) v[i] = read_bits(i);
+  return v;
+}
+
+void Tile::write_all(const std::vector<float>& values) {
+  for (int64_t i = 0; i < size(); ++i) write(i, values[i]);
+}
+
+void Tile::write_all_bits(const std::vector<uint32_t>& bits) {
+  for (int64_t i = 0; i < size(); ++i) write_bits(i, bits[i]);
+}
+
 void Tile::mark_written(int64_t i, bool by_matmul) {
   const int size = dtype_size(dtype);
   std::memset(mem_->init.data() + offset_[i], 1, size);

@@ -40,8 +40,11 @@ class Tile {
   void write_bits(int64_t i, uint32_t bits);
   int64_t read_int(int64_t i) const;
   void write_int(int64_t i, int64_t v);
-  // Reads element i as fp32 and keeps it; convenient for "read everything first" executors.
+  // Every element, in order: the "read all inputs, then write" pattern of the executors.
   std::vector<float> read_all() const;
+  std::vector<uint32_t> read_all_bits() const;
+  void write_all(const std::vector<float>& values);
+  void write_all_bits(const std::vector<uint32_t>& bits);
   // PSUM accumulation state: was element i last written by a matmul?
   bool matmul_written(int64_t i) const;
   // A matmul's write: stores v and sets the matmul-written flag.
