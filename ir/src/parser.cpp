@@ -81,7 +81,8 @@ class Lexer {
     if (pos_ < text_.size() && (text_[pos_] == '-' || text_[pos_] == '+')) advance();
     while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) advance();
     int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(text_.data() + start + (text_[start] == '+'), text_.data() + pos_, v);
+    const bool plus = start < text_.size() && text_[start] == '+';
+    auto [ptr, ec] = std::from_chars(text_.data() + start + plus, text_.data() + pos_, v);
     if (ec != std::errc() || ptr != text_.data() + pos_) {
       pos_ = start;
       fail("expected an integer" + found());
@@ -96,6 +97,7 @@ class Lexer {
                                    text_[pos_] == '-' || text_[pos_] == '+'))
       advance();
     std::string_view tok = text_.substr(start, pos_ - start);
+    if (!tok.empty() && tok[0] == '+') tok.remove_prefix(1);  // from_chars takes no '+'; integers allow it
     double v = 0;
     auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
     if (ec != std::errc() || ptr != tok.data() + tok.size() || tok.empty()) {
@@ -301,7 +303,7 @@ class Parser {
   void value(Pattern& p) { p = pattern(); }
   template <class E>
     requires std::is_enum_v<E>
-  void value(E& e) { e = enum_value<E>("value"); }
+  void value(E& e) { e = enum_value<E>(field_); }
 
   template <class Op>
   void operands(Op& op, Instruction& inst) {
@@ -318,7 +320,9 @@ class Parser {
         continue;
       }
       op.fields([&](const char* field, auto& v) {
-        if (name == field) value(v);
+        if (name != field) return;
+        field_ = field;
+        value(v);
       });
     }
   }
@@ -352,6 +356,7 @@ class Parser {
 
   Lexer lex_;
   Kernel k_;
+  const char* field_ = "value";  // the operand being parsed, for enum error messages
 };
 
 }  // namespace

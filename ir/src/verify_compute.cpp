@@ -100,6 +100,9 @@ void check(Checker& c, const Activation& op) {
 }
 
 void check(Checker& c, const ActivationReduce& op) {
+  if (op.op == ActFunc::prelu)
+    c.fail("activation-op", "prelu needs its slope (alpha), which activation_reduce does not take; use activation("
+                            "op=prelu, alpha=...) with reduce_cmd=reset_reduce and reduce_res");
   if (op.reduce_op == AluOp::bypass) c.fail("alu-op", "reduce_op is required");
   check_activation(c, op.dst, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res, ReduceCmd::reset_reduce);
 }

@@ -138,7 +138,8 @@ void exec(Machine& m, const Activation& op) {
     if (op.reduce_cmd == ReduceCmd::load_reduce)
       m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
     const bool folds = op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
-    update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds ? alu_fold(op.reduce_op, &y[p * F], F) : 0.0f);
+    if (op.reduce_cmd == ReduceCmd::reset) m.scalar_acc[p] = 0.0f;  // ScalarE reset zeroes (nki-api §3.3)
+    else update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds ? alu_fold(op.reduce_op, &y[p * F], F) : 0.0f);
   }
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.scalar_acc, P);
 }

@@ -201,7 +201,11 @@ void Machine::place(int id) {
   // explicit choice; never-written bytes are still caught by the bitmap). An automatically
   // placed tensor starts fresh: NaN / 4, never written, no matmul accumulation state, so stale
   // data of a dead tensor at the same address can never pass as initialized.
-  if (t.address) return;
+  if (t.address) {  // a new accumulation group all the same
+    for (int64_t p = 0; p < parts; ++p)
+      std::memset(mem.mm_written.data() + (pl.partition + p) * capacity + pl.offset, 0, bytes);
+    return;
+  }
   for (int64_t p = 0; p < parts; ++p) {
     const int64_t base = (pl.partition + p) * capacity + pl.offset;
     fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());

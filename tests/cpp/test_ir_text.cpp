@@ -577,7 +577,7 @@ TEST_CASE("parse errors name rule ir-parse and the line:col of the bad token", "
     const std::string text = broken(4, " @ \"e.py\":3", " engine=vectr @ \"e.py\":3");
     const ParseFailure f = parse_failure(text);
     CHECK(f.rule == "ir-parse");
-    CHECK(f.message.find("unknown value 'vectr'") != std::string::npos);
+    CHECK(f.message.find("unknown engine 'vectr'") != std::string::npos);
     CHECK(f.col == col_of(text, 4, "vectr") + 5);
   }
   SECTION("unknown target and buffer") {

@@ -1,5 +1,6 @@
-// Text form of the tile IR (docs/ir.md). print() and parse() are inverses: for every kernel k,
-// parse(print(k)) == k, and print(parse(s)) == s for printed text s.
+// Text form of the tile IR (docs/ir.md). print() and parse() are inverses: print(parse(s)) == s
+// for printed text s, and parse(print(k)) == k for every kernel k (compared field by field, so a
+// NaN immediate, which is never == itself, compares unequal while printing identically).
 #pragma once
 
 #include <string>
