@@ -9,6 +9,7 @@
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
 #include "knit/sim/interpreter.h"
+#include "bindings.h"
 
 namespace py = pybind11;
 using namespace knit;
@@ -54,9 +55,11 @@ py::bytes decode_array(py::buffer bytes, const std::string& dtype) {
   return py::bytes(out);
 }
 
-// Runs IR text on the reference interpreter. args: list of (dtype name, shape, raw bytes).
-py::list run_ir(const std::string& text, const py::list& args) {
-  const ir::Kernel k = ir::parse(text);
+}  // namespace
+
+namespace knit::python {
+
+std::vector<sim::HostTensor> host_tensors_from(const py::list& args) {
   std::vector<sim::HostTensor> hosts;
   for (const auto& a : args) {
     auto tup = a.cast<py::tuple>();
@@ -68,19 +71,51 @@ py::list run_ir(const std::string& text, const py::list& args) {
     if (static_cast<int64_t>(h.bytes.size()) != h.size_bytes()) throw py::value_error("argument byte size mismatch");
     hosts.push_back(std::move(h));
   }
-  sim::RunResult r = sim::interpret(k, hosts);
+  return hosts;
+}
+
+py::list host_tensors_to(const std::vector<sim::HostTensor>& tensors) {
   py::list outs;
-  for (const auto& o : r.outputs)
+  for (const auto& o : tensors)
     outs.append(py::make_tuple(std::string(ir::to_string(o.dtype)), o.shape,
                                py::bytes(reinterpret_cast<const char*>(o.bytes.data()), o.bytes.size())));
   return outs;
+}
+
+}  // namespace knit::python
+
+namespace {
+
+// Runs IR text on the reference interpreter. args: list of (dtype name, shape, raw bytes).
+py::list run_ir(const std::string& text, const py::list& args) {
+  const ir::Kernel k = ir::parse(text);
+  std::vector<sim::HostTensor> hosts = python::host_tensors_from(args);
+  return python::host_tensors_to(sim::interpret(k, hosts).outputs);
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "Knit C++ core: tile IR, verifier, numerics and the reference interpreter";
-  py::register_exception<knit::Error>(m, "KnitError", PyExc_RuntimeError);
+  // knit::Error -> _core.KnitError carrying kind ("user" | "runtime" | "internal"), rule,
+  // message (without location) and the kernel file/line; the Python facade re-raises it as the
+  // matching public exception.
+  static py::exception<knit::Error> knit_error(m, "KnitError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const knit::Error& e) {
+      static const char* kinds[] = {"user", "runtime", "internal"};
+      py::object exc = py::reinterpret_borrow<py::object>(knit_error.ptr())(e.what());
+      exc.attr("kind") = kinds[static_cast<int>(e.kind())];
+      exc.attr("rule") = e.rule();
+      exc.attr("message") = e.message();
+      exc.attr("file") = e.loc().file;
+      exc.attr("line") = e.loc().line;
+      exc.attr("column") = e.loc().column;
+      PyErr_SetObject(knit_error.ptr(), exc.ptr());
+    }
+  });
   m.def("encode", &encode_array, py::arg("values"), py::arg("dtype"),
         "Round a float32 buffer to dtype (Knit's rounding model); returns the stored bytes");
   m.def("decode", &decode_array, py::arg("bytes"), py::arg("dtype"), "Decode the raw bytes of dtype elements; returns float32 bytes");
@@ -89,4 +124,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("verify_ir", [](const std::string& text) { ir::verify(ir::parse(text)); }, "Parse and verify IR text");
   m.def("run_ir", &run_ir, py::arg("text"), py::arg("args"),
         "Run IR text on the reference interpreter; args and results are (dtype, shape, bytes) tuples");
+  knit::python::bind_builder(m);
 }

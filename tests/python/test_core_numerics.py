@@ -20,8 +20,7 @@ import pytest
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.environ.get("KNIT_CORE_DIR", os.path.join(_REPO, "build", "python")))
-import _core  # noqa: E402
+from knit import _core  # noqa: E402  (tests/python/conftest.py puts python/ on sys.path)
 
 # Knit dtype name -> (NumPy / ml_dtypes type, unsigned integer type of the same width)
 FORMATS = {

@@ -1,0 +1,15 @@
+"""Knit: NKI tile kernels on any CPU.
+
+``import knit as nki``, ``import knit.language as nl``, ``import knit.isa as nisa`` and an NKI
+kernel runs on Knit's simulator: it is traced into Knit's tile IR (verified as it is traced) and
+executed by the reference interpreter with hardware numerics.
+"""
+from . import _core
+from . import isa, language, typing  # noqa: F401
+from ._kernel import Compiled, Kernel, compile, jit, simulate, simulate_kernel  # noqa: F401
+from .errors import KnitError, KnitRuntimeError, NkiValidationError  # noqa: F401
+
+__all__ = ["jit", "simulate", "simulate_kernel", "compile", "Kernel", "Compiled", "language", "isa", "typing",
+           "KnitError", "NkiValidationError", "KnitRuntimeError"]
+__version__ = "0.1.0"
+del _core

@@ -1,0 +1,78 @@
+"""Knit dtypes: one object per element type that compares equal to its name, its NumPy dtype and
+its ml_dtypes type (nki-api.md §2.10), e.g. ``nl.bfloat16 == "bfloat16" == ml_dtypes.bfloat16``."""
+import ml_dtypes
+import numpy as np
+
+# Knit name -> NumPy storage dtype. tfloat32 is stored as float32 words (low mantissa bits zero).
+_NUMPY = {
+    "bool": np.dtype(np.bool_),
+    "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32),
+    "uint8": np.dtype(np.uint8),
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "tfloat32": np.dtype(np.float32),
+    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+}
+
+
+class dtype(str):
+    """An element type. It is a ``str`` (its Knit name), so it prints, hashes and compares like
+    NKI's string dtypes, and it also compares equal to the matching NumPy/ml_dtypes dtype."""
+
+    @property
+    def numpy(self):
+        return _NUMPY[str(self)]
+
+    @property
+    def itemsize(self):
+        return self.numpy.itemsize
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return str.__eq__(self, _ALIASES.get(other, other))
+        try:
+            return str(self) != "tfloat32" and np.dtype(other) == self.numpy
+        except TypeError:
+            return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = str.__hash__
+
+    def __repr__(self):
+        return f"knit.language.{str(self)}"
+
+
+_ALIASES = {"bool_": "bool", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+ALL = {name: dtype(name) for name in _NUMPY}
+
+
+def to_dtype(value, what="dtype"):
+    """Knit dtype for a Knit dtype, a name, a NumPy/ml_dtypes dtype or a torch dtype."""
+    if isinstance(value, dtype):
+        return value
+    if isinstance(value, str):
+        name = _ALIASES.get(value, value)
+        if name in ALL:
+            return ALL[name]
+    if type(value).__module__ == "torch":  # torch.float32 -> "float32"
+        torch_name = str(value).replace("torch.", "")
+        name = {"float": "float32", "half": "float16"}.get(torch_name, torch_name)
+        if name in ALL:
+            return ALL[name]
+    try:
+        np_dtype = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"{what} {value!r} is not a dtype Knit knows") from None
+    for name, d in _NUMPY.items():
+        if d == np_dtype and name != "tfloat32":
+            return ALL[name]
+    raise TypeError(f"{what} {np_dtype} is not supported by Knit (supported: {', '.join(ALL)})")

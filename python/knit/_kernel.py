@@ -1,0 +1,245 @@
+"""knit.jit / knit.simulate / knit.compile: trace a Python kernel into Knit's IR (cached per
+argument shapes, dtypes and constants) and run it on the reference interpreter."""
+import functools
+import inspect
+import os
+
+import numpy as np
+
+from . import _trace
+from ._dtypes import ALL, to_dtype
+from ._tensor import NkiTensor
+from .errors import user_error
+from .isa import target_from_env
+from .typing import TensorType
+
+# ---- host arrays ------------------------------------------------------------------------------
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _to_numpy(x):
+    """(array, was_torch) for a NumPy array, a torch tensor or anything np.asarray accepts."""
+    if _is_torch(x):
+        import torch
+
+        t = x.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(ALL["bfloat16"].numpy), True
+        return t.numpy(), True
+    return np.asarray(x), False
+
+
+def _to_torch(a, like):
+    import torch
+
+    if a.dtype == ALL["bfloat16"].numpy:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).to(like.device)
+    return torch.from_numpy(a.copy()).to(like.device)
+
+
+def _is_array(x):
+    return isinstance(x, np.ndarray) or _is_torch(x)
+
+
+def _precise_fp():
+    return os.environ.get("NKI_PRECISE_FP", "1") != "0"
+
+
+def _storage_dtype(d):
+    """NKI_PRECISE_FP=0 keeps low-precision floats in float32 to separate algorithmic error from
+    rounding error (read at call time)."""
+    if not _precise_fp() and d in ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "tfloat32"):
+        return ALL["float32"]
+    return d
+
+
+# ---- tracing ----------------------------------------------------------------------------------
+
+
+def _arg_key(x):
+    if _is_array(x):
+        a, _ = _to_numpy(x)
+        return ("tensor", tuple(a.shape), str(to_dtype(a.dtype)))
+    if isinstance(x, TensorType):
+        return ("tensor", x.shape, str(x.dtype))
+    try:
+        hash(x)
+        return ("const", type(x).__name__, x)
+    except TypeError:
+        return ("const", type(x).__name__, repr(x))
+
+
+class Compiled:
+    """A traced, verified kernel for one set of argument shapes/dtypes/constants and a target.
+    ``.ir`` is its IR text; calling it runs it on the simulator."""
+
+    def __init__(self, kernel, core_kernel, trace, param_positions, target):
+        self.kernel = kernel
+        self.core = core_kernel
+        self.target = target
+        self._constants = trace.constants
+        self._prints = trace.prints
+        self._param_positions = param_positions
+        self._num_outputs = core_kernel.num_outputs if hasattr(core_kernel, "num_outputs") else None
+
+    @property
+    def ir(self):
+        return self.core.text
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel._run(self, args, kwargs)
+
+
+class Kernel:
+    """An NKI kernel (what @knit.jit returns). Calling it runs it on the simulator; calling it while
+    another kernel is being traced inlines it (a sub-kernel). ``kernel[lnc]`` selects a launch grid."""
+
+    def __init__(self, fn, grid=(), **options):
+        self.fn = fn
+        self.grid = tuple(grid)
+        self.options = options
+        self._cache = {}
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, grid):
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        return Kernel(self.fn, tuple(int(g) for g in grid), **self.options)
+
+    def __call__(self, *args, **kwargs):
+        if _trace.active():
+            return self.fn(*args, **kwargs)
+        return self.compile(*args, **kwargs)(*args, **kwargs)
+
+    def compile(self, *args, target=None, **kwargs):
+        target = target or self.options.get("platform_target") or target_from_env()
+        key = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
+               tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
+        if key not in self._cache:
+            self._cache[key] = self._trace(args, kwargs, target)
+        return self._cache[key]
+
+    # Traces every launch-grid instance into one kernel: instances run in program order, and
+    # shared_hbm tensors with the same name are one tensor across instances (NKI's LNC rule).
+    def _trace(self, args, kwargs, target):
+        count = 1
+        for g in self.grid:
+            count *= g
+        trace = _trace.Trace(self.fn.__name__, target, num_programs=count, grid_ndim=len(self.grid))
+        code = self.fn.__code__
+        loc = (code.co_filename, code.co_firstlineno, 0)
+        names = list(inspect.signature(self.fn).parameters)
+        positions = []
+        with _trace.tracing(trace):
+            call_args = []
+            for i, a in enumerate(args):
+                if _is_array(a) or isinstance(a, TensorType):
+                    shape, dt = (a.shape, a.dtype) if isinstance(a, TensorType) else (_to_numpy(a)[0].shape,
+                                                                                          _to_numpy(a)[0].dtype)
+                    name = names[i] if i < len(names) else f"arg{i}"
+                    tid = _trace.core_call(trace.builder.add_param, name, str(_storage_dtype(to_dtype(dt))),
+                                           list(shape), loc)
+                    call_args.append(NkiTensor(trace.builder.full_view(tid)))
+                    positions.append(i)
+                else:
+                    call_args.append(a)
+            results = None
+            for pid in range(count):
+                trace.program_id = pid
+                out = self.fn(*call_args, **kwargs)
+                if pid == 0:
+                    results = out
+            outputs = self._output_ids(results, loc)
+            _trace.core_call(trace.builder.set_outputs, outputs + [tid for _, tid in trace.prints])
+            core_kernel = _trace.core_call(trace.builder.finish)
+        compiled = Compiled(self, core_kernel, trace, positions, target)
+        compiled._num_outputs = len(outputs)
+        compiled._single = isinstance(results, NkiTensor)
+        return compiled
+
+    @staticmethod
+    def _output_ids(results, loc):
+        if results is None:
+            return []
+        items = [results] if isinstance(results, NkiTensor) else list(results)
+        ids = []
+        for r in items:
+            if not isinstance(r, NkiTensor):
+                raise user_error("kernel-output", f"a kernel returns tensors; got {type(r).__name__}", loc)
+            if r.buffer.name != "shared_hbm":
+                raise user_error(
+                    "kernel-output",
+                    f"kernel output '{r.name}' is in {r.buffer.name}; create outputs with "
+                    "nl.ndarray(..., buffer=nl.shared_hbm) and copy results into them",
+                    loc,
+                )
+            ids.append(r._view.tensor)
+        return ids
+
+    def _run(self, compiled, args, kwargs):
+        hosts, originals, any_torch = [], [], None
+        specs = compiled.core.param_specs()
+        for n, i in enumerate(compiled._param_positions):
+            a = args[i]
+            if isinstance(a, TensorType):
+                raise user_error("kernel-args", "shape/dtype placeholders only trace (knit.compile); running "
+                                 "needs real arrays", None)
+            arr, was_torch = _to_numpy(a)
+            any_torch = any_torch or (a if was_torch else None)
+            want = np.dtype(ALL[specs[n][0]].numpy)
+            arr = np.ascontiguousarray(arr.astype(want, copy=False))
+            hosts.append((specs[n][0], list(arr.shape), arr.tobytes()))
+            originals.append((a, arr))
+        for tid, const in compiled._constants:
+            hosts.append((str(to_dtype(const.dtype)), list(const.shape), const.tobytes()))
+        uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
+        outs, after, warnings = _trace.core_call(compiled.core.run, hosts, uninit_error)
+        for w in warnings:
+            print(w)
+        # Inputs the kernel wrote to are written back in place.
+        for (a, arr), (dt, shape, raw) in zip(originals, after):
+            if raw != arr.tobytes():
+                new = np.frombuffer(raw, dtype=ALL[dt].numpy).reshape(shape)
+                if _is_torch(a):
+                    a.copy_(_to_torch(new, a))
+                else:
+                    np.copyto(a, new.astype(a.dtype, copy=False))
+        arrays = [np.frombuffer(raw, dtype=ALL[dt].numpy).reshape(shape).copy() for dt, shape, raw in outs]
+        for (prefix, _), values in zip(compiled._prints, arrays[compiled._num_outputs:]):
+            print(f"{prefix}: {values}")
+        arrays = arrays[:compiled._num_outputs]
+        if any_torch is not None:
+            arrays = [_to_torch(a, any_torch) for a in arrays]
+        if not arrays:
+            return None
+        return arrays[0] if compiled._single else tuple(arrays)
+
+
+def jit(fn=None, mode=None, **kwargs):
+    """@knit.jit / @knit.jit(...): unknown compiler options (mode, additional_compile_opt,
+    compile_config, ...) are accepted and ignored; platform_target= picks the target."""
+    if fn is None:
+        return lambda f: jit(f, mode=mode, **kwargs)
+    if isinstance(fn, Kernel):
+        return fn
+    return Kernel(fn, **{k: v for k, v in kwargs.items() if k == "platform_target"})
+
+
+def simulate(kernel):
+    """knit.simulate(kernel)(*args): run on the CPU simulator (a plain function is wrapped)."""
+    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    return k.__call__
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """Legacy (neuronxcc.nki) spelling: simulate_kernel(kernel, *args)."""
+    return simulate(kernel)(*args, **kwargs)
+
+
+def compile(kernel, *args, target="trn2", **kwargs):
+    """Trace and verify `kernel` for these arguments (arrays or nt.tensor placeholders) on `target`;
+    the result's ``.ir`` is the IR text and calling it runs the kernel."""
+    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    return k.compile(*args, target=target, **kwargs)

@@ -1,0 +1,16 @@
+"""Where in the user's kernel a call came from, and Knit errors re-raised at that line."""
+import os
+import sys
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_location():
+    """(file, line, 0) of the innermost frame outside the knit package: the kernel's own line."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE_DIR + os.sep):
+            return (frame.f_code.co_filename, frame.f_lineno, 0)
+        frame = frame.f_back
+    return None

@@ -1,0 +1,266 @@
+"""NkiTensor: a view of one tensor of the kernel being traced (nki-api.md §2.3). Every view method
+returns a new NkiTensor on the same storage; the view rules live in C++ (ir/view.h)."""
+import numbers
+
+from . import _core, _trace
+from ._dtypes import ALL, to_dtype
+from ._source import user_location
+from .errors import user_error
+
+
+class ds:
+    """nl.ds(start, size): the slice start:start+size."""
+
+    __slots__ = ("start", "size")
+
+    def __init__(self, start, size):
+        self.start, self.size = int(start), int(size)
+
+    def __repr__(self):
+        return f"ds({self.start}, {self.size})"
+
+
+def _subscript(item, loc):
+    if isinstance(item, ds):
+        return ("slice", item.start, item.start + item.size, 1)
+    if isinstance(item, slice):
+        return ("slice", item.start, item.stop, item.step)
+    if isinstance(item, numbers.Integral):
+        return ("int", int(item))
+    raise user_error(
+        "view-index",
+        f"cannot index a tensor with {item!r}; use ints, slices or nl.ds(start, size)",
+        loc,
+    )
+
+
+def _key(key, ndim, loc):
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in key):
+        at = key.index(Ellipsis)
+        fill = ndim - (len(key) - 1)
+        key = key[:at] + (slice(None),) * max(fill, 0) + key[at + 1:]
+    return [_subscript(k, loc) for k in key]
+
+
+class NkiTensor:
+    """A tensor handle: storage (one kernel tensor) plus a strided view of it."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view):
+        self._view = view
+
+    # ---- attributes ---------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return tuple(self._view.shape)
+
+    @property
+    def dtype(self):
+        return ALL[self._view.dtype]
+
+    @property
+    def ndim(self):
+        return len(self._view.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self._view.shape:
+            n *= s
+        return n
+
+    @property
+    def offset(self):
+        return self._view.offset
+
+    @property
+    def strides(self):
+        return tuple(step for step, _ in self._view.pattern)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def _info(self):
+        return _trace.current().builder.tensor_info(self._view.tensor)
+
+    @property
+    def name(self):
+        return self._info[0]
+
+    @property
+    def buffer(self):
+        from .language import buffer_named
+
+        return buffer_named(self._info[1])
+
+    @property
+    def data(self):  # G3 grids expose .data; on a plain tensor it is the tensor itself
+        return self
+
+    def get_pattern(self):
+        return [list(p) for p in self._view.pattern]
+
+    def is_contiguous(self):
+        step = 1
+        dims = self._view.pattern[1:] if self.buffer.on_chip else self._view.pattern
+        for s, n in reversed(dims):
+            if n != 1 and s != step:
+                return False
+            step *= n
+        return True
+
+    def __repr__(self):
+        try:
+            where = f"{self.buffer.name} "
+        except Exception:
+            where = ""
+        return f"NkiTensor({where}{self.dtype}{list(self.shape)})"
+
+    # ---- views ------------------------------------------------------------------------------
+    def _derive(self, fn, *args):
+        loc = user_location()
+        b = _trace.current().builder
+        return NkiTensor(_trace.core_call(fn, b, self._view, *args, loc))
+
+    def __getitem__(self, key):
+        loc = user_location()
+        return self._derive_at(loc, _core.view_index, _key(key, self.ndim, loc))
+
+    def _derive_at(self, loc, fn, *args):
+        b = _trace.current().builder
+        return NkiTensor(_trace.core_call(fn, b, self._view, *args, loc))
+
+    def __setitem__(self, key, value):
+        """t[key] = value: a copy into the view (dma_copy when HBM is involved, else tensor_copy),
+        or a fill when value is a number."""
+        from . import isa
+
+        dst = self[key]
+        if isinstance(value, NkiTensor):
+            if dst.buffer.on_chip and value.buffer.on_chip:
+                isa.tensor_copy(dst, value)
+            else:
+                isa.dma_copy(dst, value)
+        elif isinstance(value, numbers.Number):
+            isa.memset(dst, value)
+        else:
+            raise user_error("view-assign", f"cannot assign {type(value).__name__} to a tensor view", user_location())
+
+    def slice(self, dim, start, end, step=1):
+        return self._derive(_core.view_slice, int(dim), int(start), int(end), int(step))
+
+    def select(self, dim, index):
+        return self._derive(_core.view_select, int(dim), int(index))
+
+    def permute(self, *dims):
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        return self._derive(_core.view_permute, [int(d) for d in dims])
+
+    def broadcast(self, dim, size):
+        return self._derive(_core.view_broadcast, int(dim), int(size))
+
+    def expand_dim(self, dim):
+        return self._derive(_core.view_expand_dim, int(dim))
+
+    def squeeze_dim(self, dim):
+        return self._derive(_core.view_squeeze_dim, int(dim))
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return self._derive(_core.view_reshape, [int(s) for s in shape])
+
+    def reshape_dim(self, dim, shape):
+        return self._derive(_core.view_reshape_dim, int(dim), [int(s) for s in shape])
+
+    def flatten_dims(self, start_dim, end_dim):
+        return self._derive(_core.view_flatten_dims, int(start_dim), int(end_dim))
+
+    def view(self, dtype):
+        return self._derive(_core.view_bitcast, str(to_dtype(dtype)))
+
+    reinterpret_cast = view
+
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        loc = user_location()
+        if scalar_offset is not None or vector_offset is not None:
+            raise user_error(
+                "unsupported",
+                ".ap() with scalar_offset/vector_offset (indirect access) is not supported by Knit yet",
+                loc,
+            )
+        d = None if dtype is None else str(to_dtype(dtype))
+        return self._derive_at(loc, _core.view_ap, [list(p) for p in pattern], offset, d)
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
+        """einops-style: src_pattern names each dim (a tuple groups dims that are split), e.g.
+        ``(('b', ('h', 'w')), ('b', 'w', 'h'), {'h': 4})``. Lowers to reshape + permute + reshape."""
+        loc = user_location()
+        fixed = dict(fixed_sizes or {})
+        names, split_shape = [], []
+        for dim_size, entry in zip(self.shape, src_pattern):
+            group = list(entry) if isinstance(entry, (tuple, list)) else [entry]
+            known = 1
+            for n in group:
+                known *= fixed.get(n, 1)
+            unknown = [n for n in group if n not in fixed]
+            if len(unknown) > 1:
+                raise user_error("view-rearrange", f"rearrange cannot infer the sizes of {unknown}", loc)
+            for n in group:
+                size = fixed[n] if n in fixed else dim_size // known
+                fixed.setdefault(n, size)
+                names.append(n)
+                split_shape.append(size)
+        if len(src_pattern) != self.ndim:
+            raise user_error("view-rearrange", f"src_pattern names {len(src_pattern)} dims, tensor has {self.ndim}", loc)
+        t = self._derive_at(loc, _core.view_reshape, split_shape)
+        flat_dst = [n for e in dst_pattern for n in (e if isinstance(e, (tuple, list)) else [e])]
+        if sorted(flat_dst) != sorted(names):
+            raise user_error("view-rearrange", "dst_pattern must use exactly the names of src_pattern", loc)
+        t = t._derive_at(loc, _core.view_permute, [names.index(n) for n in flat_dst])
+        out_shape = []
+        for e in dst_pattern:
+            group = e if isinstance(e, (tuple, list)) else [e]
+            size = 1
+            for n in group:
+                size *= fixed[n]
+            out_shape.append(size)
+        return t._derive_at(loc, _core.view_reshape, out_shape)
+
+    # Arithmetic dunders (element-wise wrappers; the legacy API relies on them).
+    def _binary(self, other, name, reverse=False):
+        from . import language as nl
+
+        fn = getattr(nl, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __add__(self, o): return self._binary(o, "add")
+    def __radd__(self, o): return self._binary(o, "add", True)
+    def __sub__(self, o): return self._binary(o, "subtract")
+    def __rsub__(self, o): return self._binary(o, "subtract", True)
+    def __mul__(self, o): return self._binary(o, "multiply")
+    def __rmul__(self, o): return self._binary(o, "multiply", True)
+    def __truediv__(self, o): return self._binary(o, "divide")
+    def __rtruediv__(self, o): return self._binary(o, "divide", True)
+    def __pow__(self, o): return self._binary(o, "power")
+    def __lt__(self, o): return self._binary(o, "less")
+    def __le__(self, o): return self._binary(o, "less_equal")
+    def __gt__(self, o): return self._binary(o, "greater")
+    def __ge__(self, o): return self._binary(o, "greater_equal")
+    def __and__(self, o): return self._binary(o, "bitwise_and")
+    def __or__(self, o): return self._binary(o, "bitwise_or")
+    def __xor__(self, o): return self._binary(o, "bitwise_xor")
+
+    def __neg__(self):
+        from . import language as nl
+
+        return nl.negative(self)
+
+    def __bool__(self):
+        raise TypeError(
+            "the truth value of an NkiTensor depends on runtime data; Python control flow cannot branch "
+            "on tensor values (compute a mask with nl.* comparisons and use nl.where / nisa.select_reduce)"
+        )

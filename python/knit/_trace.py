@@ -1,0 +1,57 @@
+"""The trace being recorded: every nl./nisa. call appends to the C++ builder of the current trace.
+A kernel body runs as ordinary Python (NKI 0.7's tracer model); loops unroll."""
+import contextlib
+import threading
+
+from . import _core
+from ._source import user_location
+from .errors import public_error, user_error
+
+_state = threading.local()
+
+
+class Trace:
+    def __init__(self, name, target, program_id=0, num_programs=1, grid_ndim=0):
+        self.builder = _core.Builder(name, target)
+        self.target = target
+        self.program_id = program_id
+        self.num_programs = num_programs
+        self.grid_ndim = grid_ndim
+        self.constants = []  # (tensor id, numpy array) for nl.shared_constant & co.
+        self.prints = []  # (prefix, tensor id) for nl.device_print
+        self.tensor_count = 0
+
+
+def current():
+    trace = getattr(_state, "trace", None)
+    if trace is None:
+        raise user_error(
+            "no-kernel",
+            "a knit.language / knit.isa call ran outside a kernel; decorate the kernel with @knit.jit "
+            "and call it (or use knit.simulate(kernel)(*args))",
+            user_location(),
+        )
+    return trace
+
+
+def active():
+    return getattr(_state, "trace", None) is not None
+
+
+@contextlib.contextmanager
+def tracing(trace):
+    previous = getattr(_state, "trace", None)
+    _state.trace = trace
+    try:
+        yield trace
+    finally:
+        _state.trace = previous
+
+
+def core_call(fn, *args):
+    """Calls into _core, re-raising Knit errors as the public exception types (NkiValidationError
+    for rule violations) without the binding frames."""
+    try:
+        return fn(*args)
+    except _core.KnitError as e:
+        raise public_error(e) from None

@@ -1,0 +1,1 @@
+"""nl.* convenience wrappers (being written)."""

@@ -1,0 +1,42 @@
+"""Knit's exceptions. Every error raised while tracing or running a kernel names the kernel's own
+file and line, shows it with a caret, names the broken rule and says how to fix it."""
+from . import _core
+
+# Base class of every Knit error (kind: "user" | "runtime" | "internal", rule, message, file, line).
+KnitError = _core.KnitError
+
+
+class NkiValidationError(KnitError):
+    """A kernel broke an NKI rule (shape, dtype, buffer, limit): a user error at the kernel's line."""
+
+
+class KnitRuntimeError(KnitError):
+    """Running the kernel failed: out-of-bounds access, read of never-written memory."""
+
+
+_PUBLIC = {"user": NkiValidationError, "runtime": KnitRuntimeError}
+
+
+def public_error(e):
+    """The public exception for a _core.KnitError, with its attributes."""
+    cls = _PUBLIC.get(getattr(e, "kind", ""), KnitError)
+    out = cls(str(e))
+    for attr in ("kind", "rule", "message", "file", "line", "column"):
+        setattr(out, attr, getattr(e, attr, None))
+    return out
+
+
+def user_error(rule, message, loc):
+    """An NkiValidationError raised from the Python layer, formatted like the C++ ones."""
+    file, line = (loc[0], loc[1]) if loc else ("<unknown>", 0)
+    text = f"{file}:{line}: error: [{rule}] {message}"
+    try:
+        with open(file) as f:
+            src = f.read().splitlines()[line - 1]
+        col = len(src) - len(src.lstrip())
+        text += f"\n  {src}\n  {' ' * col}^"
+    except (OSError, IndexError):
+        pass
+    err = NkiValidationError(text)
+    err.kind, err.rule, err.message, err.file, err.line, err.column = "user", rule, message, file, line, 0
+    return err

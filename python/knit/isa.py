@@ -1,0 +1,345 @@
+"""knit.isa (``import knit.isa as nisa``): NKI's nki.isa, current (dst-first) API. Each call appends
+one instruction to the kernel being traced; it is verified at once by the C++ verifier, so a
+broken rule is reported at the calling line. Semantics live in C++ (docs/architecture.md)."""
+import enum
+import numbers
+import os
+
+from . import _trace
+from ._source import user_location
+from ._tensor import NkiTensor
+from .errors import NkiValidationError, user_error  # noqa: F401  (nisa.NkiValidationError)
+
+
+class engine(enum.IntEnum):
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+
+
+tensor_engine, scalar_engine, gpsimd_engine = engine.tensor, engine.scalar, engine.gpsimd
+vector_engine, unknown_engine = engine.vector, engine.unknown
+
+
+class reduce_cmd(enum.IntEnum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(enum.IntEnum):
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(enum.IntEnum):
+    error = 0
+    skip = 1
+
+
+class matmul_perf_mode(enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class nc_version(enum.IntEnum):
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+_TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
+            "gen4": "trn3"}
+
+
+def target_from_env(default="trn2"):
+    """The target named by NEURON_PLATFORM_TARGET_OVERRIDE (read at call time), else `default`."""
+    value = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
+    return _TARGETS.get(value, default)
+
+
+def get_nc_version():
+    target = _trace.current().target if _trace.active() else target_from_env()
+    return nc_version({"trn1": 2, "trn2": 3, "trn3": 4}[target])
+
+
+def get_nc_sub_version():
+    return 0
+
+
+# ---- operand conversion -----------------------------------------------------------------------
+def _enum_name(value, cls, what, loc):
+    if isinstance(value, cls):
+        return value.name
+    if isinstance(value, enum.Enum) and value.name in cls.__members__:
+        return value.name
+    raise user_error("operand", f"{what} must be a nisa.{cls.__name__} member, got {value!r}", loc)
+
+
+def _op_name(op, kind, what, loc):
+    """ALU op or activation function name of an nl.* operator (or a NumPy ufunc, legacy style)."""
+    from .language import OPS, Op
+
+    if op is None:
+        return "bypass" if kind == "alu" else "copy"
+    if not isinstance(op, Op):
+        op = _NUMPY_OPS.get(getattr(op, "__name__", None)) and OPS.get(_NUMPY_OPS[op.__name__])
+    name = getattr(op, kind, None) if op is not None else None
+    if name is None:
+        expected = "an ALU operator (nl.add, nl.maximum, ...)" if kind == "alu" else "an activation function (nl.exp, ...)"
+        raise user_error("alu-op" if kind == "alu" else "activation-op", f"{what}={op!r} is not {expected}", loc)
+    return name
+
+
+# NumPy functions the legacy API accepts as op= (nki-api.md §3.0).
+_NUMPY_OPS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "maximum": "maximum",
+              "minimum": "minimum", "amax": "maximum", "amin": "minimum", "max": "maximum", "min": "minimum",
+              "square": "square", "exp": "exp", "tanh": "tanh", "sqrt": "sqrt", "abs": "abs", "absolute": "abs",
+              "equal": "equal", "not_equal": "not_equal", "greater": "greater", "greater_equal": "greater_equal",
+              "less": "less", "less_equal": "less_equal", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+              "bitwise_xor": "bitwise_xor", "power": "power", "log": "log", "sin": "sin", "reciprocal": "reciprocal",
+              "negative": None, "sum": "add", "prod": "multiply", "logical_and": "logical_and",
+              "logical_or": "logical_or", "logical_xor": "logical_xor", "sign": "sign", "arctan": "arctan"}
+
+
+def _value(v, loc, what):
+    if isinstance(v, NkiTensor):
+        return v._view
+    if v is None or isinstance(v, (bool, numbers.Number)):
+        return v
+    raise user_error("operand", f"{what} must be a tensor or a number, got {type(v).__name__}", loc)
+
+
+def _emit_at(loc, opname, label=None, /, **fields):
+    """Appends instruction `opname` with operand `fields` (NKI names) at the user's `loc`."""
+    trace = _trace.current()
+    converted = {k: (_value(v, loc, k) if not isinstance(v, (str, list, tuple)) else v) for k, v in fields.items()}
+    _trace.core_call(trace.builder.append, opname, converted, loc, label or "")
+
+
+def _tensor(t, what, loc):
+    if not isinstance(t, NkiTensor):
+        raise user_error("operand", f"{what} must be a tensor (NkiTensor), got {type(t).__name__}", loc)
+    return t
+
+
+def _handle(loc):
+    return None  # G3 returns an NkiInstruction handle; scheduling edges are not modelled yet
+
+
+# ---- instructions (nki-api.md §3) --------------------------------------------------------------
+def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
+             name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "dma_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
+             dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None,
+                  **kwargs):
+    loc = user_location()
+    _emit_at(loc, "dma_transpose", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             axes=[int(a) for a in (axes or [])],
+             dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
+             oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
+
+
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+              accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None, **kwargs):
+    loc = user_location()
+    acc = "auto" if accumulate is None else ("on" if accumulate else "off")
+    _emit_at(loc, "nc_matmul", name, dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
+             moving=_tensor(moving, "moving", loc), is_stationary_onezero=bool(is_stationary_onezero),
+             is_moving_onezero=bool(is_moving_onezero), is_transpose=bool(is_transpose), accumulate=acc,
+             tile_position=[int(x) for x in tile_position or ()], tile_size=[int(x) for x in tile_size or ()],
+             perf_mode=str(getattr(perf_mode, "value", perf_mode)).replace("double_row_gen3", "double_row"))
+
+
+def nc_transpose(dst, data, engine=engine.unknown, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "nc_transpose", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+               name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "activation", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
+             data=_tensor(data, "data", loc), bias=bias, scale=scale,
+             reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
+             alpha=float(kwargs.get("alpha", 0.0)))
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "activation_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
+             data=_tensor(data, "data", loc), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
+             reduce_res=_tensor(reduce_res, "reduce_res", loc), bias=bias, scale=scale)
+
+
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_tensor", name, dst=_tensor(dst, "dst", loc), data1=_tensor(data1, "data1", loc),
+             data2=_tensor(data2, "data2", loc), op=_op_name(op, "alu", "op", loc),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=engine.unknown, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_scalar", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, reverse0=bool(reverse0),
+             op1=_op_name(op1, "alu", "op1", loc), operand1=operand1, reverse1=bool(reverse1),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None,
+                         **kwargs):
+    loc = user_location()
+    _emit_at(loc, "scalar_tensor_tensor", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, op1=_op_name(op1, "alu", "op1", loc),
+             operand1=_tensor(operand1, "operand1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
+
+
+def _axes(axis):
+    return [int(a) for a in (axis if isinstance(axis, (tuple, list)) else [axis])]
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
+             data=_tensor(data, "data", loc), axis=_axes(axis), negate=bool(negate), keepdims=bool(keepdims))
+
+
+def tensor_partition_reduce(dst, op, data, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_partition_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
+             data=_tensor(data, "data", loc))
+
+
+def tensor_copy(dst, src, engine=engine.unknown, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_copy_predicated", name, dst=_tensor(dst, "dst", loc), src=src,
+             predicate=_tensor(predicate, "predicate", loc), reverse_pred=bool(reverse_pred))
+
+
+def memset(dst, value, engine=engine.unknown, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "memset", name, dst=_tensor(dst, "dst", loc), value=float(value),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+def _pattern(pattern):
+    return [[int(step), int(num)] for step, num in pattern]
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "iota", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern), offset=int(offset),
+             channel_multiplier=int(channel_multiplier))
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, *, offset=0, name=None,
+                  **kwargs):
+    loc = user_location()
+    _emit_at(loc, "affine_select", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern),
+             channel_multiplier=int(channel_multiplier), on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
+             on_false_value=float(on_false_value),
+             cmp_op=_op_name(cmp_op, "alu", "cmp_op", loc) if cmp_op is not None else "equal", offset=int(offset))
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
+                  reverse_pred=False, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "select_reduce", name, dst=_tensor(dst, "dst", loc), predicate=_tensor(predicate, "predicate", loc),
+             on_true=_tensor(on_true, "on_true", loc), on_false=on_false, reduce_res=reduce_res,
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
+             reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum",
+             reverse_pred=bool(reverse_pred))
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=-3.4028234663852886e38, name=None,
+                 **kwargs):
+    loc = user_location()
+    _emit_at(loc, "range_select", name, dst=_tensor(dst, "dst", loc),
+             on_true_tile=_tensor(on_true_tile, "on_true_tile", loc), comp_op0=_op_name(comp_op0, "alu", "comp_op0", loc),
+             comp_op1=_op_name(comp_op1, "alu", "comp_op1", loc), bound0=_tensor(bound0, "bound0", loc),
+             bound1=_tensor(bound1, "bound1", loc),
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_res=reduce_res,
+             reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum",
+             range_start=float(range_start), on_false_value=float(on_false_value))
+
+
+def reciprocal(dst, data, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "reciprocal", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_tensor_scan", name, dst=_tensor(dst, "dst", loc), data0=_tensor(data0, "data0", loc),
+             data1=_tensor(data1, "data1", loc), initial=initial, op0=_op_name(op0, "alu", "op0", loc),
+             op1=_op_name(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None,
+                         **kwargs):
+    loc = user_location()
+    _emit_at(loc, "tensor_scalar_reduce", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             op0=_op_name(op0, "alu", "op0", loc), operand0=operand0,
+             reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res, reverse0=bool(reverse0),
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_init=reduce_init,
+             reduce_res_negate=bool(reduce_res_negate))
+
+
+def bn_stats(dst, data, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
+
+
+def bn_aggr(dst, data, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "bn_aggr", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
+
+
+def max8(dst, src, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "max8", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc))
+
+
+def nc_find_index8(dst, data, vals, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "nc_find_index8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             vals=_tensor(vals, "vals", loc))
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "local_gather", name, dst=_tensor(dst, "dst", loc), src_buffer=_tensor(src_buffer, "src_buffer", loc),
+             index=_tensor(index, "index", loc), num_elem_per_idx=int(num_elem_per_idx),
+             num_valid_indices=-1 if num_valid_indices is None else int(num_valid_indices))
+
+
+def nc_n_gather(dst, data, indices, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             indices=_tensor(indices, "indices", loc))

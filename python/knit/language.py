@@ -1,0 +1,215 @@
+"""knit.language (``import knit.language as nl``): NKI's nki.language — buffers, dtypes, tensor
+creation, tile sizes, loops, SPMD ids, operators and the nl.* convenience wrappers."""
+import numbers
+
+import numpy as np
+
+from . import _trace
+from ._dtypes import ALL as _ALL_DTYPES, dtype, to_dtype
+from ._source import user_location
+from ._tensor import NkiTensor, ds
+from .errors import user_error
+
+# ---- dtypes -----------------------------------------------------------------------------------
+bool_ = _ALL_DTYPES["bool"]
+int8, int16, int32 = _ALL_DTYPES["int8"], _ALL_DTYPES["int16"], _ALL_DTYPES["int32"]
+uint8, uint16, uint32 = _ALL_DTYPES["uint8"], _ALL_DTYPES["uint16"], _ALL_DTYPES["uint32"]
+float16, bfloat16, float32 = _ALL_DTYPES["float16"], _ALL_DTYPES["bfloat16"], _ALL_DTYPES["float32"]
+tfloat32 = _ALL_DTYPES["tfloat32"]
+float8_e4m3, float8_e5m2 = _ALL_DTYPES["float8_e4m3"], _ALL_DTYPES["float8_e5m2"]
+
+
+# ---- buffers ----------------------------------------------------------------------------------
+class _Buffer:
+    __slots__ = ("name", "on_chip")
+
+    def __init__(self, name, on_chip):
+        self.name, self.on_chip = name, on_chip
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+sbuf = _Buffer("sbuf", True)
+psum = _Buffer("psum", True)
+hbm = private_hbm = _Buffer("hbm", False)
+shared_hbm = _Buffer("shared_hbm", False)
+_BUFFERS = {"sbuf": sbuf, "psum": psum, "hbm": hbm, "shared_hbm": shared_hbm}
+
+
+def buffer_named(name):
+    return _BUFFERS[name]
+
+
+def is_hbm(b): return b in (hbm, shared_hbm)
+def is_sbuf(b): return b is sbuf
+def is_psum(b): return b is psum
+def is_on_chip(b): return b in (sbuf, psum)
+
+
+class tile_size:
+    """Hardware tile limits as plain ints (nki-api.md §2.11)."""
+
+    pmax = 128
+    psum_fmax = 512
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+    psum_num_banks = 8
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+
+
+# ---- tensor creation --------------------------------------------------------------------------
+def _check_buffer(buffer, loc):
+    if isinstance(buffer, _Buffer):
+        return buffer
+    raise user_error(
+        "buffer",
+        f"buffer={buffer!r} is not a Knit buffer; pass nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm "
+        "(string buffer names were removed in NKI 0.3)",
+        loc,
+    )
+
+
+def _new_tensor(shape, dtype_, buffer, name, address, loc):
+    trace = _trace.current()
+    buffer = _check_buffer(buffer, loc)
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    shape = [int(s) for s in shape]
+    trace.tensor_count += 1
+    name = name or f"t{trace.tensor_count}"
+    addr = None if address is None else [int(a) for a in address]
+    tid = _trace.core_call(trace.builder.add_tensor, name, buffer.name, str(to_dtype(dtype_)), shape, addr, loc)
+    return NkiTensor(trace.builder.full_view(tid))
+
+
+def ndarray(shape, dtype, buffer=sbuf, name="", address=None, **kwargs):
+    """An uninitialized tensor (fresh contents are NaN / 4 in the simulator)."""
+    return _new_tensor(shape, dtype, buffer, name, address, user_location())
+
+
+def _filled(shape, dtype_, buffer, name, value, loc):
+    t = _new_tensor(shape, dtype_, buffer, name, None, loc)
+    if not t.buffer.on_chip:
+        raise user_error("buffer", "nl.zeros/ones/full create on-chip tiles; fill HBM tensors with dma_copy", loc)
+    from . import isa
+
+    isa._emit_at(loc, "memset", dst=t, value=value)
+    return t
+
+
+def zeros(shape, dtype, buffer=sbuf, name="", **kwargs):
+    return _filled(shape, dtype, buffer, name, 0, user_location())
+
+
+def ones(shape, dtype, buffer=sbuf, name="", **kwargs):
+    return _filled(shape, dtype, buffer, name, 1, user_location())
+
+
+def full(shape, fill_value, dtype, buffer=sbuf, name="", **kwargs):
+    return _filled(shape, dtype, buffer, name, fill_value, user_location())
+
+
+def zeros_like(x, dtype=None, buffer=None, name="", **kwargs):
+    return _filled(x.shape, dtype or x.dtype, buffer or x.buffer, name, 0, user_location())
+
+
+def empty_like(x, dtype=None, buffer=None, name="", **kwargs):
+    return _new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
+
+
+def shared_constant(constant, dtype=None, **kwargs):
+    """A constant baked into the kernel, in shared_hbm: a NumPy array or the path of a .npy file."""
+    loc = user_location()
+    array = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    if dtype is not None:
+        array = array.astype(to_dtype(dtype).numpy)
+    trace = _trace.current()
+    name = f"constant{len(trace.constants)}"
+    tid = _trace.core_call(trace.builder.add_param, name, str(to_dtype(array.dtype)), list(array.shape), loc)
+    trace.constants.append((tid, np.ascontiguousarray(array)))
+    return NkiTensor(trace.builder.full_view(tid))
+
+
+def shared_identity_matrix(n, dtype=uint8, dst=None, **kwargs):
+    return shared_constant(np.eye(int(n), dtype=to_dtype(dtype).numpy))
+
+
+# ---- loops and SPMD ---------------------------------------------------------------------------
+def affine_range(*args, **kwargs):
+    return range(*args)
+
+
+sequential_range = static_range = affine_range
+
+
+def program_id(axis=0):
+    return _trace.current().program_id
+
+
+def num_programs(axes=0):
+    return _trace.current().num_programs
+
+
+def program_ndim():
+    return _trace.current().grid_ndim
+
+
+def device_print(print_prefix, tensor, **kwargs):
+    """Prints `tensor`'s values at this point of the kernel when the simulation finishes: the
+    values are copied into a hidden output here and printed, with the prefix, after the run."""
+    from . import isa
+
+    trace = _trace.current()
+    loc = user_location()
+    src = tensor
+    if tensor.buffer is psum:
+        src = _new_tensor(tensor.shape, tensor.dtype, sbuf, "device_print_tile", None, loc)
+        isa._emit_at(loc, "tensor_copy", dst=src, src=tensor)
+    out = _new_tensor(tensor.shape, tensor.dtype, shared_hbm, f"device_print:{print_prefix}", None, loc)
+    isa._emit_at(loc, "dma_copy", dst=out, src=src)
+    trace.prints.append((str(print_prefix), out._view.tensor))
+
+
+# ---- operators --------------------------------------------------------------------------------
+class Op:
+    """An NKI operator object (nl.add, nl.exp, ...): usable as `op=` of ISA instructions (an ALU op
+    and/or an activation function) and callable as the element-wise nl.* wrapper."""
+
+    __slots__ = ("name", "alu", "act", "fn")
+
+    def __init__(self, name, alu=None, act=None):
+        self.name, self.alu, self.act, self.fn = name, alu, act, None
+
+    def __call__(self, *args, **kwargs):
+        if self.fn is None:
+            raise user_error("unsupported", f"nl.{self.name}(...) as a function is not supported yet", user_location())
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+_ALU_ONLY = [
+    "bypass", "invert", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "add",
+    "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "greater_equal", "greater",
+    "less_equal", "less", "logical_and", "logical_or", "logical_xor", "power", "abs_max", "abs_min", "fmod",
+    "mod", "average",
+]
+_BOTH = ["abs", "square", "relu", "rsqrt", "reciprocal"]
+_ACT_ONLY = [
+    "copy", "sigmoid", "prelu", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
+    "gelu_apprx_sigmoid_dx", "silu", "silu_dx", "tanh", "softplus", "mish", "erf", "erf_dx", "exp", "sign",
+    "log", "sin", "arctan", "sqrt",
+]
+OPS = {}
+for _n in _ALU_ONLY:
+    OPS[_n] = Op(_n, alu=_n)
+for _n in _BOTH:
+    OPS[_n] = Op(_n, alu=_n, act=_n)
+for _n in _ACT_ONLY:
+    OPS[_n] = Op(_n, act=_n)
+globals().update(OPS)
+from ._wrappers import *  # noqa: E402,F401,F403  (nl.load/store/matmul/... and element-wise calls)

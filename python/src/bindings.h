@@ -1,0 +1,19 @@
+// Shared pieces of the knit._core bindings.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <vector>
+
+#include "knit/sim/host_tensor.h"
+
+namespace knit::python {
+
+// Host tensors cross the boundary as (dtype name, shape, bytes) tuples: layout independent of
+// the NumPy version (see core_module.cpp).
+std::vector<sim::HostTensor> host_tensors_from(const pybind11::list& args);
+pybind11::list host_tensors_to(const std::vector<sim::HostTensor>& tensors);
+
+void bind_builder(pybind11::module_& m);
+
+}  // namespace knit::python

@@ -1,0 +1,235 @@
+// Bindings the Python front end traces through: the one C++ Builder, the view algebra of
+// ir/view.h, and a generic instruction constructor driven by each op's `fields` list (so adding
+// an instruction to ir/ops.h makes it constructible from Python with no binding code).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "knit/frontend/builder.h"
+#include "knit/ir/text.h"
+#include "knit/ir/verifier.h"
+#include "knit/ir/view.h"
+#include "knit/sim/interpreter.h"
+
+namespace py = pybind11;
+
+namespace knit::python {
+namespace {
+
+SourceLoc to_loc(const py::object& o) {
+  if (o.is_none()) return {};
+  auto t = o.cast<py::tuple>();
+  return SourceLoc{t[0].cast<std::string>(), t[1].cast<int>(), t.size() > 2 ? t[2].cast<int>() : 0};
+}
+
+template <class E>
+E enum_from(const py::handle& h, const char* what) {
+  const std::string name = py::str(h);
+  auto v = ir::parse_enum<E>(name);
+  if (!v) throw py::value_error(std::string("unknown ") + what + " '" + name + "'");
+  return *v;
+}
+
+ir::Pattern pattern_from(const py::handle& h) {
+  ir::Pattern p;
+  for (const auto& d : h) {
+    auto pair = py::reinterpret_borrow<py::sequence>(d);
+    if (pair.size() != 2) throw py::value_error("an access pattern is a list of [step, num] pairs");
+    p.push_back({pair[0].cast<int64_t>(), pair[1].cast<int64_t>()});
+  }
+  return p;
+}
+
+// Converts a Python value to the C++ type of an instruction field.
+struct FieldSetter {
+  const py::handle& value;
+  const char* field;
+
+  void operator()(ir::View& v) const { v = value.cast<ir::View>(); }
+  void operator()(std::optional<ir::View>& v) const {
+    if (value.is_none()) v.reset();
+    else v = value.cast<ir::View>();
+  }
+  void operator()(ir::Operand& o) const {
+    if (value.is_none()) o = ir::Operand::none();
+    else if (py::isinstance<ir::View>(value)) o = ir::Operand::of(value.cast<ir::View>());
+    else o = ir::Operand::immediate(value.cast<double>());
+  }
+  void operator()(bool& b) const { b = value.cast<bool>(); }
+  void operator()(double& d) const { d = value.cast<double>(); }
+  void operator()(int64_t& i) const { i = value.cast<int64_t>(); }
+  void operator()(ir::IntList& l) const { l = value.cast<std::vector<int64_t>>(); }
+  void operator()(ir::Pattern& p) const { p = pattern_from(value); }
+  template <class E>
+    requires std::is_enum_v<E>
+  void operator()(E& e) const {
+    e = enum_from<E>(value, field);
+  }
+};
+
+ir::OpVariant make_op(ir::Opcode op) {
+  switch (op) {
+#define KNIT_X(type, name) \
+  case ir::Opcode::name: return ir::type{};
+    KNIT_OPS(KNIT_X)
+#undef KNIT_X
+  }
+  return std::monostate{};
+}
+
+// builder.append("tensor_tensor", {"dst": v, "data1": ..., "op": "add"}, loc, name)
+void append(frontend::Builder& b, const std::string& opname, const py::dict& fields, const py::object& loc,
+            const std::string& name) {
+  auto opcode = ir::parse_opcode(opname);
+  if (!opcode) throw py::value_error("unknown instruction '" + opname + "'");
+  ir::Instruction inst;
+  inst.op = make_op(*opcode);
+  inst.loc = to_loc(loc);
+  inst.name = name;
+  size_t used = 0;
+  std::visit(
+      [&](auto& op) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) {
+          op.fields([&](const char* field, auto& slot) {
+            if (!fields.contains(field)) return;
+            ++used;
+            FieldSetter{fields[field], field}(slot);
+          });
+        }
+      },
+      inst.op);
+  if (used != fields.size()) throw py::value_error(opname + " got an operand it does not have");
+  b.append(std::move(inst));
+}
+
+std::vector<ir::Index> key_from(const py::list& key) {
+  std::vector<ir::Index> out;
+  for (const auto& item : key) {
+    auto t = item.cast<py::tuple>();
+    const std::string kind = t[0].cast<std::string>();
+    if (kind == "int") {
+      out.push_back(ir::Index::at(t[1].cast<int64_t>()));
+    } else if (kind == "slice") {
+      auto opt = [](const py::handle& h) { return h.is_none() ? std::nullopt : std::optional<int64_t>(h.cast<int64_t>()); };
+      out.push_back(ir::Index::range(opt(t[1]), opt(t[2]), t[3].is_none() ? 1 : t[3].cast<int64_t>()));
+    } else {
+      out.push_back(ir::Index::all());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_builder(py::module_& m) {
+  py::class_<ir::View>(m, "View")
+      .def_readonly("tensor", &ir::View::tensor)
+      .def_property_readonly("dtype", [](const ir::View& v) { return std::string(ir::to_string(v.dtype)); })
+      .def_readonly("offset", &ir::View::offset)
+      .def_property_readonly("shape", &ir::View::shape)
+      .def_property_readonly("pattern", [](const ir::View& v) {
+        std::vector<std::array<int64_t, 2>> p;
+        for (const auto& d : v.dims) p.push_back({d.step, d.num});
+        return p;
+      })
+      .def("__eq__", [](const ir::View& a, const ir::View& b) { return a == b; });
+
+  py::class_<ir::Kernel>(m, "Kernel")
+      .def_readonly("name", &ir::Kernel::name)
+      .def_property_readonly("text", [](const ir::Kernel& k) { return ir::print(k); })
+      .def_property_readonly("num_instructions", [](const ir::Kernel& k) { return k.body.size(); })
+      .def("param_specs", [](const ir::Kernel& k) {
+        std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+        for (int id : k.params) specs.emplace_back(std::string(ir::to_string(k.tensor(id).dtype)), k.tensor(id).shape);
+        return specs;
+      })
+      .def(
+          "run",
+          [](const ir::Kernel& k, const py::list& args, bool uninitialized_is_error) {
+            std::vector<sim::HostTensor> hosts = host_tensors_from(args);
+            sim::InterpretOptions options;
+            options.uninitialized_read_is_error = uninitialized_is_error;
+            sim::RunResult r;
+            {
+              py::gil_scoped_release release;
+              r = sim::interpret(k, hosts, options);
+            }
+            return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings);
+          },
+          py::arg("args"), py::arg("uninitialized_is_error") = true,
+          "Run on the reference interpreter. Returns (outputs, args after the run, warnings), tensors as "
+          "(dtype, shape, bytes)");
+
+  py::class_<frontend::Builder>(m, "Builder")
+      .def(py::init([](const std::string& name, const std::string& target) {
+        return std::make_unique<frontend::Builder>(name, enum_from<ir::Target>(py::str(target), "target"));
+      }))
+      .def("add_param",
+           [](frontend::Builder& b, const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+              const py::object& loc) {
+             return b.add_param(name, enum_from<ir::DType>(py::str(dtype), "dtype"), std::move(shape), to_loc(loc));
+           })
+      .def("add_tensor",
+           [](frontend::Builder& b, const std::string& name, const std::string& buffer, const std::string& dtype,
+              std::vector<int64_t> shape, std::optional<std::array<int64_t, 2>> address, const py::object& loc) {
+             return b.add_tensor(name, enum_from<ir::Buffer>(py::str(buffer), "buffer"),
+                                 enum_from<ir::DType>(py::str(dtype), "dtype"), std::move(shape), address, to_loc(loc));
+           })
+      .def("tensor_info",
+           [](const frontend::Builder& b, int id) {
+             const ir::TensorDecl& t = b.tensor(id);
+             return py::make_tuple(t.name, std::string(ir::to_string(t.buffer)), std::string(ir::to_string(t.dtype)),
+                                   t.shape);
+           })
+      .def("full_view", [](const frontend::Builder& b, int id) { return ir::full_view(b.tensor(id), id); })
+      .def("append", &append, py::arg("op"), py::arg("fields"), py::arg("loc"), py::arg("name") = "")
+      .def("set_outputs", &frontend::Builder::set_outputs)
+      .def("finish", &frontend::Builder::finish)
+      .def("text", [](const frontend::Builder& b) { return ir::print(b.kernel()); });
+
+  // View algebra: each takes the builder (for the tensor declaration), the view, its arguments
+  // and the user's source location.
+  auto decl = [](const frontend::Builder& b, const ir::View& v) -> const ir::TensorDecl& { return b.tensor(v.tensor); };
+  m.def("view_index", [=](const frontend::Builder& b, const ir::View& v, const py::list& key, const py::object& loc) {
+    const auto k = key_from(key);
+    return ir::index(decl(b, v), v, k, to_loc(loc));
+  });
+  m.def("view_slice", [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t start, int64_t end,
+                          int64_t step, const py::object& loc) {
+    return ir::slice(decl(b, v), v, dim, start, end, step, to_loc(loc));
+  });
+  m.def("view_select", [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t index,
+                           const py::object& loc) { return ir::select(decl(b, v), v, dim, index, to_loc(loc)); });
+  m.def("view_permute", [=](const frontend::Builder& b, const ir::View& v, std::vector<int> order,
+                            const py::object& loc) { return ir::permute(decl(b, v), v, order, to_loc(loc)); });
+  m.def("view_broadcast", [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t size,
+                              const py::object& loc) { return ir::broadcast(decl(b, v), v, dim, size, to_loc(loc)); });
+  m.def("view_expand_dim", [=](const frontend::Builder& b, const ir::View& v, int dim, const py::object& loc) {
+    return ir::expand_dim(decl(b, v), v, dim, to_loc(loc));
+  });
+  m.def("view_squeeze_dim", [=](const frontend::Builder& b, const ir::View& v, int dim, const py::object& loc) {
+    return ir::squeeze_dim(decl(b, v), v, dim, to_loc(loc));
+  });
+  m.def("view_reshape", [=](const frontend::Builder& b, const ir::View& v, std::vector<int64_t> shape,
+                            const py::object& loc) { return ir::reshape(decl(b, v), v, shape, to_loc(loc)); });
+  m.def("view_reshape_dim", [=](const frontend::Builder& b, const ir::View& v, int dim, std::vector<int64_t> shape,
+                                const py::object& loc) {
+    return ir::reshape_dim(decl(b, v), v, dim, shape, to_loc(loc));
+  });
+  m.def("view_flatten_dims", [=](const frontend::Builder& b, const ir::View& v, int start, int end,
+                                 const py::object& loc) {
+    return ir::flatten_dims(decl(b, v), v, start, end, to_loc(loc));
+  });
+  m.def("view_bitcast", [=](const frontend::Builder& b, const ir::View& v, const std::string& dtype,
+                            const py::object& loc) {
+    return ir::bitcast(decl(b, v), v, enum_from<ir::DType>(py::str(dtype), "dtype"), to_loc(loc));
+  });
+  m.def("view_ap", [=](const frontend::Builder& b, const ir::View& v, const py::object& pattern,
+                       std::optional<int64_t> offset, std::optional<std::string> dtype, const py::object& loc) {
+    std::optional<ir::DType> d;
+    if (dtype) d = enum_from<ir::DType>(py::str(*dtype), "dtype");
+    return ir::ap(decl(b, v), v, pattern_from(pattern), offset, d, to_loc(loc));
+  });
+}
+
+}  // namespace knit::python
