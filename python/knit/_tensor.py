@@ -246,6 +246,10 @@ class NkiTensor:
     def __truediv__(self, o): return self._binary(o, "divide")
     def __rtruediv__(self, o): return self._binary(o, "divide", True)
     def __pow__(self, o): return self._binary(o, "power")
+    def __rpow__(self, o): return self._binary(o, "power", True)
+    def __mod__(self, o): return self._binary(o, "mod")
+    def __lshift__(self, o): return self._binary(o, "left_shift")
+    def __rshift__(self, o): return self._binary(o, "right_shift")
     def __lt__(self, o): return self._binary(o, "less")
     def __le__(self, o): return self._binary(o, "less_equal")
     def __gt__(self, o): return self._binary(o, "greater")
@@ -258,6 +262,11 @@ class NkiTensor:
         from . import language as nl
 
         return nl.negative(self)
+
+    def __invert__(self):
+        from . import language as nl
+
+        return nl.invert(self)
 
     def __bool__(self):
         raise TypeError(

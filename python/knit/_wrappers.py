@@ -1,1 +1,541 @@
-"""nl.* convenience wrappers (being written)."""
+"""nl.* convenience wrappers (nki-api.md §2.4-§2.6, G2/G3 signatures). Each one allocates its
+result with nl.ndarray (SBUF; PSUM for matmul) and lowers to knit.isa instructions; every Knit
+call made from here reports errors at the kernel's own line (user_location skips this package).
+
+Element-wise calls are the ``fn`` of the operator objects in ``knit.language.OPS``: ``nl.add(x, y)``,
+``nl.exp(x)`` and ``op=nl.add`` are the same object. ``nl.sum`` / ``nl.max`` / ``nl.min`` are
+reductions; ``nl.maximum`` / ``nl.minimum`` are the element-wise operators.
+
+Not provided: ``dropout`` (Knit has no random-number instruction) and ``prelu`` / ``bypass`` /
+``average`` as calls (operator-only objects, nki-api.md §2.12).
+"""
+import builtins
+import math
+import numbers
+
+import numpy as np
+
+from . import isa, language as nl
+from ._dtypes import ALL, to_dtype
+from ._source import user_location
+from ._tensor import NkiTensor
+from .errors import user_error
+
+__all__ = [
+    "load", "store", "load_transpose2d", "matmul", "transpose", "broadcast_to", "expand_dims",
+    "gather_flattened", "where", "softmax", "rms_norm",
+    "sum", "max", "min", "mean", "prod", "all", "var",
+    "negative", "logical_not", "cos", "tan", "ceil", "floor", "trunc",
+]
+
+_OPS = nl.OPS
+_F32 = ALL["float32"]
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+
+def _tile(shape, dtype, name, buffer=None):
+    """A new (uninitialized) tile, SBUF unless `buffer` says otherwise."""
+    return nl.ndarray(tuple(shape), dtype, buffer=buffer or nl.sbuf, name=name)
+
+
+def _dt(dtype, default):
+    return default if dtype is None else to_dtype(dtype)
+
+
+def _need_tensor(x, what, loc):
+    if not isinstance(x, NkiTensor):
+        raise user_error("operand", f"nl.{what} needs a tensor, got {type(x).__name__}", loc)
+    return x
+
+
+def _is_number(v):
+    return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, complex)
+
+
+def _is_column(c, partitions):
+    """c is a [P, 1] tile (every free dim 1) with `partitions` partitions."""
+    return (isinstance(c, NkiTensor) and c.ndim >= 2 and c.shape[0] == partitions
+            and builtins.all(s == 1 for s in c.shape[1:]))
+
+
+def _expand(t, shape):
+    """View of t with its size-1 free dims broadcast (stride 0) to `shape` (same rank)."""
+    for d in range(1, t.ndim):
+        if t.shape[d] == 1 and shape[d] != 1:
+            t = t.broadcast(d, shape[d])
+    return t
+
+
+def _fit(v, shape, what, loc):
+    """A tile of `shape`, or a [P, 1] column broadcast to it as a view."""
+    if v.shape == tuple(shape):
+        return v
+    if _is_column(v, shape[0]):
+        if v.ndim != len(shape):
+            v = v.reshape((shape[0],) + (1,) * (len(shape) - 1))
+        return _expand(v, shape)
+    raise user_error("broadcast", f"{what} has shape {v.shape}, which is neither {tuple(shape)} nor a "
+                     f"[{shape[0]}, 1] column", loc)
+
+
+# ---- dtype promotion (nki-api.md §4.5) --------------------------------------------------------
+
+_FLOAT_BITS = {"float8_e4m3": (4, 3), "float8_e5m2": (5, 2), "bfloat16": (8, 7), "float16": (5, 10),
+               "tfloat32": (8, 10), "float32": (8, 23)}
+
+
+def _holds(big, small):
+    (be, bm), (se, sm) = _FLOAT_BITS[big], _FLOAT_BITS[small]
+    return be >= se and bm >= sm
+
+
+def _promote(a, b):
+    """nl.* binary result dtype: (float, int) -> the float; two floats -> the one holding both,
+    else the first of bf16, fp16, fp32 that does (fp16+bf16 -> fp32, e4m3+e5m2 -> bf16); two
+    ints -> NumPy's rule, with fp32 where that needs 64 bits (int32+uint32 -> fp32)."""
+    a, b = to_dtype(a), to_dtype(b)
+    na, nb = str(a), str(b)
+    if na == nb:
+        return a
+    fa, fb = na in _FLOAT_BITS, nb in _FLOAT_BITS
+    if fa != fb:
+        return a if fa else b
+    if fa:
+        if "tfloat32" in (na, nb):
+            return _F32
+        for c in (na, nb, "bfloat16", "float16", "float32"):
+            if _holds(c, na) and _holds(c, nb):
+                return ALL[c]
+    r = np.promote_types(a.numpy, b.numpy)
+    return _F32 if r.itemsize > 4 else to_dtype(r)
+
+
+def _dtype_of(v):
+    """A tile's dtype; a weak Python scalar counts as bool -> uint8, int -> int32, float -> fp32;
+    a NumPy scalar keeps its type when Knit has it."""
+    if isinstance(v, NkiTensor):
+        return v.dtype
+    if isinstance(v, np.generic):
+        try:
+            return to_dtype(v.dtype)
+        except TypeError:
+            pass
+    if isinstance(v, (bool, np.bool_)):
+        return ALL["uint8"]
+    if isinstance(v, numbers.Integral):
+        return ALL["int32"]
+    return _F32
+
+
+# ---- element-wise -------------------------------------------------------------------------------
+
+_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "equal",
+           "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
+           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "abs_max",
+           "abs_min"]
+
+
+def _binary(op, x, y, dtype):
+    """G2 rules: equal shapes -> tensor_tensor; a number or a [P, 1] column on either side ->
+    tensor_scalar (reverse0 when it is the left operand); anything else is an error."""
+    loc = user_location()
+    for v, what in ((x, "x"), (y, "y")):
+        if not isinstance(v, NkiTensor) and not _is_number(v):
+            raise user_error("operand", f"nl.{op.name}: {what} must be a tensor or a number, got "
+                             f"{type(v).__name__}", loc)
+    if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
+        raise user_error("operand", f"nl.{op.name} needs at least one tensor operand", loc)
+    out_dtype = _dt(dtype, _promote(_dtype_of(x), _dtype_of(y)))
+    if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.shape == y.shape:
+        out = _tile(x.shape, out_dtype, op.name)
+        isa.tensor_tensor(out, x, y, op)
+        return out
+    if isinstance(x, NkiTensor) and (_is_number(y) or _is_column(y, x.shape[0])):
+        data, operand, reverse = x, y, False
+    elif isinstance(y, NkiTensor) and (_is_number(x) or _is_column(x, y.shape[0])):
+        data, operand, reverse = y, x, True
+    else:
+        raise user_error("broadcast", f"nl.{op.name}: operand shapes {x.shape} and {y.shape} do not match; "
+                         "element-wise operands need equal shapes, or one may be a number or a [P, 1] column "
+                         "(broadcast other size-1 free dims explicitly with nl.broadcast_to)", loc)
+    out = _tile(data.shape, out_dtype, op.name)
+    isa.tensor_scalar(out, data, op, operand if isinstance(operand, NkiTensor) else float(operand), reverse0=reverse)
+    return out
+
+
+def _make_binary(op):
+    def fn(x, y, dtype=None):
+        return _binary(op, x, y, dtype)
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"nl.{op.name}(x, y, dtype=None): element-wise, NKI dtype promotion unless dtype= is given."
+    return fn
+
+
+def _unary(name, x, dtype, emit):
+    """Allocates the result (x's dtype unless dtype=) and lets `emit(out, x)` write it."""
+    _need_tensor(x, name, user_location())
+    out = _tile(x.shape, _dt(dtype, x.dtype), name)
+    emit(out, x)
+    return out
+
+
+def _make_activation(op):
+    def fn(x, dtype=None):
+        return _unary(op.name, x, dtype, lambda out, x: isa.activation(out, op, x))
+
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = f"nl.{op.name}(x, dtype=None): the {op.name} activation function (Scalar Engine)."
+    return fn
+
+
+def negative(x, dtype=None):
+    return _unary("negative", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["multiply"], -1.0))
+
+
+def logical_not(x, dtype=None):
+    """1 where x == 0, else 0 (logical xor with 1)."""
+    return _unary("logical_not", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["logical_xor"], 1.0))
+
+
+def _invert(x, dtype=None):
+    """Bitwise NOT of an integer tile."""
+    return _unary("invert", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["invert"], None))
+
+
+def _reciprocal(x, dtype=None):
+    """1 / x on the Vector Engine (more accurate than the activation table)."""
+    return _unary("reciprocal", x, dtype, isa.reciprocal)
+
+
+_HALF_PI_HI = float(np.float32(math.pi / 2))  # pi/2 = _HALF_PI_HI + _HALF_PI_LO
+_HALF_PI_LO = math.pi / 2 - _HALF_PI_HI
+
+
+def _emit_cos(out, x):
+    """cos(x) = sin(pi/2 - |x|), with pi/2 split in two fp32 parts so the argument is accurate
+    near the zeros at |x| = pi/2 (hi - |x| is exact there). Accurate for |x| <= pi."""
+    arg = _tile(x.shape, _F32, "cos_arg")
+    isa.tensor_scalar(arg, x, _OPS["abs"], None, op1=_OPS["subtract"], operand1=_HALF_PI_HI, reverse1=True)
+    isa.tensor_scalar(arg, arg, _OPS["add"], _HALF_PI_LO)
+    isa.activation(out, _OPS["sin"], arg)
+
+
+def cos(x, dtype=None):
+    return _unary("cos", x, dtype, _emit_cos)
+
+
+def tan(x, dtype=None):
+    """tan(x) = sin(x) / cos(x), in fp32."""
+    def emit(out, x):
+        s, c = _tile(x.shape, _F32, "tan_sin"), _tile(x.shape, _F32, "tan_cos")
+        isa.activation(s, _OPS["sin"], x)
+        _emit_cos(c, x)
+        isa.tensor_tensor(out, s, c, _OPS["divide"])
+    return _unary("tan", x, dtype, emit)
+
+
+def _round_with(name, mod_op, divisor):
+    """x - (x mod_op divisor) in one scalar_tensor_tensor; exact in fp32."""
+    def fn(x, dtype=None):
+        return _unary(name, x, dtype, lambda out, x: isa.scalar_tensor_tensor(
+            out, x, _OPS[mod_op], divisor, _OPS["subtract"], x, reverse1=True))
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+trunc = _round_with("trunc", "fmod", 1.0)  # fmod keeps x's sign: x - frac(x)
+floor = _round_with("floor", "mod", 1.0)  # Python mod by 1 is in [0, 1)
+ceil = _round_with("ceil", "mod", -1.0)  # Python mod by -1 is in (-1, 0]
+
+# ---- data movement ------------------------------------------------------------------------------
+
+
+def load(src, dtype=None):
+    """HBM view -> new SBUF tile (dim 0 becomes the partition dim), converting to dtype if given."""
+    loc = user_location()
+    _need_tensor(src, "load", loc)
+    if src.buffer.on_chip:
+        raise user_error("buffer", f"nl.load reads HBM, but src is in {src.buffer.name}; use nl.copy for "
+                         "on-chip tiles", loc)
+    out = _tile(src.shape, _dt(dtype, src.dtype), "load")
+    isa.dma_copy(out, src)
+    return out
+
+
+def store(dst, value):
+    """SBUF (or PSUM, through an SBUF copy) tile -> HBM view."""
+    loc = user_location()
+    _need_tensor(dst, "store", loc)
+    _need_tensor(value, "store", loc)
+    if dst.buffer.on_chip:
+        raise user_error("buffer", f"nl.store writes HBM, but dst is in {dst.buffer.name}; use nl.copy or "
+                         "nisa.tensor_copy between on-chip tiles", loc)
+    if value.buffer is nl.psum:
+        value = _copy(value)
+    isa.dma_copy(dst, value)
+
+
+def _copy(x, dtype=None):
+    """New SBUF tile with x's values (bit-exact when the dtype is unchanged)."""
+    return _unary("copy", x, dtype, isa.tensor_copy)
+
+
+def transpose(x, dtype=None):
+    """2-D [P, F] -> [F, P] (F <= 128) on the Tensor Engine, through PSUM, into SBUF."""
+    loc = user_location()
+    _need_tensor(x, "transpose", loc)
+    if x.ndim != 2:
+        raise user_error("transpose-shape", f"nl.transpose needs a 2-D tile, got shape {x.shape}", loc)
+    if x.buffer is nl.psum:
+        x = _copy(x)
+    p, f = x.shape
+    staged = _tile((f, p), x.dtype, "transpose_psum", buffer=nl.psum)
+    isa.nc_transpose(staged, x)
+    out = _tile((f, p), _dt(dtype, x.dtype), "transpose")
+    isa.tensor_copy(out, staged)
+    return out
+
+
+def load_transpose2d(src, dtype=None):
+    """HBM [K, M] -> SBUF [M, K]: dma_transpose for 2-byte dtypes, else load + transpose."""
+    loc = user_location()
+    _need_tensor(src, "load_transpose2d", loc)
+    if src.buffer.on_chip or src.ndim != 2:
+        raise user_error("operand", f"nl.load_transpose2d needs a 2-D HBM tensor, got {src!r}", loc)
+    if src.itemsize != 2:
+        return transpose(load(src), dtype)
+    out = _tile(src.shape[::-1], src.dtype, "load_transpose2d")
+    isa.dma_transpose(out, src)
+    return out if dtype is None or to_dtype(dtype) == src.dtype else _copy(out, dtype)
+
+
+def matmul(x, y, transpose_x=False):
+    """x @ y (x.T @ y when transpose_x) into a new fp32 PSUM tile [M, N]. Without transpose_x, x
+    [M, K] is first transposed to [K, M] on the Tensor Engine."""
+    loc = user_location()
+    _need_tensor(x, "matmul", loc)
+    _need_tensor(y, "matmul", loc)
+    if not transpose_x:
+        x = transpose(x)
+    out = _tile((math.prod(x.shape[1:]), math.prod(y.shape[1:])), _F32, "matmul", buffer=nl.psum)
+    isa.nc_matmul(out, x, y)
+    return out
+
+
+def broadcast_to(x, shape, dtype=None):
+    """Same rank; size-1 dims expand. Free dims (and any dim of an HBM tensor) become a stride-0
+    view, so no data moves; an on-chip [1, ...] tile is copied to every partition with one DMA
+    from a stride-0 source into a new SBUF tile. With dtype= the result is a converted copy."""
+    loc = user_location()
+    _need_tensor(x, "broadcast_to", loc)
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != x.ndim or builtins.any(a != b and a != 1 for a, b in zip(x.shape, shape)):
+        raise user_error("broadcast", f"nl.broadcast_to: cannot broadcast shape {x.shape} to {shape}; the rank "
+                         "must match and each dim must be equal or 1", loc)
+    if shape[0] != x.shape[0] and x.buffer.on_chip:
+        src = _copy(x) if x.buffer is nl.psum else x
+        src = src.expand_dim(1).broadcast(1, shape[0])  # [1, P, free...]: partition p reads row 0
+        for d in range(1, x.ndim):
+            if x.shape[d] != shape[d]:
+                src = src.broadcast(d + 1, shape[d])
+        out = _tile(shape, _dt(dtype, x.dtype), "broadcast_to")
+        isa.dma_copy(out, src)
+        return out
+    view = _expand(x, shape)
+    if shape[0] != x.shape[0]:
+        view = view.broadcast(0, shape[0])
+    if dtype is None or to_dtype(dtype) == x.dtype:
+        return view
+    return _copy(view, dtype) if x.buffer.on_chip else load(view, dtype)
+
+
+def expand_dims(x, axis):
+    """View with size-1 dims inserted at `axis` (an int or a sequence, positions in the result)."""
+    loc = user_location()
+    _need_tensor(x, "expand_dims", loc)
+    axes = list(axis) if isinstance(axis, (tuple, list)) else [axis]
+    ndim = x.ndim + len(axes)
+    for a in sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axes):
+        x = x.expand_dim(a)
+    return x
+
+
+def gather_flattened(data, indices, axis=0, dtype=None):
+    """out[p, j] = data[p, indices[p, j]] over data's flattened free dims (uint32 indices)."""
+    loc = user_location()
+    _need_tensor(data, "gather_flattened", loc)
+    _need_tensor(indices, "gather_flattened", loc)
+    if axis not in (0, -1, 1) or (axis != 0 and data.ndim != 2):
+        raise user_error("unsupported", "nl.gather_flattened gathers over the flattened free dims (axis=0)", loc)
+    out = _tile(indices.shape, data.dtype, "gather_flattened")
+    isa.nc_n_gather(out, data, indices)
+    return out if dtype is None or to_dtype(dtype) == data.dtype else _copy(out, dtype)
+
+
+def where(condition, x, y, dtype=None):
+    """x where condition (a 1.0/0.0 tile) is non-zero, else y; x and y are tiles of condition's
+    shape, [P, 1] columns or numbers. y is copied in, then x is copied over it under the predicate."""
+    loc = user_location()
+    _need_tensor(condition, "where", loc)
+    shape = condition.shape
+    out = _tile(shape, _dt(dtype, _promote(_dtype_of(x), _dtype_of(y))), "where")
+    if isinstance(y, NkiTensor):
+        isa.tensor_copy(out, _fit(y, shape, "nl.where: y", loc))
+    else:
+        isa.memset(out, y)
+    src = _fit(x, shape, "nl.where: x", loc) if isinstance(x, NkiTensor) else float(x)
+    isa.tensor_copy_predicated(out, src, condition)
+    return out
+
+
+# ---- reductions (trailing free axes) ----------------------------------------------------------
+
+
+def _reduce_axes(x, axis, what, loc):
+    _need_tensor(x, what, loc)
+    axes = set()
+    for a in (axis if isinstance(axis, (tuple, list)) else [axis]):
+        n = int(a) + x.ndim if int(a) < 0 else int(a)
+        if n == 0:
+            raise user_error("reduce-axis", f"nl.{what}: axis 0 is the partition dim and cannot be reduced on-chip; "
+                             "reduce trailing free dims (transpose first, or use nisa.tensor_partition_reduce)", loc)
+        if not 1 <= n < x.ndim:
+            raise user_error("reduce-axis", f"nl.{what}: axis {a} is out of range for a tile of shape {x.shape}", loc)
+        axes.add(n)
+    return sorted(axes)
+
+
+def _reduced_shape(x, axes, keepdims):
+    """keepdims: reduced dims become 1. Otherwise they are dropped, but an on-chip result keeps
+    at least 2 dims (a trailing 1, like integer indexing)."""
+    if keepdims:
+        return tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    shape = tuple(s for d, s in enumerate(x.shape) if d not in axes)
+    return shape if len(shape) >= 2 else shape + (1,)
+
+
+def _count(x, axes):
+    return math.prod(x.shape[d] for d in axes)
+
+
+def _reduce(opname, x, axis, dtype, keepdims, what, negate=False):
+    loc = user_location()
+    axes = _reduce_axes(x, axis, what, loc)
+    out = _tile(_reduced_shape(x, axes, keepdims), _dt(dtype, x.dtype), what)
+    isa.tensor_reduce(out, _OPS[opname], x, axes, negate=negate, keepdims=keepdims)
+    return out
+
+
+def sum(x, axis, dtype=None, keepdims=False):
+    return _reduce("add", x, axis, dtype, keepdims, "sum")
+
+
+def max(x, axis, dtype=None, keepdims=False):
+    return _reduce("maximum", x, axis, dtype, keepdims, "max")
+
+
+def min(x, axis, dtype=None, keepdims=False):
+    return _reduce("minimum", x, axis, dtype, keepdims, "min")
+
+
+def prod(x, axis, dtype=None, keepdims=False):
+    return _reduce("multiply", x, axis, dtype, keepdims, "prod")
+
+
+def all(x, axis, dtype=None):
+    """1 where every reduced element is non-zero, else 0."""
+    loc = user_location()
+    axes = _reduce_axes(x, axis, "all", loc)
+    if _count(x, axes) == 1:  # a one-element fold returns the element itself
+        x = _binary(_OPS["not_equal"], x, 0, x.dtype)
+    return _reduce("logical_and", x, axes, dtype, False, "all")
+
+
+def mean(x, axis, dtype=None, keepdims=False):
+    """fp32 sum, then multiplied by 1/n (two fp32 roundings) into x's dtype or dtype."""
+    loc = user_location()
+    axes = _reduce_axes(x, axis, "mean", loc)
+    s = _reduce("add", x, axes, _F32, keepdims, "mean_sum")
+    out = _tile(s.shape, _dt(dtype, x.dtype), "mean")
+    isa.tensor_scalar(out, s, _OPS["multiply"], 1.0 / _count(x, axes))
+    return out
+
+
+def var(x, axis, dtype=None, keepdims=False):
+    """Population variance mean(x^2) - mean(x)^2 in fp32. As in NKI G2, keepdims is ignored and
+    the reduced dims are kept (size 1)."""
+    loc = user_location()
+    axes = _reduce_axes(x, axis, "var", loc)
+    inv_n = 1.0 / _count(x, axes)
+    s = _reduce("add", x, axes, _F32, True, "var_sum")
+    sq = _tile(x.shape, _F32, "var_sq")
+    isa.tensor_tensor(sq, x, x, _OPS["multiply"])
+    s2 = _reduce("add", sq, axes, _F32, True, "var_sumsq")
+    m = _tile(s.shape, _F32, "var_mean")
+    isa.tensor_scalar(m, s, _OPS["multiply"], inv_n)
+    isa.tensor_tensor(m, m, m, _OPS["multiply"])
+    out = _tile(s.shape, _dt(dtype, x.dtype), "var")
+    isa.scalar_tensor_tensor(out, s2, _OPS["multiply"], inv_n, _OPS["subtract"], m)  # s2/n - mean^2
+    return out
+
+
+# ---- composite wrappers ----------------------------------------------------------------------
+
+
+def softmax(x, axis=-1, dtype=None):
+    """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (result in x's dtype or
+    dtype): negated max (tensor_reduce), add + exp, sum, reciprocal, multiply."""
+    loc = user_location()
+    axes = _reduce_axes(x, axis, "softmax", loc)
+    neg_max = _reduce("maximum", x, axes, _F32, True, "softmax_negmax", negate=True)
+    e = _tile(x.shape, _F32, "softmax_exp")
+    isa.tensor_tensor(e, x, _expand(neg_max, x.shape), _OPS["add"])
+    isa.activation(e, _OPS["exp"], e)
+    total = _reduce("add", e, axes, _F32, True, "softmax_sum")
+    isa.reciprocal(total, total)
+    out = _tile(x.shape, _dt(dtype, x.dtype), "softmax")
+    isa.tensor_tensor(out, e, _expand(total, x.shape), _OPS["multiply"])
+    return out
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
+    """x / sqrt(sum(x^2)/n + epsilon) * w. w has x's shape, or broadcasts to it (a [1, F] or [F]
+    HBM weight is loaded to every partition with a stride-0 DMA). Computed in compute_dtype
+    (fp32 by default); the result is in dtype, else compute_dtype, else x's dtype."""
+    loc = user_location()
+    axes = _reduce_axes(x, axis, "rms_norm", loc)
+    _need_tensor(w, "rms_norm", loc)
+    compute = _dt(compute_dtype, _F32)
+    out_dtype = _dt(dtype, _dt(compute_dtype, x.dtype))
+    if not w.buffer.on_chip and w.ndim < x.ndim:
+        w = w.reshape((1,) * (x.ndim - w.ndim) + w.shape)
+    if w.shape != x.shape:
+        w = broadcast_to(w, x.shape)
+    if not w.buffer.on_chip:
+        w = load(w)
+    sq = _tile(x.shape, compute, "rms_norm_sq")
+    isa.tensor_tensor(sq, x, x, _OPS["multiply"])
+    rstd = _reduce("add", sq, axes, _F32, True, "rms_norm_rstd")
+    isa.tensor_scalar(rstd, rstd, _OPS["multiply"], 1.0 / n, op1=_OPS["add"], operand1=float(epsilon))
+    isa.activation(rstd, _OPS["rsqrt"], rstd)
+    normed = _tile(x.shape, compute, "rms_norm_x")
+    isa.tensor_tensor(normed, x, _expand(rstd, x.shape), _OPS["multiply"])
+    out = _tile(x.shape, out_dtype, "rms_norm")
+    isa.tensor_tensor(out, normed, w, _OPS["multiply"])
+    return out
+
+
+# ---- operator objects as calls --------------------------------------------------------------
+
+_OPS["copy"].fn = _copy
+_OPS["invert"].fn = _invert
+_OPS["reciprocal"].fn = _reciprocal
+for _name in _BINARY:
+    _OPS[_name].fn = _make_binary(_OPS[_name])
+for _op in _OPS.values():  # every other activation function (prelu needs its alpha: operator only)
+    if _op.fn is None and _op.act is not None and _op.name != "prelu":
+        _op.fn = _make_activation(_op)
+del _name, _op
