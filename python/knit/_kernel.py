@@ -161,22 +161,15 @@ class Kernel:
 
     @staticmethod
     def _output_ids(results, loc):
+        """Tensor ids of the kernel's results (a tensor, a tuple/list of tensors or None). Their
+        buffer (shared_hbm) is checked by the C++ verifier at each tensor's declaration line."""
         if results is None:
             return []
-        items = [results] if isinstance(results, NkiTensor) else list(results)
-        ids = []
-        for r in items:
-            if not isinstance(r, NkiTensor):
-                raise user_error("kernel-output", f"a kernel returns tensors; got {type(r).__name__}", loc)
-            if r.buffer.name != "shared_hbm":
-                raise user_error(
-                    "kernel-output",
-                    f"kernel output '{r.name}' is in {r.buffer.name}; create outputs with "
-                    "nl.ndarray(..., buffer=nl.shared_hbm) and copy results into them",
-                    loc,
-                )
-            ids.append(r._view.tensor)
-        return ids
+        items = [results] if isinstance(results, NkiTensor) else results
+        if not isinstance(items, (tuple, list)) or not all(isinstance(r, NkiTensor) for r in items):
+            raise user_error("kernel-output", f"a kernel returns a tensor, a tuple of tensors or None; got "
+                             f"{type(results).__name__}", loc)
+        return [r._view.tensor for r in items]
 
     def _run(self, compiled, args, kwargs):
         hosts, originals, any_torch = [], [], None
@@ -187,7 +180,8 @@ class Kernel:
                 raise user_error("kernel-args", "shape/dtype placeholders only trace (knit.compile); running "
                                  "needs real arrays", None)
             arr, was_torch = _to_numpy(a)
-            any_torch = any_torch or (a if was_torch else None)
+            if was_torch and any_torch is None:
+                any_torch = a
             want = np.dtype(ALL[specs[n][0]].numpy)
             arr = np.ascontiguousarray(arr.astype(want, copy=False))
             hosts.append((specs[n][0], list(arr.shape), arr.tobytes()))

@@ -133,8 +133,8 @@ Machine::Machine(const Kernel& kernel, std::vector<HostTensor>& args, const Inte
   }
   for (size_t a = 0; a < args.size(); ++a) {
     Memory& mem = hbm_[kernel.params[a]];
-    mem.bytes = args[a].bytes;
-    std::fill(mem.init.begin(), mem.init.end(), 1);
+    std::memcpy(mem.bytes.data(), args[a].bytes.data(), args[a].bytes.size());
+    std::memset(mem.init.data(), 1, mem.init.size());
   }
 }
 
@@ -290,10 +290,13 @@ RunResult Machine::run() {
     HostTensor h;
     h.dtype = t.dtype;
     h.shape = t.shape;
-    h.bytes = hbm_[id].bytes;
+    h.bytes.assign(hbm_[id].bytes.data(), hbm_[id].bytes.data() + hbm_[id].bytes.size());
     result.outputs.push_back(std::move(h));
   }
-  for (size_t a = 0; a < args_.size(); ++a) args_[a].bytes = hbm_[kernel_.params[a]].bytes;
+  for (size_t a = 0; a < args_.size(); ++a) {
+    const Memory& mem = hbm_[kernel_.params[a]];
+    args_[a].bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
+  }
   result.warnings = warnings_;
   return result;
 }

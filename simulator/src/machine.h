@@ -4,6 +4,9 @@
 #pragma once
 
 #include <array>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -13,14 +16,37 @@
 
 namespace knit::sim {
 
+// A zero-filled byte array. calloc'd, so the pages of a large SBUF that a kernel never touches
+// cost nothing (most kernels use a small part of the 28 MiB SBUF).
+class ZeroedBytes {
+ public:
+  void reset(size_t n) {
+    data_.reset(static_cast<uint8_t*>(std::calloc(n ? n : 1, 1)));
+    if (!data_) throw std::bad_alloc();
+    size_ = n;
+  }
+  uint8_t* data() { return data_.get(); }
+  const uint8_t* data() const { return data_.get(); }
+  uint8_t& operator[](size_t i) { return data_.get()[i]; }
+  uint8_t operator[](size_t i) const { return data_.get()[i]; }
+  size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+};
+
 struct Memory {
-  std::vector<uint8_t> bytes;
-  std::vector<uint8_t> init;         // 1 where the byte was ever written
-  std::vector<uint8_t> mm_written;   // PSUM only: 1 where the last write was a matmul's
+  ZeroedBytes bytes;
+  ZeroedBytes init;        // 1 where the byte was ever written
+  ZeroedBytes mm_written;  // 1 where the last write was a matmul's (only meaningful in PSUM)
   void resize(size_t n) {
-    bytes.assign(n, 0);
-    init.assign(n, 0);
-    mm_written.assign(n, 0);
+    bytes.reset(n);
+    init.reset(n);
+    mm_written.reset(n);
   }
 };
 
