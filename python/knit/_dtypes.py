@@ -76,3 +76,15 @@ def to_dtype(value, what="dtype"):
         if d == np_dtype and name != "tfloat32":
             return ALL[name]
     raise TypeError(f"{what} {np_dtype} is not supported by Knit (supported: {', '.join(ALL)})")
+
+
+def storage_dtype(d):
+    """The dtype a tensor is stored with: ``d``, except that NKI_PRECISE_FP=0 (read at call time)
+    keeps low-precision floats in float32, separating algorithmic error from rounding error."""
+    import os
+
+    d = to_dtype(d)
+    if os.environ.get("NKI_PRECISE_FP", "1") == "0" and d in ("bfloat16", "float16", "float8_e4m3",
+                                                              "float8_e5m2", "tfloat32"):
+        return ALL["float32"]
+    return d

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from . import _trace
-from ._dtypes import ALL, to_dtype
+from ._dtypes import ALL, storage_dtype, to_dtype
 from ._tensor import NkiTensor
 from .errors import user_error
 from .isa import target_from_env
@@ -46,14 +46,6 @@ def _is_array(x):
 
 def _precise_fp():
     return os.environ.get("NKI_PRECISE_FP", "1") != "0"
-
-
-def _storage_dtype(d):
-    """NKI_PRECISE_FP=0 keeps low-precision floats in float32 to separate algorithmic error from
-    rounding error (read at call time)."""
-    if not _precise_fp() and d in ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "tfloat32"):
-        return ALL["float32"]
-    return d
 
 
 # ---- tracing ----------------------------------------------------------------------------------
@@ -139,7 +131,7 @@ class Kernel:
                     shape, dt = (a.shape, a.dtype) if isinstance(a, TensorType) else (_to_numpy(a)[0].shape,
                                                                                           _to_numpy(a)[0].dtype)
                     name = names[i] if i < len(names) else f"arg{i}"
-                    tid = _trace.core_call(trace.builder.add_param, name, str(_storage_dtype(to_dtype(dt))),
+                    tid = _trace.core_call(trace.builder.add_param, name, str(storage_dtype(dt)),
                                            list(shape), loc)
                     call_args.append(NkiTensor(trace.builder.full_view(tid)))
                     positions.append(i)

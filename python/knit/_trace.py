@@ -20,6 +20,7 @@ class Trace:
         self.constants = []  # (tensor id, numpy array) for nl.shared_constant & co.
         self.prints = []  # (prefix, tensor id) for nl.device_print
         self.tensor_count = 0
+        self.shared_tensors = {}  # (name, shape, dtype) -> tensor id, shared across grid instances
 
 
 def current():

@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from . import _trace
-from ._dtypes import ALL as _ALL_DTYPES, dtype, to_dtype
+from ._dtypes import ALL as _ALL_DTYPES, dtype, storage_dtype, to_dtype
 from ._source import user_location
 from ._tensor import NkiTensor, ds
 from .errors import user_error
@@ -78,10 +78,18 @@ def _new_tensor(shape, dtype_, buffer, name, address, loc):
     if isinstance(shape, numbers.Integral):
         shape = (shape,)
     shape = [int(s) for s in shape]
+    dtype_ = storage_dtype(dtype_)
+    # Launch-grid instances share named shared_hbm tensors (NKI: equal names alias the same
+    # memory across cores), so every instance writes its part of one output.
+    shared_key = (name, tuple(shape), str(dtype_)) if buffer is shared_hbm and name else None
+    if shared_key in trace.shared_tensors:
+        return NkiTensor(trace.builder.full_view(trace.shared_tensors[shared_key]))
     trace.tensor_count += 1
-    name = name or f"t{trace.tensor_count}"
     addr = None if address is None else [int(a) for a in address]
-    tid = _trace.core_call(trace.builder.add_tensor, name, buffer.name, str(to_dtype(dtype_)), shape, addr, loc)
+    tid = _trace.core_call(trace.builder.add_tensor, name or f"t{trace.tensor_count}", buffer.name, str(dtype_),
+                           shape, addr, loc)
+    if shared_key:
+        trace.shared_tensors[shared_key] = tid
     return NkiTensor(trace.builder.full_view(tid))
 
 
