@@ -222,3 +222,15 @@ def test_isa_call_outside_a_kernel_is_an_error():
         nl.ndarray((2, 2), nl.float32)
     assert info.value.rule == "no-kernel"
     assert t is None
+
+
+def test_rearrange_matches_numpy_reshape_and_transpose():
+    @nki.jit
+    def swap_hw(a):
+        v = a.rearrange(("b", ("h", "w")), ("b", "w", "h"), {"h": 4})
+        out = nl.ndarray(v.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+
+    a = np.arange(24, dtype=np.float32).reshape(2, 12)
+    np.testing.assert_array_equal(swap_hw(a), a.reshape(2, 4, 3).transpose(0, 2, 1))
