@@ -47,6 +47,8 @@ class NkiTensor:
     """A tensor handle: storage (one kernel tensor) plus a strided view of it."""
 
     __slots__ = ("_view",)
+    # NumPy scalars on the left (np.float32(2) * t) defer to NkiTensor's reflected operators.
+    __array_ufunc__ = None
 
     def __init__(self, view):
         self._view = view

@@ -1,0 +1,522 @@
+"""G1 tensors over Knit's one core.
+
+* :class:`LegacyTensor` — an :class:`knit._tensor.NkiTensor` (so every Knit instruction accepts it)
+  plus the G1 extras: advanced indexing with ``nl.arange`` / ``nl.mgrid`` expressions (lowered to
+  ``.ap()`` views), G1 arithmetic dunders (lowered straight to ISA instructions), ``t[...] = x``
+  copies with broadcast, and ``psum += nisa.nc_matmul(...)`` accumulation.
+* :class:`Pending` — the result of a result-returning G1 instruction. The instruction is emitted
+  when the result is first used (into a fresh tile), or straight into the destination when the
+  result is assigned (``t[...] = nisa.exp(x)``) or accumulated (``psum += nisa.nc_matmul(a, b)``)
+  first. Every legacy API call first emits all pending results, so program order is kept.
+* :class:`BlockTensor` — a tensor whose partition dim (``nl.par_dim``) is not dim 0: one tile per
+  block index.
+* PSUM accumulation state: ``nl.zeros(..., buffer=nl.psum)`` is not memset at once; matmuls
+  ``+=``-ed into it use ``accumulate=None`` (the first write of an element overwrites, later writes
+  accumulate — exactly ``0 + a + b + ...``), and only another use fills the never-written
+  elements with zeros (a K=1 zero matmul in auto mode, so later ``+=`` can use ``accumulate=True``
+  on matmul-written PSUM without the trn1/trn2 warning).
+"""
+import numbers
+
+import numpy as np
+
+from .. import _core, _trace
+from .. import isa as _isa
+from .. import language as _nl
+from .._dtypes import ALL, to_dtype
+from .._source import user_location
+from .._tensor import NkiTensor, _key
+from ..errors import user_error
+from . import _index
+
+F32 = ALL["float32"]
+sbuf, psum, hbm, shared_hbm = _nl.sbuf, _nl.psum, _nl.hbm, _nl.shared_hbm
+
+
+# ---- instruction emission (explicit source location) ---------------------------------------------
+# Field defaults matching knit.isa's dst-first functions; legacy calls emit with the location of
+# the user's call that created the instruction (deferred results are emitted later).
+_DEFAULTS = {
+    "dma_copy": {"oob_mode": "error", "dge_mode": "unknown", "engine": "unknown"},
+    "dma_transpose": {"axes": [], "dge_mode": "unknown", "oob_mode": "error"},
+    "nc_matmul": {"is_stationary_onezero": False, "is_moving_onezero": False, "is_transpose": False,
+                  "accumulate": "auto", "tile_position": [], "tile_size": [], "perf_mode": "none"},
+    "nc_transpose": {"engine": "unknown"},
+    "activation": {"bias": None, "scale": 1.0, "reduce_op": "bypass", "reduce_res": None, "reduce_cmd": "idle",
+                   "alpha": 0.0},
+    "activation_reduce": {"bias": None, "scale": 1.0},
+    "tensor_tensor": {"engine": "unknown"},
+    "tensor_scalar": {"reverse0": False, "op1": "bypass", "operand1": None, "reverse1": False, "engine": "unknown"},
+    "scalar_tensor_tensor": {"reverse0": False, "reverse1": False},
+    "tensor_reduce": {"negate": False, "keepdims": False},
+    "tensor_copy": {"engine": "unknown"},
+    "tensor_copy_predicated": {"reverse_pred": False},
+    "memset": {"engine": "unknown"},
+    "iota": {"offset": 0, "channel_multiplier": 0},
+    "affine_select": {"cmp_op": "equal", "offset": 0},
+    "select_reduce": {"reduce_res": None, "reduce_cmd": "idle", "reduce_op": "maximum", "reverse_pred": False},
+    "tensor_tensor_scan": {"reverse0": False, "reverse1": False},
+    "tensor_scalar_reduce": {"reduce_res": None, "reverse0": False, "reduce_cmd": "reset_reduce",
+                             "reduce_init": None, "reduce_res_negate": False},
+    "local_gather": {"num_elem_per_idx": 1, "num_valid_indices": -1},
+}
+
+
+def emit(loc, opname, **fields):
+    """Appends one Knit instruction at the user's `loc` (verified at once)."""
+    merged = dict(_DEFAULTS.get(opname, {}))
+    merged.update(fields)
+    _isa._emit_at(loc, opname, None, **merged)
+
+
+def op_name(op, kind, what, loc):
+    """ALU op / activation name of an nl.* operator (legacy or current) or a NumPy ufunc."""
+    if isinstance(op, str):
+        return op
+    return _isa._op_name(op, kind, what, loc)
+
+
+# ---- deferred results ------------------------------------------------------------------------------
+def _pending_list():
+    trace = _trace.current()
+    lst = trace.__dict__.get("_legacy_pending")
+    if lst is None:
+        lst = trace._legacy_pending = []
+    return lst
+
+
+def flush(keep=None):
+    """Emits every deferred result (oldest first) except `keep`. Called at the start of every
+    legacy API call, so instructions stay in program order."""
+    lst = _pending_list()  # outside a kernel: the "no-kernel" error, at the user's line
+    while True:
+        todo = [p for p in lst if p is not keep]
+        if not todo:
+            return
+        todo[0]._materialize()
+
+
+def _forget(p):
+    lst = _pending_list()
+    for i, q in enumerate(lst):
+        if q is p:
+            del lst[i]
+            return
+
+
+# ---- PSUM accumulation state -----------------------------------------------------------------------
+class PsumState:
+    """Shared by all views of one PSUM tensor created by the legacy API.
+
+    mode ``lazy_zero``: logically zero, only matmuls have written it (``+=`` uses accumulate=auto);
+    ``auto``: an nl.ndarray PSUM tile (``+=`` uses accumulate=auto, G2-style first-write-overwrites);
+    ``acc``: real contents (``+=`` uses accumulate=True)."""
+
+    __slots__ = ("mode", "full", "written")
+
+    def __init__(self, mode, full_view):
+        self.mode, self.full = mode, full_view
+        self.written = None  # lazy_zero: which storage elements a matmul wrote (NumPy bool mask)
+
+    def accumulate(self):
+        return None if self.mode in ("lazy_zero", "auto") else True
+
+    def mark_written(self, view):
+        """Records the elements of `view` (of this tensor) as matmul-written."""
+        if self.mode != "lazy_zero":
+            return
+        n = 1
+        for _, num in self.full.pattern:
+            n *= num
+        if self.written is None:
+            self.written = np.zeros(n, dtype=bool)
+        idx = np.full((1,), view.offset, dtype=np.int64)
+        for step, num in view.pattern:
+            idx = (idx[:, None] + step * np.arange(num, dtype=np.int64)[None, :]).reshape(-1)
+        idx = idx[(idx >= 0) & (idx < n)]
+        self.written[idx] = True
+
+    def materialize(self, loc):
+        if self.mode != "lazy_zero":
+            return
+        self.mode = "acc"
+        if self.written is not None and self.written.all():
+            return  # matmuls wrote every element
+        zero_fill(LegacyTensor(self.full), loc)
+
+
+def zero_fill(full, loc):
+    """Zeros the elements of the PSUM tensor `full` that no matmul wrote, keeping the others: a
+    K=1 matmul of zeros in accumulate=auto mode (adds 0 to matmul-written elements, overwrites the
+    rest with 0 and marks them matmul-written). Falls back to memset when the shape/dtype does not
+    fit a matmul destination."""
+    shape = full.shape
+    P = shape[0]
+    F = 1
+    for s in shape[1:]:
+        F *= s
+    if full.dtype != F32 or P > 128 or len(shape) < 2:
+        emit(loc, "memset", dst=full, value=0.0)
+        return
+    flat = full if full.ndim == 2 else full._derive_at(loc, _core.view_flatten_dims, 1, full.ndim - 1)
+    bank = _nl.tile_size.psum_bank_fmax
+    zs = alloc((1, P), F32, sbuf, loc, "psum_zero_lhs")
+    zm = alloc((1, min(F, bank)), F32, sbuf, loc, "psum_zero_rhs")
+    emit(loc, "memset", dst=zs, value=0.0)
+    emit(loc, "memset", dst=zm, value=0.0)
+    for c in range(0, F, bank):
+        w = min(bank, F - c)
+        emit(loc, "nc_matmul", dst=flat._derive_at(loc, _core.view_slice, 1, c, c + w, 1), stationary=zs,
+             moving=zm if w == zm.shape[1] else zm._derive_at(loc, _core.view_slice, 1, 0, w, 1),
+             accumulate="auto")
+
+
+# ---- allocation ------------------------------------------------------------------------------------
+def alloc(shape, dtype, buffer, loc, name="", psum_mode="acc"):
+    """A new legacy tensor; PSUM tensors get a PsumState in `psum_mode`."""
+    t = _nl._new_tensor(shape, dtype, buffer, name, None, loc)
+    view = NkiTensor.__dict__["_view"].__get__(t)  # the plain NkiTensor slot
+    store = PsumState(psum_mode, view) if buffer is psum else None
+    return LegacyTensor(view, store)
+
+
+def wrap(t):
+    """A LegacyTensor for any NkiTensor (kernel arguments, knit.language results)."""
+    if isinstance(t, LegacyTensor) or not isinstance(t, NkiTensor):
+        return t
+    return LegacyTensor(NkiTensor.__dict__["_view"].__get__(t))
+
+
+# ---- tensors ---------------------------------------------------------------------------------------
+class LegacyTensor(NkiTensor):
+    """A G1 tile or tensor (``neuronxcc.nki.tensor``): a Knit tensor view with G1 semantics."""
+
+    __slots__ = ("_raw_view", "_store")
+    __array_ufunc__ = None  # NumPy scalars/arrays defer to our reflected operators
+
+    def __init__(self, view, store=None):
+        self._raw_view = view
+        self._store = store
+
+    # The storage view without side effects (views, metadata) ...
+    @property
+    def _raw(self):
+        return self._raw_view
+
+    # ... and the view handed to instructions: a lazily-zeroed PSUM tensor is materialized first.
+    @property
+    def _view(self):
+        st = self._store
+        if st is not None and st.mode == "lazy_zero":
+            st.materialize(user_location())
+        return self._raw
+
+    # ---- metadata (never triggers emission) -------------------------------------------------------
+    @property
+    def shape(self):
+        return tuple(self._raw.shape)
+
+    @property
+    def dtype(self):
+        return ALL[self._raw.dtype]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def offset(self):
+        return self._raw.offset
+
+    @property
+    def strides(self):
+        return tuple(step for step, _ in self._raw.pattern)
+
+    @property
+    def _info(self):
+        return _trace.current().builder.tensor_info(self._raw.tensor)
+
+    def get_pattern(self):
+        return [list(p) for p in self._raw.pattern]
+
+    def same_view(self, other):
+        return isinstance(other, LegacyTensor) and other._raw_view is not None and self._raw == other._raw
+
+    def __repr__(self):
+        try:
+            where = f"{self.buffer.name} "
+        except Exception:
+            where = ""
+        return f"nki.tensor({where}{self.dtype}{list(self.shape)})"
+
+    # ---- views ----------------------------------------------------------------------------------
+    def _wrap(self, view):
+        return LegacyTensor(view, self._store)
+
+    def _derive_at(self, loc, fn, *args):
+        b = _trace.current().builder
+        return self._wrap(_trace.core_call(fn, b, self._raw, *args, loc))
+
+    def _derive(self, fn, *args):
+        return self._derive_at(user_location(), fn, *args)
+
+    def __getitem__(self, key):
+        return self._index(key, user_location())
+
+    def _index(self, key, loc):
+        if _index.has_predicate(key):
+            raise user_error(
+                "unsupported",
+                "operand masking (t[i_f < n]) is not supported by Knit's legacy API yet; slice the operand "
+                "(t[:, 0:n]) instead",
+                loc,
+            )
+        if any(isinstance(k, NkiTensor) for k in (key if isinstance(key, tuple) else (key,))):
+            raise user_error(
+                "unsupported",
+                "indexing with a tile's values (indirect / dynamic indexing such as data[idx_tile[i_p, 0], i_f]) "
+                "is not supported by Knit yet",
+                loc,
+            )
+        if _index.has_index_expr(key):
+            raw = self._raw
+            pattern, off = _index.advanced_pattern(key, self.shape, [s for s, _ in raw.pattern], raw.offset,
+                                                   self.buffer.on_chip, loc)
+            return self._derive_at(loc, _core.view_ap, pattern, off, None)
+        return self._derive_at(loc, _core.view_index, _key(key, self.ndim, loc))
+
+    def __setitem__(self, key, value):
+        """``t[key] = value``: writes an instruction result straight into the view, copies a tile
+        (broadcasting size-1 free dims), or fills with a number."""
+        from . import _ops
+
+        loc = user_location()
+        if isinstance(value, Pending) and value.pending:
+            flush(keep=value)
+            dst = self._index(key, loc)
+            if value.can_write(dst):
+                value.consume(dst)
+                return
+        flush()
+        dst = self._index(key, loc)
+        if dst.same_view(value):
+            return  # t[k] += x already updated the view in place
+        _ops.assign(dst, value, loc)
+
+    # ---- G1 nki.tensor methods ------------------------------------------------------------------
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return self._derive(_core.view_reshape, [int(s) for s in shape])
+
+    def expand_dims(self, axis):
+        return self._derive(_core.view_expand_dim, int(axis))
+
+    def broadcast_to(self, shape):
+        from . import _ops
+
+        loc = user_location()
+        flush()
+        return _ops.broadcast(self, tuple(int(s) for s in shape), loc)
+
+    def astype(self, dtype):
+        from . import language
+
+        return language.copy(self, dtype=dtype)
+
+    def assert_shape(self, shape):
+        if tuple(self.shape) != tuple(shape):
+            raise user_error("tensor-shape", f"expected shape {tuple(shape)}, got {self.shape}", user_location())
+        return self
+
+    # ---- G1 arithmetic ----------------------------------------------------------------------------
+    def _binary(self, other, name, reverse=False):
+        from . import language
+
+        fn = getattr(language, name)
+        return fn(other, self) if reverse else fn(self, other)
+
+    def __neg__(self):
+        from . import language
+
+        return language.negative(self)
+
+    def __abs__(self):
+        from . import language
+
+        return language.abs(self)
+
+    def __invert__(self):
+        from . import language
+
+        return language.invert(self)
+
+    def __mod__(self, o): return self._binary(o, "mod")
+    def __rmod__(self, o): return self._binary(o, "mod", True)
+    def __rpow__(self, o): return self._binary(o, "power", True)
+    def __rand__(self, o): return self._binary(o, "bitwise_and", True)
+    def __ror__(self, o): return self._binary(o, "bitwise_or", True)
+    def __rxor__(self, o): return self._binary(o, "bitwise_xor", True)
+    def __lshift__(self, o): return self._binary(o, "left_shift")
+    def __rshift__(self, o): return self._binary(o, "right_shift")
+
+    # In place (NumPy semantics: the result is cast to this tile's dtype).
+    def __iadd__(self, other):
+        from . import _ops
+
+        loc = user_location()
+        if (isinstance(other, Pending) and other.pending and other.kind == "matmul" and self.buffer is psum
+                and self.dtype == F32):
+            flush(keep=other)
+            acc = self._store.accumulate() if self._store is not None else True
+            other.consume(self, accumulate=acc)
+            return self
+        flush()
+        _ops.binary_into(self, self, other, "add", loc)
+        return self
+
+    def _inplace(self, other, name):
+        from . import _ops
+
+        loc = user_location()
+        flush()
+        _ops.binary_into(self, self, other, name, loc)
+        return self
+
+    def __isub__(self, o): return self._inplace(o, "subtract")
+    def __imul__(self, o): return self._inplace(o, "multiply")
+    def __itruediv__(self, o): return self._inplace(o, "divide")
+
+
+class Pending(LegacyTensor):
+    """A G1 instruction result not emitted yet (see the module docstring)."""
+
+    __slots__ = ("_p_shape", "_p_dtype", "_p_buffer", "_p_emit", "_p_loc", "kind", "prefill")
+
+    def __init__(self, shape, dtype, buffer, emit_fn, loc, kind="vector"):
+        LegacyTensor.__init__(self, None, None)
+        self._p_shape = tuple(int(s) for s in shape)
+        self._p_dtype = to_dtype(dtype)
+        self._p_buffer = buffer
+        self._p_emit = emit_fn
+        self._p_loc = loc
+        self.kind = kind  # matmul | pe (TensorE -> PSUM) | dma | gpsimd | vector (any on-chip dst)
+        self.prefill = False  # zero-fill a fresh result tile first (masked instructions)
+        _pending_list().append(self)
+
+    @property
+    def pending(self):
+        return self._raw_view is None
+
+    @property
+    def _raw(self):
+        if self._raw_view is None:
+            self._materialize()
+        return self._raw_view
+
+    @property
+    def shape(self):
+        return self._p_shape
+
+    @property
+    def dtype(self):
+        return self._p_dtype
+
+    @property
+    def buffer(self):
+        return self._p_buffer if self.pending else LegacyTensor.buffer.fget(self)
+
+    def _materialize(self):
+        _forget(self)
+        t = alloc(self._p_shape, self._p_dtype, self._p_buffer, self._p_loc)
+        self._raw_view, self._store = t._raw_view, t._store
+        if self.prefill:
+            emit(self._p_loc, "memset", dst=t, value=0)
+        self._p_emit(t)
+
+    def can_write(self, dst):
+        """Whether the instruction can write `dst` directly with the same result as writing a fresh
+        tile and copying it into `dst`."""
+        if not self.pending or tuple(dst.shape) != self._p_shape:
+            return False
+        if dst.dtype != self._p_dtype and (self._p_dtype != F32 or self.kind in ("matmul", "pe")):
+            return False
+        if self.kind in ("matmul", "pe"):
+            return dst.buffer is psum
+        if self.kind in ("dma", "gpsimd"):
+            return dst.buffer is sbuf
+        return dst.buffer.on_chip
+
+    def consume(self, dst, **kw):
+        _forget(self)
+        if self.kind == "matmul":
+            # A matmul into a lazily-zeroed PSUM tensor keeps it lazy (accumulate=auto semantics).
+            if dst._store is not None:
+                dst._store.mark_written(dst._raw)
+            dst = LegacyTensor(dst._raw)
+        self._p_emit(dst, **kw)
+
+    def __repr__(self):
+        if self.pending:
+            return f"nki.tensor(pending {self._p_buffer.name} {self._p_dtype}{list(self._p_shape)})"
+        return LegacyTensor.__repr__(self)
+
+
+class BlockTensor:
+    """A G1 tensor with block dims before its partition dim, e.g. ``(4, nl.par_dim(128), 512)``:
+    one Knit tile per block index. Index the block dims with ints to get a tile."""
+
+    def __init__(self, block_shape, tiles, tile_shape, dtype, buffer):
+        self.block_shape = tuple(block_shape)
+        self._tiles = tiles  # flat, row-major over block_shape
+        self.tile_shape = tuple(tile_shape)
+        self.dtype = to_dtype(dtype)
+        self.buffer = buffer
+
+    @property
+    def shape(self):
+        return self.block_shape + self.tile_shape
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"nki.tensor(blocks {list(self.block_shape)} x {self.buffer.name} {self.dtype}{list(self.tile_shape)})"
+
+    def _split(self, key, loc):
+        key = key if isinstance(key, tuple) else (key,)
+        nb = len(self.block_shape)
+        blocks, rest = key[:nb], key[nb:]
+        flat = 0
+        for d, b in enumerate(blocks):
+            if not isinstance(b, numbers.Integral):
+                raise user_error("unsupported", f"block dims (before nl.par_dim) must be indexed with ints, got {b!r}",
+                                 loc)
+            b = int(b) + (self.block_shape[d] if b < 0 else 0)
+            if not 0 <= b < self.block_shape[d]:
+                raise user_error("view-out-of-range", f"block index {b} out of range for block dim {d} of size "
+                                 f"{self.block_shape[d]}", loc)
+            flat = flat * self.block_shape[d] + b
+        if len(blocks) < nb:
+            raise user_error("unsupported", "index every block dim (before nl.par_dim) with an int", loc)
+        return self._tiles[flat], rest
+
+    def __getitem__(self, key):
+        loc = user_location()
+        tile, rest = self._split(key, loc)
+        return tile._index(rest, loc) if rest else tile
+
+    def __setitem__(self, key, value):
+        loc = user_location()
+        tile, rest = self._split(key, loc)
+        tile.__setitem__(rest if rest else Ellipsis, value)
+
+    def __iter__(self):
+        raise TypeError("iterate over a block tensor's blocks with an index: for i in nl.affine_range(n): t[i]")

@@ -1,0 +1,605 @@
+"""``neuronxcc.nki.language`` (G1, "Beta 1") on Knit: ``import knit.legacy.language as nl``.
+
+G1 kernels load tiles with ``nl.load``, compute with result-returning calls and operators, store
+with ``nl.store``, index with slices or ``nl.arange`` / ``nl.mgrid`` expressions and accumulate
+matmuls with ``psum += nl.matmul(...)``. Every call lowers to Knit's dst-first instructions (the
+same core as ``knit.language`` / ``knit.isa``), so rules are verified at the calling line.
+
+Not supported (clear errors): partition-dim broadcasting of on-chip tiles, non-rectangular
+``mask=`` predicates (use ``nisa.affine_select``), ``mask=`` on matmul/transpose/softmax and a
+few others, operand masking ``t[i_f < n]``, ``atomic_rmw``, ``loop_reduce``, ``all_reduce``,
+``dropout``, ``rand``, dynamic (tile-valued) indices.
+"""
+import numbers as _numbers
+
+import numpy as _np
+
+from .. import _trace
+from .. import language as _knl
+from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
+from .._source import user_location as _loc
+from .._tensor import ds  # noqa: F401
+from ..errors import user_error as _user_error
+from . import _ops
+from ._index import IndexExpr, MGridResult, Predicate, arange, mgrid  # noqa: F401
+from ._tensor import (BlockTensor, LegacyTensor, Pending, alloc as _alloc, emit as _emit, flush as _flush,  # noqa: F401
+                      psum, sbuf, wrap as _wrap)
+
+# ---- dtypes / buffers / constants (shared with knit.language) ------------------------------------------
+bool_ = _knl.bool_
+int8, int16, int32 = _knl.int8, _knl.int16, _knl.int32
+uint8, uint16, uint32 = _knl.uint8, _knl.uint16, _knl.uint32
+float16, bfloat16, float32, tfloat32 = _knl.float16, _knl.bfloat16, _knl.float32, _knl.tfloat32
+float8_e4m3, float8_e5m2 = _knl.float8_e4m3, _knl.float8_e5m2
+
+hbm, private_hbm, shared_hbm = _knl.hbm, _knl.private_hbm, _knl.shared_hbm
+is_hbm, is_sbuf, is_psum, is_on_chip = _knl.is_hbm, _knl.is_sbuf, _knl.is_psum, _knl.is_on_chip
+tile_size = _knl.tile_size
+tensor = LegacyTensor
+
+_F32 = _ALL["float32"]
+
+
+class fp32:
+    """FP32 constants: ``nl.fp32.min`` is the most negative finite float32 (bit pattern 0xff7fffff)."""
+
+    min = -3.4028234663852886e38
+
+
+class bfp16:
+    """BFLOAT16 constants: ``nl.bfp16.min`` is the most negative finite bfloat16 (0xff7f)."""
+
+    min = -3.3895313892515355e38
+
+
+class par_dim(int):
+    """``nl.par_dim(n)`` marks the partition dim inside a shape: ``(nl.par_dim(128), 512)`` is a
+    plain tile; ``(4, nl.par_dim(128), 512)`` is a block tensor of 4 tiles."""
+
+    def __repr__(self):
+        return f"nl.par_dim({int(self)})"
+
+
+class nc(int):
+    """``nl.nc(n)``: a logical-core launch-grid dim (the simulator runs every instance in order)."""
+
+
+def spmd_dim(*dims):
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+# ---- loops and SPMD ---------------------------------------------------------------------------------
+def affine_range(*args, **kwargs):
+    """G1 parallel loop; Knit runs every loop in order (sequential semantics are always correct)."""
+    return range(*args)
+
+
+sequential_range = static_range = affine_range
+
+
+def _grid():
+    return _trace.current().__dict__.get("_legacy_grid") or ()
+
+
+def program_id(axis=0):
+    trace = _trace.current()
+    grid = _grid()
+    if not grid:
+        return 0
+    return int(_np.unravel_index(trace.program_id, grid)[int(axis)])
+
+
+def num_programs(axes=None):
+    grid = _grid()
+    if axes is None:
+        n = 1
+        for g in grid:
+            n *= g
+        return n
+    axes = axes if isinstance(axes, (tuple, list)) else (axes,)
+    n = 1
+    for a in axes:
+        n *= grid[int(a)] if grid else 1
+    return n
+
+
+def program_ndim():
+    return len(_grid())
+
+
+# ---- tensor creation -------------------------------------------------------------------------------
+def _buffer(buffer, loc):
+    if buffer is None:
+        return sbuf
+    if isinstance(buffer, _knl._Buffer):
+        return buffer
+    knit_buffer = getattr(buffer, "_knit_buffer", None)  # ncc.sbuf.mod_alloc(...) & co.
+    if knit_buffer is not None:
+        return knit_buffer
+    raise _user_error("buffer", f"buffer={buffer!r} is not a buffer; pass nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm "
+                      "or an ncc.sbuf/ncc.psum allocator", loc)
+
+
+def _split_shape(shape, loc):
+    if isinstance(shape, _numbers.Integral):
+        shape = (shape,)
+    shape = tuple(shape)
+    marks = [i for i, s in enumerate(shape) if isinstance(s, par_dim)]
+    if len(marks) > 1:
+        raise _user_error("tensor-shape", "a shape may mark only one nl.par_dim", loc)
+    k = marks[0] if marks else 0
+    return tuple(int(s) for s in shape[:k]), tuple(int(s) for s in shape[k:])
+
+
+def _shared_alias(trace, shape, dtype, name):
+    """G1 SPMD: every launch-grid instance sees the same shared_hbm tensors, so the k-th shared_hbm
+    tensor an instance creates is the one instance 0 created."""
+    made = trace.__dict__.setdefault("_legacy_shared", [])
+    i = trace.__dict__.get("_legacy_shared_i", 0)
+    trace._legacy_shared_i = i + 1
+    if trace.program_id > 0 and i < len(made):
+        t = made[i]
+        if t.shape == tuple(shape) and t.dtype == dtype:
+            return t, made
+    return None, made
+
+
+def _create(shape, dtype, buffer, name, loc, value=None):
+    buffer = _buffer(buffer, loc)
+    dtype = _to_dtype(dtype)
+    blocks, tile_shape = _split_shape(shape, loc)
+    if not buffer.on_chip:  # HBM is linear: a par_dim mark means nothing there
+        blocks, tile_shape = (), blocks + tile_shape
+
+    def one(nm):
+        if buffer is shared_hbm and not blocks:
+            trace = _trace.current()
+            t, made = _shared_alias(trace, tile_shape, dtype, nm)
+            if t is not None:
+                return t
+        mode = "acc"
+        if buffer is psum:
+            mode = "auto" if value is None else ("lazy_zero" if value == 0 and dtype == _F32 else "acc")
+        t = _alloc(tile_shape, dtype, buffer, loc, nm, psum_mode=mode)
+        if buffer is shared_hbm and not blocks:
+            if trace.program_id == 0:
+                made.append(t)
+        if value is not None and mode != "lazy_zero":
+            _ops.fill(t, value, loc)
+        return t
+
+    if not blocks:
+        return one(name)
+    count = 1
+    for b in blocks:
+        count *= b
+    tiles = [one(f"{name}_{i}" if name else "") for i in range(count)]
+    return BlockTensor(blocks, tiles, tile_shape, dtype, buffer)
+
+
+def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
+    """An uninitialized tensor (the simulator fills fresh memory with NaN / 4)."""
+    loc = _loc()
+    _flush()
+    return _create(shape, dtype, buffer, name, loc)
+
+
+def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
+    loc = _loc()
+    _flush()
+    return _create(shape, dtype, buffer, name, loc, 0)
+
+
+def ones(shape, dtype, *, buffer=None, name="", **kwargs):
+    loc = _loc()
+    _flush()
+    return _create(shape, dtype, buffer, name, loc, 1)
+
+
+def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
+    loc = _loc()
+    _flush()
+    return _create(shape, dtype, buffer, name, loc, fill_value)
+
+
+def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    loc = _loc()
+    _flush()
+    return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc)
+
+
+def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    loc = _loc()
+    _flush()
+    return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, 0)
+
+
+def ones_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    loc = _loc()
+    _flush()
+    return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, 1)
+
+
+def full_like(a, fill_value, dtype=None, *, buffer=None, name="", **kwargs):
+    loc = _loc()
+    _flush()
+    return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, fill_value)
+
+
+def shared_constant(constant, dtype=None, **kwargs):
+    _flush()
+    return _wrap(_knl.shared_constant(constant, dtype=dtype))
+
+
+def shared_identity_matrix(n, dtype=uint8, **kwargs):
+    _flush()
+    return _wrap(_knl.shared_identity_matrix(n, dtype=dtype))
+
+
+# ---- data movement -----------------------------------------------------------------------------------
+def load(src, *, mask=None, dtype=None, **kwargs):
+    """HBM -> a new SBUF tile (dim 0 of the indexed view is the partition dim)."""
+    loc = _loc()
+    _flush()
+    src = _ops.tensor_arg(src, "src", loc)
+    if src.buffer.on_chip:
+        raise _user_error("buffer", f"nl.load reads HBM; src is in {src.buffer.name} (use nl.copy for on-chip tiles)",
+                          loc)
+    bx = _ops.mask_box(mask, loc)
+
+    def fn(dst, **kw):
+        args = _ops.clip(bx, loc, dst, src)
+        if args:
+            _emit(loc, "dma_copy", dst=args[0], src=args[1])
+
+    return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc, fn, kind="dma", mask=bx)
+
+
+def store(dst, value, *, mask=None, **kwargs):
+    """value (an SBUF/PSUM tile or a number) -> HBM view `dst`."""
+    loc = _loc()
+    _flush()
+    dst = _ops.tensor_arg(dst, "dst", loc)
+    if dst.buffer.on_chip:
+        raise _user_error("buffer", f"nl.store writes HBM; dst is in {dst.buffer.name} (assign on-chip tiles with "
+                          "t[...] = value)", loc)
+    _ops.assign(dst, value, loc, _ops.mask_box(mask, loc))
+
+
+def _pe_transpose(x, loc):
+    """x [P, F] (free dims flattened) -> a PSUM tile [F, P] through TensorE."""
+    if x.buffer is not sbuf:
+        x = _ops.to_sbuf(x, loc)
+    free = x.size // x.shape[0]
+    out = _alloc((free, x.shape[0]), x.dtype, psum, loc)
+    _emit(loc, "nc_transpose", dst=out, data=x, engine="tensor")
+    return out
+
+
+def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+    """HBM [K, M] -> SBUF [M, K] (a load and a TensorE transpose)."""
+    loc = _loc()
+    _flush()
+    src = _ops.tensor_arg(src, "src", loc)
+    _ops.no_mask(mask, "nl.load_transpose2d", loc)
+    if src.ndim != 2:
+        raise _user_error("operand-shape", f"nl.load_transpose2d needs a 2-D source, got {list(src.shape)}", loc)
+
+    def fn(dst, **kw):
+        tile = _alloc(src.shape, src.dtype, sbuf, loc)
+        _emit(loc, "dma_copy", dst=tile, src=src)
+        _emit(loc, "tensor_copy", dst=dst, src=_pe_transpose(tile, loc))
+
+    return _ops.pending(src.shape[::-1], dtype or src.dtype, sbuf, loc, fn)
+
+
+def _copy(src, *, mask=None, dtype=None, **kwargs):
+    """A new SBUF tile with src's contents (cast to dtype)."""
+    loc = _loc()
+    _flush()
+    src = _ops.tensor_arg(src, "src", loc)
+    bx = _ops.mask_box(mask, loc)
+    return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc,
+                        lambda dst, **kw: _ops.copy_into(dst, src, loc, bx), mask=bx)
+
+
+def static_cast(x, dtype, **kwargs):
+    return copy(x, dtype=dtype)
+
+
+def _acc_field(accumulate):
+    return "auto" if accumulate is None else ("on" if accumulate else "off")
+
+
+def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+    """``x @ y`` (or ``x.T @ y`` with transpose_x=True) as an fp32 PSUM tile; ``psum += nl.matmul(...)``
+    accumulates into an existing PSUM tile."""
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nl.matmul", loc)
+    x, y = _ops.tensor_arg(x, "x", loc), _ops.tensor_arg(y, "y", loc)
+    if x.ndim != 2 or y.ndim != 2:
+        raise _user_error("matmul-shape", f"nl.matmul takes 2-D tiles, got {list(x.shape)} and {list(y.shape)}", loc)
+    M = x.shape[1] if transpose_x else x.shape[0]
+
+    def fn(dst, accumulate=False):
+        stationary = x if transpose_x else _ops.to_sbuf(_pe_transpose(x, loc), loc)
+        if stationary.buffer is not sbuf:
+            stationary = _ops.to_sbuf(stationary, loc)
+        moving = y if y.buffer is sbuf else _ops.to_sbuf(y, loc)
+        _emit(loc, "nc_matmul", dst=dst, stationary=stationary, moving=moving, accumulate=_acc_field(accumulate))
+
+    return _ops.pending((M, y.shape[1]), _F32, psum, loc, fn, kind="matmul")
+
+
+def transpose(x, *, dtype=None, mask=None, **kwargs):
+    """2-D partition <-> free transpose into a new SBUF tile."""
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nl.transpose", loc)
+    x = _ops.tensor_arg(x, "x", loc)
+    free = x.size // x.shape[0]
+
+    def fn(dst, **kw):
+        if x.buffer is psum and x.shape[0] <= 32 and free <= 32:  # VectorE reads PSUM (<= 32x32)
+            _emit(loc, "nc_transpose", dst=dst, data=x, engine="vector")
+        else:
+            _emit(loc, "tensor_copy", dst=dst, src=_pe_transpose(x, loc))
+
+    return _ops.pending((free, x.shape[0]), dtype or x.dtype, sbuf, loc, fn)
+
+
+def broadcast_to(src, *, shape, **kwargs):
+    """A view of src broadcast to `shape` (free dims of size 1 only)."""
+    loc = _loc()
+    _flush()
+    return _ops.broadcast(_ops.tensor_arg(src, "src", loc), tuple(int(s) for s in shape), loc)
+
+
+def expand_dims(data, axis):
+    loc = _loc()
+    _flush()
+    t = _ops.tensor_arg(data, "data", loc)
+    for a in sorted(axis if isinstance(axis, (tuple, list)) else [axis]):
+        t = t.expand_dims(a)
+    return t
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+    """Element-wise ``condition ? x : y`` (a copy of y, then a predicated copy of x)."""
+    loc = _loc()
+    _flush()
+    cond = _ops.tensor_arg(condition, "condition", loc)
+    x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
+    d = _ops.out_dtype(dtype, *[v for v in (x, y)])
+    bx = _ops.mask_box(mask, loc)
+
+    def fn(dst, **kw):
+        _ops.assign(dst, y, loc, bx)
+        src = x if not _ops.is_tensor(x) else (x if x.size == dst.size else _ops.broadcast(x, dst.shape, loc))
+        args = _ops.clip(bx, loc, dst, cond, src)
+        if args:
+            _emit(loc, "tensor_copy_predicated", dst=args[0], predicate=args[1],
+                  src=args[2] if _ops.is_tensor(args[2]) else _ops.scalar_imm(args[2]))
+
+    return _ops.pending(cond.shape, d, sbuf, loc, fn, mask=bx)
+
+
+def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nl.gather_flattened", loc)
+    data, indices = _ops.tensor_arg(data, "data", loc), _ops.tensor_arg(indices, "indices", loc)
+
+    def fn(dst, **kw):
+        _emit(loc, "nc_n_gather", dst=dst, data=data, indices=indices)
+
+    return _ops.pending(indices.shape, dtype or data.dtype, sbuf, loc, fn, kind="gpsimd")
+
+
+def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """softmax over all free dims: max-reduce, exp(x - max) with a running sum, reciprocal, scale."""
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nl.softmax", loc)
+    x = _ops.tensor_arg(x, "x", loc)
+    axes = _ops.reduce_axes(axis, x.ndim, loc)
+    if axes != list(range(1, x.ndim)):
+        raise _user_error("unsupported", f"nl.softmax over axis={axis} of a {x.ndim}-D tile: Knit reduces over all "
+                          "free dims only (axis=1 for a 2-D tile)", loc)
+    P = x.shape[0]
+
+    def fn(dst, **kw):
+        neg_max = _alloc((P, 1), _F32, sbuf, loc)
+        _emit(loc, "tensor_reduce", dst=neg_max, op="maximum", data=x, axis=axes, negate=True, keepdims=True)
+        exps = _alloc(x.shape, _F32, sbuf, loc)
+        total = _alloc((P, 1), _F32, sbuf, loc)
+        _emit(loc, "activation_reduce", dst=exps, op="exp", data=x, reduce_op="add", reduce_res=total, bias=neg_max)
+        inv = _alloc((P, 1), _F32, sbuf, loc)
+        _emit(loc, "reciprocal", dst=inv, data=total)
+        _emit(loc, "tensor_scalar", dst=dst, data=exps, op0="multiply", operand0=inv)
+
+    return _ops.pending(x.shape, dtype or x.dtype, sbuf, loc, fn)
+
+
+def device_print(prefix, x, *, mask=None, **kwargs):
+    """Prints x's values when the simulation finishes."""
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nl.device_print", loc)
+    _knl.device_print(prefix, _ops.tensor_arg(x, "x", loc))
+
+
+def _unsupported(name, why=""):
+    def fn(*args, **kwargs):
+        raise _user_error("unsupported", f"nl.{name} is not supported by Knit's legacy API yet{why}", _loc())
+
+    fn.__name__ = name
+    return fn
+
+
+atomic_rmw = _unsupported("atomic_rmw")
+loop_reduce = _unsupported("loop_reduce", "; accumulate with += inside the loop")
+all_reduce = _unsupported("all_reduce")
+dropout = _unsupported("dropout")
+rand = _unsupported("rand")
+random_seed = _unsupported("random_seed")
+
+
+def _delegate(name, nargs=1):
+    """An nl.* function the current API (knit.language) implements: same computation, G1 signature
+    (keyword-only dtype/mask), the result as a G1 tile."""
+
+    def fn(*args, dtype=None, mask=None, **kwargs):
+        loc = _loc()
+        _flush()
+        _ops.no_mask(mask, f"nl.{name}", loc)
+        impl = getattr(_knl, name, None)
+        if impl is None:
+            raise _user_error("unsupported", f"nl.{name} is not supported by Knit yet", loc)
+        args = [_ops.tensor_arg(a, "x", loc) if i < nargs else a for i, a in enumerate(args)]
+        return _wrap(impl(*args, dtype=dtype, **kwargs))
+
+    fn.__name__ = name
+    return fn
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """x / sqrt(sum(x^2, axis) / n + epsilon) * w (knit.language.rms_norm)."""
+    return _delegate("rms_norm", 2)(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype, mask=mask)
+
+
+# ---- operators: element-wise, reductions (usable as op= of nki.isa calls) -------------------------------
+Op = _knl.Op
+
+
+def _shape_of(*xs):
+    shapes = [x.shape for x in xs if _ops.is_tensor(x)]
+    out = shapes[0]
+    for s in shapes[1:]:
+        out = _ops.broadcast_shape(out, s, None)
+    return out
+
+
+_BOOL_OUT = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
+             "logical_xor"}
+_PY_BINARY = {"add": _np.add, "subtract": _np.subtract, "multiply": _np.multiply, "divide": _np.divide,
+              "maximum": _np.maximum, "minimum": _np.minimum, "power": _np.power}
+
+
+def _binary(name):
+    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+        loc = _loc()
+        _flush()
+        x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
+        if not _ops.is_tensor(x) and not _ops.is_tensor(y):
+            if name in _PY_BINARY:
+                return _PY_BINARY[name](x, y).item()
+            raise _user_error("operand", f"nl.{name} needs a tile operand", loc)
+        try:
+            shape = _shape_of(x, y)
+        except Exception:
+            raise _user_error("operand-shape", f"nl.{name}: shapes {[getattr(v, 'shape', ()) for v in (x, y)]} "
+                              "do not broadcast", loc) from None
+        d = _to_dtype(dtype) if dtype is not None else (bool_ if name in _BOOL_OUT else _ops.out_dtype(None, x, y))
+        bx = _ops.mask_box(mask, loc)
+        return _ops.pending(shape, d, sbuf, loc, lambda dst, **kw: _ops.binary_into(dst, x, y, name, loc, bx), mask=bx)
+
+    fn.__name__ = name
+    return fn
+
+
+def _unary(name):
+    def fn(x, *, dtype=None, mask=None, **kwargs):
+        loc = _loc()
+        _flush()
+        x = _ops.tensor_arg(x, "x", loc)
+        d = _to_dtype(dtype) if dtype is not None else (bool_ if name == "logical_not" else x.dtype)
+        bx = _ops.mask_box(mask, loc)
+        return _ops.pending(x.shape, d, sbuf, loc, lambda dst, **kw: _ops.unary_into(dst, x, name, loc, bx), mask=bx)
+
+    fn.__name__ = name
+    return fn
+
+
+def _reduction(name, alu):
+    def fn(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+        loc = _loc()
+        _flush()
+        x = _ops.tensor_arg(x, "x", loc)
+        axes = _ops.reduce_axes(axis, x.ndim, loc)
+        shape = _ops.reduced_shape(x.shape, axes, keepdims)
+        d = _to_dtype(dtype) if dtype is not None else (bool_ if name == "all" else x.dtype)
+        bx = _ops.mask_box(mask, loc)
+        count = 1
+        for a in axes:
+            count *= x.shape[a] if 0 <= a < x.ndim else 1
+
+        def emit_fn(dst, **kw):
+            if name in ("sum", "max", "min", "prod"):
+                _ops.reduce_into(dst, x, alu, axes, loc, keepdims=keepdims, bx=bx)
+                return
+            if name == "all":
+                nonzero = _alloc(x.shape, _F32, sbuf, loc)
+                _ops.binary_into(nonzero, x, 0.0, "not_equal", loc)
+                _ops.reduce_into(dst, nonzero, "minimum", axes, loc, keepdims=keepdims, bx=bx)
+                return
+            total = _alloc(dst.shape, _F32, sbuf, loc)
+            if name == "mean":
+                _ops.reduce_into(total, x, "add", axes, loc, keepdims=keepdims, bx=bx)
+                _emit(loc, "tensor_scalar", dst=dst, data=total, op0="multiply", operand0=1.0 / count)
+                return
+            # var: mean of (x - mean)^2 over all free dims (population variance)
+            if axes != list(range(1, x.ndim)):
+                raise _user_error("unsupported", "nl.var reduces over all free dims only in Knit", loc)
+            _ops.no_mask(mask, "nl.var", loc)
+            neg_mean = _alloc((x.shape[0], 1), _F32, sbuf, loc)
+            _emit(loc, "tensor_reduce", dst=neg_mean, op="add", data=x, axis=axes, negate=True, keepdims=True)
+            _emit(loc, "tensor_scalar", dst=neg_mean, data=neg_mean, op0="multiply", operand0=1.0 / count)
+            squares = _alloc(x.shape, _F32, sbuf, loc)
+            ssq = _alloc((x.shape[0], 1), _F32, sbuf, loc)
+            _emit(loc, "activation_reduce", dst=squares, op="square", data=x, reduce_op="add", reduce_res=ssq,
+                  bias=neg_mean)
+            _emit(loc, "tensor_scalar", dst=dst, data=ssq, op0="multiply", operand0=1.0 / count)
+
+        return _ops.pending(shape, d, sbuf, loc, emit_fn, mask=bx)
+
+    fn.__name__ = name
+    return fn
+
+
+_BINARY_NAMES = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "abs_max",
+                 "abs_min", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
+                 "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+                 "right_shift"]
+_UNARY_NAMES = ["abs", "negative", "sign", "square", "sqrt", "rsqrt", "reciprocal", "exp", "log", "sin", "arctan",
+                "tanh", "relu", "sigmoid", "silu", "silu_dx", "gelu", "gelu_dx", "gelu_apprx_tanh",
+                "gelu_apprx_sigmoid", "gelu_apprx_sigmoid_dx", "mish", "softplus", "erf", "erf_dx", "invert",
+                "logical_not"]
+_REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "mean": None, "var": None,
+               "all": None}
+
+OPS = {}
+for _n in _BINARY_NAMES:
+    OPS[_n] = Op(_n, alu=_n)
+    OPS[_n].fn = _binary(_n)
+for _n in _UNARY_NAMES:
+    _k = _knl.OPS.get(_n)
+    OPS[_n] = Op(_n, alu=_k.alu if _k else None, act=_k.act if _k else None)
+    OPS[_n].fn = _unary(_n)
+for _n, _alu in _REDUCTIONS.items():
+    OPS[_n] = Op(_n, alu=_alu)
+    OPS[_n].fn = _reduction(_n, _alu)
+for _n in ["prelu", "bypass", "average"]:  # operator-only constants
+    _k = _knl.OPS[_n]
+    OPS[_n] = Op(_n, alu=_k.alu, act=_k.act)
+OPS["copy"] = Op("copy", act="copy")  # nl.copy: the copy function and the identity activation
+OPS["copy"].fn = _copy
+for _n in ["cos", "tan", "ceil", "floor", "trunc"]:  # computed by knit.language from other instructions
+    OPS[_n] = Op(_n)
+    OPS[_n].fn = _delegate(_n)
+globals().update(OPS)
+del _n, _alu, _k
