@@ -153,6 +153,28 @@ def affine_range(*args, **kwargs):
 sequential_range = static_range = affine_range
 
 
+def dynamic_range(start, stop=None, step=1):
+    """An on-device loop in NKI. Knit traces it like `range`, so its bounds must be Python ints
+    (bounds held in registers or read from tensors are not supported)."""
+    loc = user_location()
+    for bound in (start, stop, step):
+        if bound is not None and not isinstance(bound, numbers.Integral):
+            raise user_error("unsupported", "dynamic_range bounds must be Python ints in Knit (runtime "
+                             "register values are not supported yet)", loc)
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+def fori_loop(lower, upper, body_fun, step=1, **kwargs):
+    """Calls body_fun(i) for i in range(lower, upper, step), unrolled at trace time (NKI runs it
+    on device; with concrete int bounds the result is the same)."""
+    for i in dynamic_range(lower, upper, step):
+        body_fun(i)
+
+
+class NKIObject:
+    """Base class of kernel configuration objects (plain Python objects while tracing)."""
+
+
 def program_id(axis=0):
     return _trace.current().program_id
 

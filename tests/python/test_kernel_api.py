@@ -234,3 +234,27 @@ def test_rearrange_matches_numpy_reshape_and_transpose():
 
     a = np.arange(24, dtype=np.float32).reshape(2, 12)
     np.testing.assert_array_equal(swap_hw(a), a.reshape(2, 4, 3).transpose(0, 2, 1))
+
+
+def test_fori_loop_dynamic_range_and_nkiobject_trace_like_range():
+    class Config(nl.NKIObject):
+        def __init__(self, factor):
+            self.factor = factor
+
+    @nki.jit
+    def accumulate(a, cfg):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+
+        def body(i):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(i * cfg.factor))
+
+        nl.fori_loop(0, 4, body)  # adds 0 + 2 + 4 + 6
+        for _ in nl.dynamic_range(2):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    a = np.ones((2, 2), np.float32)
+    np.testing.assert_array_equal(accumulate(a, Config(2)), (1 + 12) * 4 * np.ones((2, 2)))
