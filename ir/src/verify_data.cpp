@@ -180,4 +180,31 @@ void check(Checker& c, const Memset& op) {
   }
 }
 
+void check(Checker& c, const NcStreamShuffle& op) {
+  c.on_chip(op.dst, "dst");
+  c.on_chip(op.src, "src");
+  c.same_tile(op.dst, "dst", op.src, "src");
+  if (op.dst.dtype != op.src.dtype) c.fail("dtype", "dst and src must have the same dtype");
+  if (op.shuffle_mask.size() != 32)
+    c.fail("operand-shape", "shuffle_mask needs 32 entries (one per partition of a quadrant), got " +
+                                std::to_string(op.shuffle_mask.size()));
+  for (int64_t m : op.shuffle_mask)
+    if ((m < 0 || m > 31) && m != 255)
+      c.fail("operand", "shuffle_mask entries are source partitions 0..31 or 255 (leave unchanged), got " +
+                            std::to_string(m));
+  // Active spans and their start partitions (nki-api.md §3.4).
+  const int64_t P = c.partitions(op.dst);
+  for (const View* v : {&op.dst, &op.src}) {
+    const TensorDecl& t = c.tensor(*v);
+    const int64_t per_part = t.partition_elements() * dtype_size(t.dtype) / dtype_size(v->dtype);
+    const int64_t start = v->offset / per_part + (t.address ? (*t.address)[0] : 0);
+    const bool ok = (P == 128 || P == 96) ? start == 0 : P == 64 ? (start == 0 || start == 64)
+                                            : P == 32 ? start % 32 == 0 : false;
+    if (!ok)
+      c.fail("partition-start", "nc_stream_shuffle moves 32, 64, 96 or 128 partitions starting at 0 (32: any "
+                                "quadrant, 64: 0 or 64); this operand spans " + std::to_string(P) +
+                                " partitions from partition " + std::to_string(start));
+  }
+}
+
 }  // namespace knit::ir

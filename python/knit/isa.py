@@ -343,3 +343,9 @@ def nc_n_gather(dst, data, indices, name=None, **kwargs):
     loc = user_location()
     _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              indices=_tensor(indices, "indices", loc))
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kwargs):
+    loc = user_location()
+    _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             shuffle_mask=[int(m) for m in shuffle_mask])

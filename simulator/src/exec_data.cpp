@@ -147,4 +147,23 @@ void exec(Machine& m, const Memset& op) {
   }
 }
 
+void exec(Machine& m, const NcStreamShuffle& op) {
+  Tile src = m.tile(op.src, "src");
+  Tile dst = m.tile(op.dst, "dst");
+  // Read every source row a mask entry names before writing (in-place shuffles are allowed).
+  std::vector<std::vector<uint32_t>> rows(src.P);
+  for (int64_t q = 0; q < dst.P; q += 32)
+    for (int64_t i = 0; i < 32 && q + i < dst.P; ++i) {
+      const int64_t from = op.shuffle_mask[i];
+      if (from == 255 || !rows[q + from].empty()) continue;
+      for (int64_t f = 0; f < src.F; ++f) rows[q + from].push_back(src.read_bits(src.at(q + from, f)));
+    }
+  for (int64_t q = 0; q < dst.P; q += 32)
+    for (int64_t i = 0; i < 32 && q + i < dst.P; ++i) {
+      const int64_t from = op.shuffle_mask[i];
+      if (from == 255) continue;
+      for (int64_t f = 0; f < dst.F; ++f) dst.write_bits(dst.at(q + i, f), rows[q + from][f]);
+    }
+}
+
 }  // namespace knit::sim

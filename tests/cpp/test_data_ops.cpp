@@ -455,3 +455,54 @@ TEST_CASE("on-chip placement reports SBUF over-subscription with the live tensor
     CHECK(what.find("229376") != std::string::npos);  // 224 KiB per partition on trn2
   }
 }
+
+TEST_CASE("nc_stream_shuffle moves partitions within each 32-partition quadrant", "[data][nc_stream_shuffle]") {
+  std::vector<int64_t> mask(32);
+  for (int i = 0; i < 32; ++i) mask[i] = 31 - i;  // reverse each quadrant
+  mask[5] = 255;                                   // partition 5 of each quadrant is left alone
+  ir::Kernel k = trace(
+      "shuffle",
+      [&](nl::tensor x) {
+        auto src = nl::ndarray({64, 3}, nl::bfloat16);
+        auto dst = nl::ndarray({64, 3}, nl::bfloat16);
+        isa::dma_copy(src, x);
+        isa::memset(dst, -1.0);
+        isa::nc_stream_shuffle(dst, src, mask);
+        auto out = nl::ndarray({64, 3}, nl::bfloat16, nl::shared_hbm);
+        isa::dma_copy(out, dst);
+        return out;
+      },
+      {arg({64, 3}, nl::bfloat16)});
+  const auto v = rounded(ir::DType::bfloat16, random_values(64 * 3, 61));
+  auto out = run(k, {host(ir::DType::bfloat16, {64, 3}, v)});
+  for (int q = 0; q < 64; q += 32)
+    for (int i = 0; i < 32; ++i)
+      for (int f = 0; f < 3; ++f) {
+        const float want = mask[i] == 255 ? -1.0f : v[(q + mask[i]) * 3 + f];
+        REQUIRE(out[0].get((q + i) * 3 + f) == want);
+      }
+}
+
+TEST_CASE("nc_stream_shuffle rules: mask size, entries and start partitions", "[data][nc_stream_shuffle]") {
+  auto rule_of = [](std::vector<int64_t> mask, int64_t start, int64_t parts) {
+    try {
+      trace(
+          "bad_shuffle",
+          [&](nl::tensor) {
+            auto t = nl::ndarray({128, 4}, nl::float32);
+            isa::nc_stream_shuffle(t(nl::ds(start, parts), nl::all), t(nl::ds(start, parts), nl::all), mask);
+          },
+          {arg({1, 1}, nl::float32)});
+    } catch (const Error& e) {
+      return e.rule();
+    }
+    return std::string("<no error>");
+  };
+  const std::vector<int64_t> ok(32, 0);
+  CHECK(rule_of(ok, 0, 128) == "<no error>");
+  CHECK(rule_of(ok, 64, 32) == "<no error>");
+  CHECK(rule_of(std::vector<int64_t>(16, 0), 0, 32) == "operand-shape");
+  CHECK(rule_of(std::vector<int64_t>(32, 40), 0, 32) == "operand");
+  CHECK(rule_of(ok, 32, 64) == "partition-start");
+  CHECK(rule_of(ok, 0, 48) == "partition-start");
+}

@@ -339,6 +339,9 @@ ir::Kernel all_ops_kernel() {
   emit(ir::DmaTranspose{BF, HIN, {1, 0}, ir::DgeMode::swdge, ir::OobMode::skip});
   emit(ir::LocalGather{S, BF, I32, 4, 16});
   emit(ir::NcNGather{OUT, S, I32});
+  std::vector<int64_t> mask(32, 255);
+  mask[0] = 31;
+  emit(ir::NcStreamShuffle{S, S, mask});
   return k;
 }
 

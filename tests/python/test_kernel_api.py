@@ -258,3 +258,27 @@ def test_fori_loop_dynamic_range_and_nkiobject_trace_like_range():
 
     a = np.ones((2, 2), np.float32)
     np.testing.assert_array_equal(accumulate(a, Config(2)), (1 + 12) * 4 * np.ones((2, 2)))
+
+
+def test_nc_stream_shuffle_matches_numpy_per_quadrant():
+    mask = [(i + 1) % 32 for i in range(32)]  # rotate each quadrant by one partition
+    mask[7] = 255
+
+    @nki.jit
+    def rotate(a):
+        src = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        dst = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=src, src=a)
+        nisa.memset(dst=dst, value=0.0)
+        nisa.nc_stream_shuffle(dst=dst, src=src, shuffle_mask=mask)
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=dst)
+        return out
+
+    a = np.random.default_rng(3).standard_normal((128, 5)).astype(np.float32)
+    want = np.zeros_like(a)
+    for q in range(0, 128, 32):
+        for i, m in enumerate(mask):
+            if m != 255:
+                want[q + i] = a[q + m]
+    np.testing.assert_array_equal(rotate(a), want)

@@ -282,6 +282,11 @@ inline void nc_n_gather(const nl::tensor& dst, const nl::tensor& data, const nl:
   detail::emit(ir::NcNGather{dst.view(), data.view(), indices.view()}, "", l);
 }
 
+inline void nc_stream_shuffle(const nl::tensor& dst, const nl::tensor& src, std::vector<int64_t> shuffle_mask,
+                              KNIT_HERE) {
+  detail::emit(ir::NcStreamShuffle{dst.view(), src.view(), std::move(shuffle_mask)}, "", l);
+}
+
 #undef KNIT_HERE
 
 }  // namespace knit::isa

@@ -320,6 +320,15 @@ struct NcNGather {
   KNIT_FIELDS_EQ(NcNGather);
 };
 
+// Cross-partition move inside each 32-partition quadrant: dst partition q*32+i <- src partition
+// q*32+shuffle_mask[i]; 255 leaves dst partition i untouched.
+struct NcStreamShuffle {
+  View dst, src;
+  IntList shuffle_mask;
+  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); f("shuffle_mask", shuffle_mask); }
+  KNIT_FIELDS_EQ(NcStreamShuffle);
+};
+
 #undef KNIT_FIELDS_EQ
 
 // The instruction list. (struct, text name)
@@ -350,7 +359,8 @@ struct NcNGather {
   X(NcFindIndex8, nc_find_index8)                    \
   X(DmaTranspose, dma_transpose)                     \
   X(LocalGather, local_gather)                       \
-  X(NcNGather, nc_n_gather)
+  X(NcNGather, nc_n_gather)                          \
+  X(NcStreamShuffle, nc_stream_shuffle)
 
 enum class Opcode : uint8_t {
 #define KNIT_X(type, name) name,
