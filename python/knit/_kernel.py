@@ -10,7 +10,7 @@ from . import _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
 from ._tensor import NkiTensor
 from .errors import user_error
-from .isa import target_from_env
+from .isa import _TARGETS, target_from_env
 from .typing import TensorType
 
 # ---- host arrays ------------------------------------------------------------------------------
@@ -89,16 +89,16 @@ class Kernel:
     """An NKI kernel (what @knit.jit returns). Calling it runs it on the simulator; calling it while
     another kernel is being traced inlines it (a sub-kernel). ``kernel[lnc]`` selects a launch grid."""
 
-    def __init__(self, fn, grid=(), **options):
+    def __init__(self, fn, grid=(), cache=None, **options):
         self.fn = fn
         self.grid = tuple(grid)
         self.options = options
-        self._cache = {}
+        self._cache = {} if cache is None else cache  # shared by kernel and kernel[grid]
         functools.update_wrapper(self, fn)
 
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.fn, tuple(int(g) for g in grid), **self.options)
+        return Kernel(self.fn, tuple(int(g) for g in grid), cache=self._cache, **self.options)
 
     def __call__(self, *args, **kwargs):
         if _trace.active():
@@ -107,6 +107,7 @@ class Kernel:
 
     def compile(self, *args, target=None, **kwargs):
         target = target or self.options.get("platform_target") or target_from_env()
+        target = _TARGETS.get(str(target).lower(), target)
         key = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
         if key not in self._cache:
@@ -119,7 +120,7 @@ class Kernel:
         count = 1
         for g in self.grid:
             count *= g
-        trace = _trace.Trace(self.fn.__name__, target, num_programs=count, grid_ndim=len(self.grid))
+        trace = _trace.Trace(self.fn.__name__, target, num_programs=count, grid_ndim=len(self.grid), grid=self.grid)
         code = self.fn.__code__
         loc = (code.co_filename, code.co_firstlineno, 0)
         names = list(inspect.signature(self.fn).parameters)
@@ -127,6 +128,9 @@ class Kernel:
         with _trace.tracing(trace):
             call_args = []
             for i, a in enumerate(args):
+                if isinstance(a, TensorType) and a.dtype is None:
+                    raise user_error("kernel-args", f"placeholder {a!r} has no dtype; write nt.tensor[[shape], dtype]",
+                                     loc)
                 if _is_array(a) or isinstance(a, TensorType):
                     shape, dt = (a.shape, a.dtype) if isinstance(a, TensorType) else (_to_numpy(a)[0].shape,
                                                                                           _to_numpy(a)[0].dtype)
@@ -140,6 +144,7 @@ class Kernel:
             results = None
             for pid in range(count):
                 trace.program_id = pid
+                trace.shared_created = 0
                 out = self.fn(*call_args, **kwargs)
                 if pid == 0:
                     results = out
@@ -224,8 +229,9 @@ def simulate_kernel(kernel, *args, **kwargs):
     return simulate(kernel)(*args, **kwargs)
 
 
-def compile(kernel, *args, target="trn2", **kwargs):
-    """Trace and verify `kernel` for these arguments (arrays or nt.tensor placeholders) on `target`;
-    the result's ``.ir`` is the IR text and calling it runs the kernel."""
+def compile(kernel, *args, target=None, **kwargs):
+    """Trace and verify `kernel` for these arguments (arrays or nt.tensor placeholders) on `target`
+    ("trn1" | "trn2" | "trn3"; default: jit's platform_target, else NEURON_PLATFORM_TARGET_OVERRIDE,
+    else trn2); the result's ``.ir`` is the IR text and calling it runs the kernel."""
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     return k.compile(*args, target=target, **kwargs)

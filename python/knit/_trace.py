@@ -11,12 +11,14 @@ _state = threading.local()
 
 
 class Trace:
-    def __init__(self, name, target, program_id=0, num_programs=1, grid_ndim=0):
+    def __init__(self, name, target, program_id=0, num_programs=1, grid_ndim=0, grid=()):
         self.builder = _core.Builder(name, target)
         self.target = target
         self.program_id = program_id
         self.num_programs = num_programs
         self.grid_ndim = grid_ndim
+        self.grid = tuple(grid)
+        self.shared_created = 0  # shared_hbm tensors created by the current grid instance
         self.constants = []  # (tensor id, numpy array) for nl.shared_constant & co.
         self.prints = []  # (prefix, tensor id) for nl.device_print
         self.tensor_count = 0

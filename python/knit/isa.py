@@ -90,10 +90,12 @@ def _op_name(op, kind, what, loc):
 
     if op is None:
         return "bypass" if kind == "alu" else "copy"
+    given = op
     if not isinstance(op, Op):
         op = _NUMPY_OPS.get(getattr(op, "__name__", None)) and OPS.get(_NUMPY_OPS[op.__name__])
     name = getattr(op, kind, None) if op is not None else None
     if name is None:
+        op = given
         expected = "an ALU operator (nl.add, nl.maximum, ...)" if kind == "alu" else "an activation function (nl.exp, ...)"
         raise user_error("alu-op" if kind == "alu" else "activation-op", f"{what}={op!r} is not {expected}", loc)
     return name
@@ -349,3 +351,25 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kwargs):
     loc = user_location()
     _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              shuffle_mask=[int(m) for m in shuffle_mask])
+
+
+def _reject_legacy_keywords(fn):
+    """G1's mask= has no meaning in the current API; silently computing everything would give
+    wrong answers, so it is an error that points to the legacy facade."""
+    import functools
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        if kwargs.get("mask") is not None:
+            raise user_error("unsupported", f"{fn.__name__}(mask=...) is the legacy (neuronxcc.nki) API; "
+                             "use knit.legacy / knit.compat for it, or slice the operands", user_location())
+        return fn(*args, **kwargs)
+
+    return checked
+
+
+for _name in [n for n, f in list(globals().items()) if callable(f) and getattr(f, "__module__", None) == __name__
+              and not n.startswith("_") and not isinstance(f, type) and n not in ("get_nc_version",
+                                                                                   "get_nc_sub_version",
+                                                                                   "target_from_env")]:
+    globals()[_name] = _reject_legacy_keywords(globals()[_name])

@@ -81,7 +81,11 @@ def _new_tensor(shape, dtype_, buffer, name, address, loc):
     dtype_ = storage_dtype(dtype_)
     # Launch-grid instances share named shared_hbm tensors (NKI: equal names alias the same
     # memory across cores), so every instance writes its part of one output.
-    shared_key = (name, tuple(shape), str(dtype_)) if buffer is shared_hbm and name else None
+    # Unnamed ones are matched by their order of creation within the instance.
+    shared_key = None
+    if buffer is shared_hbm:
+        trace.shared_created += 1
+        shared_key = (name or f"#{trace.shared_created}", tuple(shape), str(dtype_))
     if shared_key in trace.shared_tensors:
         return NkiTensor(trace.builder.full_view(trace.shared_tensors[shared_key]))
     trace.tensor_count += 1
@@ -129,7 +133,8 @@ def empty_like(x, dtype=None, buffer=None, name="", **kwargs):
 
 
 def shared_constant(constant, dtype=None, **kwargs):
-    """A constant baked into the kernel, in shared_hbm: a NumPy array or the path of a .npy file."""
+    """A constant baked into the kernel (a NumPy array or the path of a .npy file). Knit passes it
+    to the kernel as a hidden read-only HBM argument."""
     loc = user_location()
     array = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
     if dtype is not None:
@@ -176,11 +181,24 @@ class NKIObject:
 
 
 def program_id(axis=0):
-    return _trace.current().program_id
+    """This instance's index along grid dim `axis` (instances are numbered row-major)."""
+    trace = _trace.current()
+    grid = trace.grid or (trace.num_programs,)
+    index = trace.program_id
+    for g in reversed(grid[int(axis) + 1:]):
+        index //= g
+    return index % grid[int(axis)]
 
 
 def num_programs(axes=0):
-    return _trace.current().num_programs
+    """Instances along grid dim `axes` (an int), or their product over a tuple of dims / None."""
+    trace = _trace.current()
+    grid = trace.grid or (trace.num_programs,)
+    dims = range(len(grid)) if axes is None else (axes if isinstance(axes, (tuple, list)) else (axes,))
+    n = 1
+    for d in dims:
+        n *= grid[int(d)]
+    return n
 
 
 def program_ndim():

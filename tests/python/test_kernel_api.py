@@ -282,3 +282,36 @@ def test_nc_stream_shuffle_matches_numpy_per_quadrant():
             if m != 255:
                 want[q + i] = a[q + m]
     np.testing.assert_array_equal(rotate(a), want)
+
+
+def test_two_dim_grid_program_ids_and_unnamed_shared_outputs():
+    @nki.jit
+    def tiles(a):
+        i, j = nl.program_id(0), nl.program_id(1)
+        assert (nl.num_programs(0), nl.num_programs(1), nl.num_programs(None)) == (2, 3, 6)
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)  # unnamed: shared by creation order
+        t = nl.ndarray((1, 1), a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=float(10 * i + j))
+        nisa.dma_copy(dst=out[i:i + 1, j:j + 1], src=t)
+        return out
+
+    out = tiles[2, 3](np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(out, [[0, 1, 2], [10, 11, 12]])
+
+
+def test_legacy_mask_keyword_is_rejected_in_the_current_api():
+    @nki.jit
+    def masked(a):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a, mask=True)
+        return t
+
+    with pytest.raises(knit.NkiValidationError) as info:
+        masked(np.ones((2, 2), np.float32))
+    assert info.value.rule == "unsupported" and "mask=" in str(info.value)
+
+
+def test_placeholder_without_dtype_is_a_clear_error():
+    with pytest.raises(knit.NkiValidationError) as info:
+        nki.compile(double, nt.tensor[128, 64])
+    assert info.value.rule == "kernel-args"
