@@ -77,6 +77,12 @@ void Checker::integer_dtype(const View& v, const char* what) const {
                       " but bit-vector operations need integer dtypes");
 }
 
+void Checker::same_dtype(const View& a, const char* an, const View& b, const char* bn) const {
+  if (a.dtype != b.dtype)
+    fail("dtype", std::string(an) + " has dtype " + std::string(to_string(a.dtype)) + " but " + bn + " has " +
+                      std::string(to_string(b.dtype)) + "; this instruction moves bits and cannot convert dtypes");
+}
+
 void Checker::engine_in(Engine e, std::initializer_list<Engine> allowed) const {
   if (e == Engine::unknown) return;
   for (Engine a : allowed)

@@ -25,7 +25,7 @@ void check(Checker& c, const DmaTranspose& op) {
   c.buffer_in(op.dst, "dst", {Buffer::sbuf});
   c.buffer_in(op.src, "src", {Buffer::hbm, Buffer::shared_hbm, Buffer::sbuf});
   if (dtype_size(op.src.dtype) != 2) c.fail("dtype", "dma_transpose moves 2-byte dtypes only (bfloat16, float16, int16, uint16)");
-  if (op.src.dtype != op.dst.dtype) c.fail("dtype", "dst and src must have the same dtype");
+  c.same_dtype(op.dst, "dst", op.src, "src");
   const size_t rank = op.src.dims.size();
   IntList axes = op.axes;
   if (axes.empty()) {
@@ -115,7 +115,7 @@ void check(Checker& c, const NcMatmul& op) {
 
 void check(Checker& c, const NcTranspose& op) {
   c.engine_in(op.engine, {Engine::tensor, Engine::vector});
-  if (op.dst.dtype != op.data.dtype) c.fail("dtype", "dst dtype must equal data dtype");
+  c.same_dtype(op.dst, "dst", op.data, "data");
   const int64_t P = c.partitions(op.data), F = c.free_size(op.data);
   if (c.partitions(op.dst) != F || c.free_size(op.dst) != P)
     c.fail("transpose-shape", "dst must be [" + std::to_string(F) + ", " + std::to_string(P) + "] (data is [" +
@@ -184,7 +184,7 @@ void check(Checker& c, const NcStreamShuffle& op) {
   c.on_chip(op.dst, "dst");
   c.on_chip(op.src, "src");
   c.same_tile(op.dst, "dst", op.src, "src");
-  if (op.dst.dtype != op.src.dtype) c.fail("dtype", "dst and src must have the same dtype");
+  c.same_dtype(op.dst, "dst", op.src, "src");
   if (op.shuffle_mask.size() != 32)
     c.fail("operand-shape", "shuffle_mask needs 32 entries (one per partition of a quadrant), got " +
                                 std::to_string(op.shuffle_mask.size()));

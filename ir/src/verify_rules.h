@@ -45,6 +45,8 @@ class Checker {
   // Operand's dtype must be one of `allowed`.
   void dtype_in(const View& v, const char* what, std::initializer_list<DType> allowed) const;
   void integer_dtype(const View& v, const char* what) const;
+  // Operands a and b must have the same dtype (the instruction moves bits, it cannot convert).
+  void same_dtype(const View& a, const char* an, const View& b, const char* bn) const;
   // Engine choice must be one of `allowed` (unknown is always accepted).
   void engine_in(Engine e, std::initializer_list<Engine> allowed) const;
   // The instruction needs at least nc_version `min_gen` (2 = trn1, 3 = trn2, 4 = trn3).

@@ -211,9 +211,7 @@ void check(Checker& c, const LocalGather& op) {
   gpsimd_sbuf(c, op.src_buffer, "src_buffer");
   gpsimd_sbuf(c, op.index, "index");
   c.dtype_in(op.index, "index", {DType::uint16});
-  if (op.dst.dtype != op.src_buffer.dtype)
-    c.fail("dtype", "dst has dtype " + std::string(to_string(op.dst.dtype)) + " but src_buffer has " +
-                        std::string(to_string(op.src_buffer.dtype)) + "; local_gather cannot convert dtypes");
+  c.same_dtype(op.dst, "dst", op.src_buffer, "src_buffer");
   c.same_partitions(op.src_buffer, "src_buffer", op.index, "index");
   c.same_partitions(op.dst, "dst", op.src_buffer, "src_buffer");
   const int64_t P = c.partitions(op.src_buffer);
@@ -243,9 +241,7 @@ void check(Checker& c, const NcNGather& op) {
   gpsimd_sbuf(c, op.data, "data");
   gpsimd_sbuf(c, op.indices, "indices");
   c.dtype_in(op.indices, "indices", {DType::uint32});
-  if (op.dst.dtype != op.data.dtype)
-    c.fail("dtype", "dst has dtype " + std::string(to_string(op.dst.dtype)) + " but data has " +
-                        std::string(to_string(op.data.dtype)) + "; nc_n_gather cannot convert dtypes");
+  c.same_dtype(op.dst, "dst", op.data, "data");
   c.same_partitions(op.dst, "dst", op.data, "data");
   c.same_partitions(op.indices, "indices", op.data, "data");
   c.same_free_size(op.dst, "dst", op.indices, "indices");
