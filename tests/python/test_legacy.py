@@ -938,3 +938,19 @@ def test_legacy_source_text_runs_via_compat_in_a_fresh_interpreter(tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+
+
+def test_legacy_nc_stream_shuffle_in_place():
+    mask = [31 - i for i in range(32)]
+
+    @nki.jit
+    def reverse_quadrant(a):
+        src = nl.load(a)
+        dst = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.nc_stream_shuffle(src, dst, mask)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, dst)
+        return out
+
+    a = np.arange(32 * 4, dtype=np.float32).reshape(32, 4)
+    np.testing.assert_array_equal(reverse_quadrant(a), a[::-1])

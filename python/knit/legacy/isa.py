@@ -300,6 +300,17 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
               reverse_pred=bool(reverse_pred))
 
 
+def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
+    """In place: ``dst[q*32 + i] = src[q*32 + shuffle_mask[i]]`` in each 32-partition quadrant
+    (255 leaves dst partition i unchanged)."""
+    loc = _loc()
+    _flush()
+    if mask is not None:
+        raise _user_error("unsupported", "mask= is not supported yet for nc_stream_shuffle", loc)
+    _emit(loc, "nc_stream_shuffle", dst=_t(dst, "dst", loc), src=_t(src, "src", loc),
+          shuffle_mask=[int(m) for m in shuffle_mask])
+
+
 def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
     loc = _loc()
     _flush()
@@ -576,4 +587,3 @@ dropout = _unsupported("dropout")
 builtin_custom_op = _unsupported("builtin_custom_op")
 tensor_copy_dynamic_src = _unsupported("tensor_copy_dynamic_src")
 tensor_copy_dynamic_dst = _unsupported("tensor_copy_dynamic_dst")
-nc_stream_shuffle = _unsupported("nc_stream_shuffle")
