@@ -30,6 +30,16 @@ void Checker::fail(const std::string& rule, const std::string& message) const {
   user_error(inst_.loc, rule, std::string(inst_.opcode_name()) + ": " + message);
 }
 
+int64_t Checker::partition_size(const View& v) const {
+  const TensorDecl& t = tensor(v);
+  return t.partition_elements() * dtype_size(t.dtype) / dtype_size(v.dtype);
+}
+
+int64_t Checker::start_partition(const View& v) const {
+  const TensorDecl& t = tensor(v);
+  return v.offset / partition_size(v) + (t.address ? (*t.address)[0] : 0);
+}
+
 void Checker::buffer_in(const View& v, const char* what, std::initializer_list<Buffer> allowed) const {
   const Buffer b = buffer(v);
   for (Buffer a : allowed)

@@ -101,8 +101,7 @@ void check(Checker& c, const NcMatmul& op) {
   if (nc_version(c.target()) < 4) {
     const int64_t bank = target_info(c.target()).psum_bank_bytes;
     const TensorDecl& t = c.tensor(op.dst);
-    const int64_t per_part = t.partition_elements() * dtype_size(t.dtype) / dtype_size(op.dst.dtype);
-    const int64_t first = (op.dst.offset % per_part) * dtype_size(op.dst.dtype);
+    const int64_t first = (op.dst.offset % c.partition_size(op.dst)) * dtype_size(op.dst.dtype);
     int64_t span = 0;
     for (size_t k = 1; k < op.dst.dims.size(); ++k) span += op.dst.dims[k].step * (op.dst.dims[k].num - 1);
     const int64_t last = first + span * dtype_size(op.dst.dtype);
@@ -195,9 +194,7 @@ void check(Checker& c, const NcStreamShuffle& op) {
   // Active spans and their start partitions (nki-api.md §3.4).
   const int64_t P = c.partitions(op.dst);
   for (const View* v : {&op.dst, &op.src}) {
-    const TensorDecl& t = c.tensor(*v);
-    const int64_t per_part = t.partition_elements() * dtype_size(t.dtype) / dtype_size(v->dtype);
-    const int64_t start = v->offset / per_part + (t.address ? (*t.address)[0] : 0);
+    const int64_t start = c.start_partition(*v);
     const bool ok = (P == 128 || P == 96) ? start == 0 : P == 64 ? (start == 0 || start == 64)
                                             : P == 32 ? start % 32 == 0 : false;
     if (!ok)

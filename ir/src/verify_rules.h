@@ -25,6 +25,10 @@ class Checker {
   int64_t partitions(const View& v) const { return view_partitions(tensor(v), v); }
   int64_t free_size(const View& v) const { return view_free_size(tensor(v), v); }
   Buffer buffer(const View& v) const { return tensor(v).buffer; }
+  // On-chip: the tensor's partition size counted in elements of the view's dtype.
+  int64_t partition_size(const View& v) const;
+  // On-chip: the absolute first partition a view touches (its address= pin included).
+  int64_t start_partition(const View& v) const;
   bool in_psum(const View& v) const { return buffer(v) == Buffer::psum; }
 
   // Operand `what` must live in one of `allowed`.

@@ -69,12 +69,6 @@ void affine_pattern(const Checker& c, const View& dst, const Pattern& pattern, i
 }
 
 // First partition a view touches, counting an address= pin: GpSimd cores own 16-partition groups.
-int64_t start_partition(const Checker& c, const View& v) {
-  const TensorDecl& t = c.tensor(v);
-  const int64_t per_partition = t.partition_elements() * dtype_size(t.dtype) / dtype_size(v.dtype);
-  return v.offset / per_partition + (t.address ? (*t.address)[0] : 0);
-}
-
 // nc_find_index8 / max8 read 8..16384 elements per partition.
 void top8_free_size(const Checker& c, const View& v, const char* what) {
   const int64_t n = c.free_size(v);
@@ -215,8 +209,8 @@ void check(Checker& c, const LocalGather& op) {
   c.same_partitions(op.src_buffer, "src_buffer", op.index, "index");
   c.same_partitions(op.dst, "dst", op.src_buffer, "src_buffer");
   const int64_t P = c.partitions(op.src_buffer);
-  if (P % 16 != 0 || start_partition(c, op.src_buffer) % 16 != 0 || start_partition(c, op.index) % 16 != 0 ||
-      start_partition(c, op.dst) % 16 != 0)
+  if (P % 16 != 0 || c.start_partition(op.src_buffer) % 16 != 0 || c.start_partition(op.index) % 16 != 0 ||
+      c.start_partition(op.dst) % 16 != 0)
     c.fail("operand-shape", "operands must cover whole 16-partition GpSimd core groups (start on a multiple of 16, "
                             "span a multiple of 16 partitions); src_buffer has " + std::to_string(P) + " partitions");
   const int64_t E = op.num_elem_per_idx;
