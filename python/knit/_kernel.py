@@ -68,14 +68,15 @@ class Compiled:
     """A traced, verified kernel for one set of argument shapes/dtypes/constants and a target.
     ``.ir`` is its IR text; calling it runs it on the simulator."""
 
-    def __init__(self, kernel, core_kernel, trace, param_positions, target):
+    def __init__(self, kernel, core_kernel, trace, param_positions, target, num_outputs, single):
         self.kernel = kernel
         self.core = core_kernel
         self.target = target
         self._constants = trace.constants
         self._prints = trace.prints
         self._param_positions = param_positions
-        self._num_outputs = core_kernel.num_outputs if hasattr(core_kernel, "num_outputs") else None
+        self._num_outputs = num_outputs  # the kernel's results; device_print outputs follow them
+        self._single = single  # the kernel returned one tensor (not a tuple)
 
     @property
     def ir(self):
@@ -132,8 +133,8 @@ class Kernel:
                     raise user_error("kernel-args", f"placeholder {a!r} has no dtype; write nt.tensor[[shape], dtype]",
                                      loc)
                 if _is_array(a) or isinstance(a, TensorType):
-                    shape, dt = (a.shape, a.dtype) if isinstance(a, TensorType) else (_to_numpy(a)[0].shape,
-                                                                                          _to_numpy(a)[0].dtype)
+                    spec = a if isinstance(a, TensorType) else _to_numpy(a)[0]
+                    shape, dt = spec.shape, spec.dtype
                     name = names[i] if i < len(names) else f"arg{i}"
                     tid = _trace.core_call(trace.builder.add_param, name, str(storage_dtype(dt)),
                                            list(shape), loc)
@@ -151,10 +152,7 @@ class Kernel:
             outputs = self._output_ids(results, loc)
             _trace.core_call(trace.builder.set_outputs, outputs + [tid for _, tid in trace.prints])
             core_kernel = _trace.core_call(trace.builder.finish)
-        compiled = Compiled(self, core_kernel, trace, positions, target)
-        compiled._num_outputs = len(outputs)
-        compiled._single = isinstance(results, NkiTensor)
-        return compiled
+        return Compiled(self, core_kernel, trace, positions, target, len(outputs), isinstance(results, NkiTensor))
 
     @staticmethod
     def _output_ids(results, loc):
