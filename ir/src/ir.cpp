@@ -45,11 +45,17 @@ constexpr std::string_view kOpNames[] = {
 };
 }  // namespace
 
-std::string_view opcode_name(Opcode op) { return kOpNames[static_cast<int>(op)]; }
+// Enumerators that would be C++ keywords carry a trailing '_' (while_, if_, else_); their text
+// names do not.
+static constexpr std::string_view text_name(std::string_view enumerator) {
+  return enumerator.ends_with('_') ? enumerator.substr(0, enumerator.size() - 1) : enumerator;
+}
+
+std::string_view opcode_name(Opcode op) { return text_name(kOpNames[static_cast<int>(op)]); }
 
 std::optional<Opcode> parse_opcode(std::string_view name) {
   for (size_t i = 0; i < std::size(kOpNames); ++i)
-    if (kOpNames[i] == name) return static_cast<Opcode>(i);
+    if (text_name(kOpNames[i]) == name) return static_cast<Opcode>(i);
   return std::nullopt;
 }
 

@@ -41,6 +41,9 @@ class Lexer {
     return pos_ < text_.size() ? text_[pos_] : '\0';
   }
 
+  // The very next character, without skipping blanks: for suffixes written without spaces.
+  bool next_is(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
+
   bool accept(char c) {
     if (peek() != c) return false;
     advance();
@@ -271,8 +274,34 @@ class Parser {
     if (lex_.accept(':')) v.dtype = enum_value<DType>("dtype");
     lex_.expect('@');
     v.offset = lex_.integer();
+    while (lex_.next_is('+') || lex_.next_is('-')) {  // dynamic terms: +coeff*rN
+      RegTerm t;
+      t.coeff = lex_.integer();
+      lex_.expect('*');
+      t.reg = reg();
+      v.dynamic.push_back(t);
+    }
     v.dims = pattern();
+    if (lex_.next_is('<')) {  // indirect: <dim:index-view>
+      lex_.expect('<');
+      v.indirect_dim = static_cast<int>(lex_.integer());
+      lex_.expect(':');
+      v.indirect.push_back(view());
+      lex_.expect('>');
+    }
     return v;
+  }
+
+  // rN
+  int reg() {
+    const std::string word = lex_.ident();
+    int64_t id = -1;
+    if (word.size() > 1 && word[0] == 'r') {
+      auto [ptr, ec] = std::from_chars(word.data() + 1, word.data() + word.size(), id);
+      if (ec != std::errc() || ptr != word.data() + word.size()) id = -1;
+    }
+    if (id < 0 || id > 1'000'000) lex_.fail("expected a register such as r0, found '" + word + "'");
+    return static_cast<int>(id);
   }
 
   void value(View& v) { v = view(); }
@@ -301,6 +330,27 @@ class Parser {
     lex_.expect(']');
   }
   void value(Pattern& p) { p = pattern(); }
+  void value(ViewList& l) {
+    l.clear();
+    lex_.expect('[');
+    if (lex_.accept(']')) return;
+    do l.push_back(view());
+    while (lex_.accept(','));
+    lex_.expect(']');
+  }
+  void value(std::vector<double>& l) {
+    l.clear();
+    lex_.expect('[');
+    if (lex_.accept(']')) return;
+    do l.push_back(lex_.number());
+    while (lex_.accept(','));
+    lex_.expect(']');
+  }
+  void value(Reg& r) { r.id = reg(); }
+  void value(IntValue& v) {
+    if (lex_.peek() == 'r') v = IntValue::of_reg(reg());
+    else v = IntValue::of(lex_.integer());
+  }
   template <class E>
     requires std::is_enum_v<E>
   void value(E& e) { e = enum_value<E>(field_); }

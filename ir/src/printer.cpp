@@ -1,6 +1,8 @@
 // IR -> text. Each operand prints as name=value; operands equal to their NKI default are left
 // out, so the text shows what the kernel chose. Grammar: docs/ir.md.
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -58,12 +60,19 @@ class Printer {
  public:
   Printer(const Kernel& k, std::ostream& out) : k_(k), out_(out) {}
 
+  // %id[:dtype]@offset[+coeff*rN...][pattern][<dim:index-view>]
   void view(const View& v) {
     out_ << '%' << v.tensor;
     if (v.tensor >= 0 && v.tensor < static_cast<int>(k_.tensors.size()) && v.dtype != k_.tensors[v.tensor].dtype)
       out_ << ':' << to_string(v.dtype);
     out_ << '@' << v.offset;
+    for (const RegTerm& t : v.dynamic) out_ << (t.coeff < 0 ? "-" : "+") << std::abs(t.coeff) << "*r" << t.reg;
     print_pattern(out_, v.dims);
+    if (const View* index = v.index_view()) {
+      out_ << '<' << v.indirect_dim << ':';
+      view(*index);
+      out_ << '>';
+    }
   }
 
   void value(const View& v) { view(v); }
@@ -85,6 +94,27 @@ class Printer {
     out_ << ']';
   }
   void value(const Pattern& p) { print_pattern(out_, p); }
+  void value(const ViewList& l) {
+    out_ << '[';
+    for (size_t k = 0; k < l.size(); ++k) {
+      if (k) out_ << ", ";
+      view(l[k]);
+    }
+    out_ << ']';
+  }
+  void value(const std::vector<double>& l) {
+    out_ << '[';
+    for (size_t k = 0; k < l.size(); ++k) {
+      if (k) out_ << ',';
+      print_number(out_, l[k]);
+    }
+    out_ << ']';
+  }
+  void value(const Reg& r) { out_ << 'r' << r.id; }
+  void value(const IntValue& v) {
+    if (v.is_reg()) out_ << 'r' << v.reg;
+    else out_ << v.imm;
+  }
   template <class E>
     requires std::is_enum_v<E>
   void value(E e) { out_ << to_string(e); }
@@ -131,10 +161,14 @@ class Printer {
       print_loc(out_, t.loc);
       out_ << '\n';
     }
+    int depth = 0;  // block nesting, shown as indentation
     for (const Instruction& inst : k_.body) {
-      out_ << "  ";
+      const Opcode op = inst.opcode();
+      if (op == Opcode::end || op == Opcode::else_) depth = std::max(0, depth - 1);
+      out_ << std::string(2 + 2 * depth, ' ');
       instruction(inst);
       out_ << '\n';
+      if (op == Opcode::loop || op == Opcode::while_ || op == Opcode::if_ || op == Opcode::else_) ++depth;
     }
     out_ << "  return";
     for (size_t i = 0; i < k_.outputs.size(); ++i) out_ << (i ? ", %" : " %") << k_.outputs[i];

@@ -1,5 +1,6 @@
 #include "knit/ir/verifier.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "verify_rules.h"
@@ -165,6 +166,7 @@ void verify_instruction(const Kernel& k, const Instruction& inst) {
       user_error(inst.loc, "ir-reference", std::string(inst.opcode_name()) + ": operand " + name +
                                                " refers to undeclared tensor %" + std::to_string(v.tensor));
     check_view(k.tensors[v.tensor], v, std::string(inst.opcode_name()) + " operand " + name, inst.loc);
+    if (v.index_view()) check_indirect(k, inst, v, name);
   });
   Checker c(k, inst);
   std::visit(
@@ -187,6 +189,7 @@ void verify(const Kernel& k) {
                                             "; outputs must be created with buffer=shared_hbm");
   }
   for (const Instruction& inst : k.body) verify_instruction(k, inst);
+  verify_blocks(k);
 }
 
 }  // namespace knit::ir

@@ -65,6 +65,11 @@ class Checker {
 
 std::string list_text(std::initializer_list<std::string_view> items);
 
+// Rules of an indirect view `what` of `inst` (verify_control.cpp).
+void check_indirect(const Kernel& k, const Instruction& inst, const View& v, const char* what);
+// Every loop / while / if is closed by an end, every else belongs to an if.
+void verify_blocks(const Kernel& k);
+
 #define KNIT_X(type, name) void check(Checker& c, const type& op);
 KNIT_OPS(KNIT_X)
 #undef KNIT_X

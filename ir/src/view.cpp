@@ -314,6 +314,11 @@ View bitcast(const TensorDecl& t, const View& v, DType dtype, const SourceLoc& l
                                         std::to_string(v.dims.back().num) + " x " + std::string(to_string(v.dtype)) +
                                         " does not split into whole elements");
   r.offset = v.offset * from / to;
+  for (RegTerm& term : r.dynamic) {
+    if ((term.coeff * from) % to != 0)
+      user_error(loc, "view-bitcast", "view(dtype): a dynamic offset is not a whole number of new elements");
+    term.coeff = term.coeff * from / to;
+  }
   for (size_t k = 0; k + 1 < r.dims.size(); ++k) {
     if ((r.dims[k].step * from) % to != 0)
       user_error(loc, "view-bitcast", "view(dtype): a stride is not a whole number of new elements");
@@ -333,6 +338,7 @@ View ap(const TensorDecl& t, const View& v, const Pattern& pattern, std::optiona
   r.tensor = v.tensor;
   r.dtype = dtype.value_or(t.dtype);
   r.offset = offset.value_or(v.offset);
+  if (!offset) r.dynamic = v.dynamic;  // the view's own runtime offset carries over
   r.dims = pattern;
   return r;
 }
@@ -343,6 +349,34 @@ int64_t view_partitions(const TensorDecl& t, const View& v) {
 
 int64_t view_free_size(const TensorDecl& t, const View& v) {
   return v.num_elements() / std::max<int64_t>(1, view_partitions(t, v));
+}
+
+View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t coeff, const SourceLoc& loc) {
+  if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
+    user_error(loc, "view-dim", "dim " + std::to_string(dim) + " is out of range for a " +
+                                    std::to_string(v.dims.size()) + "-D view");
+  if (is_on_chip(t.buffer) && dim == 0)
+    user_error(loc, "dynamic-partition",
+               "a register cannot index the partition dim of an " + std::string(to_string(t.buffer)) +
+                   " tensor (instructions address a static partition range); index a free dim or an HBM tensor");
+  if (reg < 0) user_error(loc, "register", "invalid register r" + std::to_string(reg));
+  View r = v;
+  r.dynamic.push_back({reg, coeff * v.dims[dim].step});
+  return r;
+}
+
+View make_indirect(const TensorDecl& t, const View& v, int dim, const View& index, const SourceLoc& loc) {
+  if (!is_hbm(t.buffer))
+    user_error(loc, "indirect", "vector_offset indexes rows of an HBM tensor; '" + t.name + "' is in " +
+                                    std::string(to_string(t.buffer)));
+  if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
+    user_error(loc, "indirect", "indirect_dim " + std::to_string(dim) + " is not a dim of the " +
+                                    std::to_string(v.dims.size()) + "-D access pattern");
+  if (v.index_view()) user_error(loc, "indirect", "the view is already indirect");
+  View r = v;
+  r.indirect_dim = dim;
+  r.indirect = {index};
+  return r;
 }
 
 void check_view(const TensorDecl& t, const View& v, const std::string& what, const SourceLoc& loc) {
@@ -359,8 +393,11 @@ void check_view(const TensorDecl& t, const View& v, const std::string& what, con
     user_error(loc, "view-out-of-range", what + " reads or writes outside tensor '" + t.name + "' " +
                                              shape_text(t.shape) + ": " + detail);
   };
+  // A dynamic or indirect view's range depends on register / index values: the interpreter
+  // checks the concrete view each time the instruction runs. Its shape rules are checked here.
+  const bool static_range = v.is_static();
   if (!is_on_chip(t.buffer)) {
-    if (v.offset + lo < 0 || (v.offset + hi + 1) * esize > storage_bytes)
+    if (static_range && (v.offset + lo < 0 || (v.offset + hi + 1) * esize > storage_bytes))
       oob("flat elements " + std::to_string(v.offset + lo) + ".." + std::to_string(v.offset + hi) + " of " +
           std::to_string(storage_bytes / esize));
     return;
@@ -380,6 +417,7 @@ void check_view(const TensorDecl& t, const View& v, const std::string& what, con
                what + ": the partition dim's step is " + std::to_string(pdim.step) +
                    " but must equal the per-partition size " + std::to_string(per_part) +
                    " (views cannot move data across partitions)");
+  if (!static_range) return;
   if (v.offset < 0) oob("negative offset " + std::to_string(v.offset));
   const int64_t p0 = v.offset / per_part, f0 = v.offset % per_part;
   if (p0 + pdim.num > t.partitions())

@@ -60,6 +60,27 @@ struct FieldSetter {
   void operator()(int64_t& i) const { i = value.cast<int64_t>(); }
   void operator()(ir::IntList& l) const { l = value.cast<std::vector<int64_t>>(); }
   void operator()(ir::Pattern& p) const { p = pattern_from(value); }
+  void operator()(ir::ViewList& l) const {
+    l.clear();
+    for (const auto& item : value) l.push_back(item.cast<ir::View>());
+  }
+  void operator()(std::vector<double>& l) const { l = value.cast<std::vector<double>>(); }
+  // Registers cross the binding as ("reg", id); integers as Python ints.
+  static std::optional<int> register_id(const py::handle& h) {
+    if (!py::isinstance<py::tuple>(h)) return std::nullopt;
+    auto t = h.cast<py::tuple>();
+    if (t.size() != 2 || t[0].cast<std::string>() != "reg") return std::nullopt;
+    return t[1].cast<int>();
+  }
+  void operator()(ir::Reg& r) const {
+    auto id = register_id(value);
+    if (!id) throw py::type_error(std::string(field) + " must be a register");
+    r.id = *id;
+  }
+  void operator()(ir::IntValue& v) const {
+    if (auto id = register_id(value)) v = ir::IntValue::of_reg(*id);
+    else v = ir::IntValue::of(value.cast<int64_t>());
+  }
   template <class E>
     requires std::is_enum_v<E>
   void operator()(E& e) const {
@@ -132,6 +153,12 @@ void bind_builder(py::module_& m) {
         for (const auto& d : v.dims) p.push_back({d.step, d.num});
         return p;
       })
+      .def_property_readonly("dynamic", [](const ir::View& v) {
+        std::vector<std::pair<int, int64_t>> terms;
+        for (const auto& t : v.dynamic) terms.emplace_back(t.reg, t.coeff);
+        return terms;
+      })
+      .def_property_readonly("is_indirect", [](const ir::View& v) { return v.index_view() != nullptr; })
       .def("__eq__", [](const ir::View& a, const ir::View& b) { return a == b; });
 
   py::class_<ir::Kernel>(m, "Kernel")
@@ -224,6 +251,12 @@ void bind_builder(py::module_& m) {
                             const py::object& loc) {
     return ir::bitcast(decl(b, v), v, enum_from<ir::DType>(py::str(dtype), "dtype"), to_loc(loc));
   });
+  m.def("view_add_dynamic", [=](const frontend::Builder& b, const ir::View& v, int dim, int reg, int64_t coeff,
+                                const py::object& loc) {
+    return ir::add_dynamic(decl(b, v), v, dim, reg, coeff, to_loc(loc));
+  });
+  m.def("view_indirect", [=](const frontend::Builder& b, const ir::View& v, int dim, const ir::View& index,
+                             const py::object& loc) { return ir::make_indirect(decl(b, v), v, dim, index, to_loc(loc)); });
   m.def("view_ap", [=](const frontend::Builder& b, const ir::View& v, const py::object& pattern,
                        std::optional<int64_t> offset, std::optional<std::string> dtype, const py::object& loc) {
     std::optional<ir::DType> d;

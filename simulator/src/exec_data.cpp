@@ -2,6 +2,7 @@
 // nc_transpose, tensor_copy, tensor_copy_predicated, memset). Every executor reads all of its
 // inputs before writing, so an instruction whose dst overlaps a source behaves as if the sources
 // were copied first.
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -34,9 +35,49 @@ std::vector<int64_t> identity_order(int64_t n) {
 }  // namespace
 
 void exec(Machine& m, const DmaCopy& op) {
-  Tile src = m.tile(op.src, "src");
-  Tile dst = m.tile(op.dst, "dst");
-  copy_elements(src, dst, identity_order(src.size()));
+  Tile src = m.tile(op.src, "src", op.oob_mode);
+  Tile dst = m.tile(op.dst, "dst", op.oob_mode);
+  if (!src.any_skipped() && !dst.any_skipped()) {
+    copy_elements(src, dst, identity_order(src.size()));
+    return;
+  }
+  // oob_mode=skip dropped some rows of an indirect side: move only the others.
+  const bool bits = src.dtype == dst.dtype;
+  for (int64_t i = 0; i < src.size(); ++i) {
+    if (src.skipped(i) || dst.skipped(i)) continue;
+    if (bits) dst.write_bits(i, src.read_bits(i));
+    else dst.write(i, src.read(i));
+  }
+}
+
+// Element by element (all sources of element i are read, then dst element i written), so a
+// scatter-add whose indices repeat accumulates every contribution when unique_indices=False.
+void exec(Machine& m, const DmaCompute& op) {
+  std::vector<Tile> srcs;
+  for (const View& v : op.srcs) srcs.push_back(m.tile(v, "srcs", op.oob_mode));
+  Tile dst = m.tile(op.dst, "dst", op.oob_mode);
+  if (op.unique_indices) {
+    if (const View* index = op.dst.index_view()) {
+      Tile it = m.tile(*index, "vector_offset");
+      std::vector<int64_t> seen;
+      for (int64_t i = 0; i < it.size(); ++i) seen.push_back(it.read_int(i));
+      std::sort(seen.begin(), seen.end());
+      if (std::adjacent_find(seen.begin(), seen.end()) != seen.end())
+        m.fail("duplicate-index", "dma_compute was told unique_indices=True but its vector_offset repeats index " +
+                                      std::to_string(*std::adjacent_find(seen.begin(), seen.end())) +
+                                      "; pass unique_indices=False to accumulate repeated rows");
+    }
+  }
+  for (int64_t i = 0; i < dst.size(); ++i) {
+    if (dst.skipped(i)) continue;
+    float sum = 0;
+    bool skip = false;
+    for (size_t k = 0; k < srcs.size(); ++k) {
+      if (srcs[k].skipped(i)) skip = true;
+      else sum = k == 0 ? srcs[k].read(i) : sum + srcs[k].read(i);  // fp32 adds; keeps a lone -0
+    }
+    if (!skip) dst.write(i, sum);
+  }
 }
 
 void exec(Machine& m, const DmaTranspose& op) {

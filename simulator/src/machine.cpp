@@ -109,13 +109,13 @@ Machine::Machine(const Kernel& kernel, std::vector<HostTensor>& args, const Inte
   const size_t n = kernel.tensors.size();
   hbm_.resize(n);
   placement_.resize(n);
-  first_use_.assign(n, -1);
-  last_use_.assign(n, -1);
-  for (size_t i = 0; i < kernel.body.size(); ++i)
-    for_each_view(kernel.body[i], [&](const char*, const View& v) {
-      if (first_use_[v.tensor] < 0) first_use_[v.tensor] = static_cast<int>(i);
-      last_use_[v.tensor] = static_cast<int>(i);
-    });
+  match_blocks();
+  compute_liveness();
+  int max_reg = -1;
+  for (const Instruction& inst : kernel.body)
+    for_each_register(inst, [&](const char*, int r) { max_reg = std::max(max_reg, r); });
+  regs_.assign(static_cast<size_t>(max_reg + 1), 0);
+  reg_set_.assign(static_cast<size_t>(max_reg + 1), 0);
   for (size_t a = 0; a < args.size(); ++a) {
     const TensorDecl& t = kernel.tensor(kernel.params[a]);
     if (args[a].dtype != t.dtype || args[a].shape != t.shape)
@@ -143,8 +143,8 @@ void Machine::fail(const std::string& rule, const std::string& message) const {
 }
 
 void Machine::warn(const std::string& message) {
-  if (warned_at_ == step_) return;  // one warning per instruction is enough
-  warned_at_ = step_;
+  if (warned_at_ == executed_) return;  // one warning per executed instruction is enough
+  warned_at_ = executed_;
   std::string text = format_diagnostic("warning", "", message, current_ ? current_->loc : SourceLoc{});
   warnings_.push_back(text);
   if (options_.on_warning) options_.on_warning(text);
@@ -216,7 +216,7 @@ void Machine::place(int id) {
 
 void Machine::release(int id) { placement_[id].live = false; }
 
-Tile Machine::tile(const View& v, const char* what) {
+Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const TensorDecl& t = kernel_.tensor(v.tensor);
   const Placement& pl = placement_[v.tensor];
   if (!pl.live) internal_error("tensor '" + t.name + "' used while not placed");
@@ -233,16 +233,43 @@ Tile Machine::tile(const View& v, const char* what) {
   const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
   const int64_t tensor_part_bytes = on_chip ? t.partition_elements() * dtype_size(t.dtype) : t.size_bytes();
   tile.offset_.resize(static_cast<size_t>(v.num_elements()));
+  // Indirect view: the index along dims[indirect_dim] comes from the index tensor.
+  std::vector<int64_t> rows;
+  if (const View* index = v.index_view()) {
+    Tile it = this->tile(*index, "vector_offset");
+    rows.resize(static_cast<size_t>(it.size()));
+    for (int64_t i = 0; i < it.size(); ++i) rows[i] = it.read_int(i);
+  }
+  const int ind = v.indirect_dim;
   std::vector<int64_t> idx(v.dims.size(), 0);
   for (int64_t e = 0; e < v.num_elements(); ++e) {
     int64_t flat = v.offset;
-    for (size_t k = 0; k < idx.size(); ++k) flat += idx[k] * v.dims[k].step;
+    for (size_t k = 0; k < idx.size(); ++k)
+      flat += (static_cast<int>(k) == ind ? rows[idx[k]] : idx[k]) * v.dims[k].step;
     const int64_t byte = flat * esize;
-    // Defensive bounds check: the verifier rejects out-of-range views, and this guarantees no
-    // access ever leaves the tensor even if a view slipped through.
-    if (byte < 0 || byte + esize > (on_chip ? tensor_part_bytes * t.partitions() : tensor_part_bytes))
-      fail("out-of-bounds", std::string(current_->opcode_name()) + " operand " + what +
-                                " accesses outside tensor '" + t.name + "'");
+    // Bounds check of every access: static views were verified already, so this fires for
+    // indirect rows out of range (or, defensively, any view that slipped through).
+    if (byte < 0 || byte + esize > (on_chip ? tensor_part_bytes * t.partitions() : tensor_part_bytes)) {
+      if (ind >= 0 && oob == OobMode::skip) {
+        tile.skipped_.resize(static_cast<size_t>(v.num_elements()), 0);
+        tile.skipped_[e] = 1;
+        tile.offset_[e] = 0;
+      } else if (ind >= 0) {
+        fail("indirect-out-of-bounds",
+             std::string(current_->opcode_name()) + " operand " + what + ": index " +
+                 std::to_string(rows[idx[ind]]) + " (entry " + std::to_string(idx[ind]) +
+                 " of the vector_offset tensor) reaches outside tensor '" + t.name +
+                 "'; fix the indices or pass oob_mode=nisa.oob_mode.skip to drop such rows");
+      } else {
+        fail("out-of-bounds", std::string(current_->opcode_name()) + " operand " + what +
+                                  " accesses outside tensor '" + t.name + "'");
+      }
+      for (size_t k = idx.size(); k-- > 0;) {
+        if (++idx[k] < v.dims[k].num) break;
+        idx[k] = 0;
+      }
+      continue;
+    }
     tile.offset_[e] = on_chip ? (pl.partition + byte / tensor_part_bytes) * capacity + pl.offset +
                                     byte % tensor_part_bytes
                               : byte;
@@ -264,6 +291,78 @@ std::vector<float> Machine::column(const Operand& o, int64_t P, const char* what
   return std::vector<float>(P, static_cast<float>(o.imm));
 }
 
+int32_t Machine::reg(int id) const {
+  if (!reg_set_[id])
+    fail("uninitialized-register", std::string(current_->opcode_name()) + " reads register r" + std::to_string(id) +
+                                       ", which was never set; initialize it (nisa.register_alloc(value) or "
+                                       "register_move / register_load)");
+  return regs_[id];
+}
+
+void Machine::set_reg(int id, int64_t value) {
+  regs_[id] = static_cast<int32_t>(static_cast<uint32_t>(value));  // 32-bit, wrapping
+  reg_set_[id] = 1;
+}
+
+// match_: loop/while -> its end; if -> its else (if any) else its end; else -> the end;
+// end -> the loop/while/if that opened the block.
+void Machine::match_blocks() {
+  const auto& body = kernel_.body;
+  match_.assign(body.size(), 0);
+  loop_stop_.assign(body.size(), 0);
+  std::vector<size_t> open, else_of(body.size(), 0);  // verified: blocks nest properly
+  for (size_t i = 0; i < body.size(); ++i) {
+    switch (body[i].opcode()) {
+      case Opcode::loop: case Opcode::while_: case Opcode::if_: open.push_back(i); break;
+      case Opcode::else_: else_of[open.back()] = i; break;
+      case Opcode::end: {
+        const size_t opener = open.back();
+        open.pop_back();
+        if (else_of[opener]) {
+          match_[opener] = else_of[opener];
+          match_[else_of[opener]] = i;
+        } else {
+          match_[opener] = i;
+        }
+        match_[i] = opener;
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+// Liveness over body indices. A tensor used inside a block is live for the whole block: a loop
+// body reuses its tensors across iterations (one static allocation, as on hardware) and a
+// branch that is skipped must not leave a tensor unplaced.
+void Machine::compute_liveness() {
+  const auto& body = kernel_.body;
+  const size_t n = kernel_.tensors.size();
+  std::vector<int64_t> first(n, -1), last(n, -1);
+  for (size_t i = 0; i < body.size(); ++i)
+    for_each_view(body[i], [&](const char*, const View& v) {
+      if (first[v.tensor] < 0) first[v.tensor] = static_cast<int64_t>(i);
+      last[v.tensor] = static_cast<int64_t>(i);
+    });
+  // Blocks in order of their end index: inner blocks before the blocks around them.
+  for (size_t e = 0; e < body.size(); ++e) {
+    if (body[e].opcode() != Opcode::end) continue;
+    const size_t b = match_[e];
+    for (size_t id = 0; id < n; ++id)
+      if (first[id] >= 0 && first[id] <= static_cast<int64_t>(e) && last[id] >= static_cast<int64_t>(b)) {
+        first[id] = std::min<int64_t>(first[id], b);
+        last[id] = std::max<int64_t>(last[id], e);
+      }
+  }
+  place_at_.assign(body.size(), {});
+  release_at_.assign(body.size(), {});
+  for (size_t id = 0; id < n; ++id) {
+    if (first[id] < 0 || !is_on_chip(kernel_.tensors[id].buffer)) continue;
+    place_at_[first[id]].push_back(static_cast<int>(id));
+    release_at_[last[id]].push_back(static_cast<int>(id));
+  }
+}
+
 void Machine::execute(const Instruction& inst) {
   std::visit(
       [&](const auto& op) {
@@ -273,16 +372,92 @@ void Machine::execute(const Instruction& inst) {
       inst.op);
 }
 
-RunResult Machine::run() {
-  for (size_t i = 0; i < kernel_.body.size(); ++i) {
-    step_ = static_cast<int64_t>(i);
-    current_ = &kernel_.body[i];
-    for (size_t id = 0; id < kernel_.tensors.size(); ++id)
-      if (first_use_[id] == static_cast<int>(i) && is_on_chip(kernel_.tensors[id].buffer)) place(static_cast<int>(id));
-    execute(*current_);
-    for (size_t id = 0; id < kernel_.tensors.size(); ++id)
-      if (last_use_[id] == static_cast<int>(i) && is_on_chip(kernel_.tensors[id].buffer)) release(static_cast<int>(id));
+Instruction Machine::concretize(const Instruction& inst) const {
+  Instruction c = inst;
+  std::string values;
+  for_each_view_mut(c, [&](View& v) {
+    for (const RegTerm& t : v.dynamic) {
+      const int32_t r = reg(t.reg);
+      v.offset += t.coeff * r;
+      values += (values.empty() ? "" : ", ") + ("r" + std::to_string(t.reg)) + " = " + std::to_string(r);
+    }
+    v.dynamic.clear();
+  });
+  try {
+    verify_instruction(kernel_, c);
+  } catch (const Error& e) {
+    runtime_error(inst.loc, e.rule(), e.message() + " (with " + values + ")");
   }
+  return c;
+}
+
+size_t Machine::control(size_t pc, const Instruction& inst) {
+  switch (inst.opcode()) {
+    case Opcode::loop: {
+      const auto& op = std::get<Loop>(inst.op);
+      const int32_t start = value(op.start);
+      loop_stop_[pc] = value(op.stop);
+      set_reg(op.iv.id, start);
+      return start < loop_stop_[pc] ? pc + 1 : match_[pc] + 1;
+    }
+    case Opcode::while_:
+      return reg(std::get<While>(inst.op).cond.id) != 0 ? pc + 1 : match_[pc] + 1;
+    case Opcode::if_:
+      return reg(std::get<If>(inst.op).cond.id) != 0 ? pc + 1 : match_[pc] + 1;  // past the else, or the end
+    case Opcode::else_:
+      return match_[pc] + 1;  // the then-branch ran: skip the else-branch
+    case Opcode::end: {
+      const size_t opener = match_[pc];
+      const Instruction& head = kernel_.body[opener];
+      if (head.opcode() == Opcode::while_) return opener;  // re-test the condition
+      if (head.opcode() == Opcode::loop) {
+        const auto& op = std::get<Loop>(head.op);
+        const int64_t next = static_cast<int64_t>(reg(op.iv.id)) + op.step;
+        if (next < loop_stop_[opener]) {
+          set_reg(op.iv.id, next);
+          return opener + 1;
+        }
+      }
+      return pc + 1;
+    }
+    default:
+      internal_error("not a control instruction");
+  }
+}
+
+size_t Machine::step(size_t pc) {
+  const Instruction& inst = kernel_.body[pc];
+  current_ = &inst;
+  if (++executed_ > options_.max_instructions)
+    fail("instruction-limit", "the kernel executed more than " + std::to_string(options_.max_instructions) +
+                                  " instructions; is a while loop's condition register never cleared?");
+  for (int id : place_at_[pc])
+    if (!placement_[id].live) place(id);
+  const Opcode op = inst.opcode();
+  size_t next = pc + 1;
+  if (op == Opcode::loop || op == Opcode::while_ || op == Opcode::if_ || op == Opcode::else_ || op == Opcode::end) {
+    next = control(pc, inst);
+  } else {
+    bool dynamic = false;
+    for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.dynamic.empty(); });
+    if (dynamic) {
+      const Instruction concrete = concretize(inst);
+      current_ = &concrete;
+      execute(concrete);
+      current_ = &inst;
+    } else {
+      execute(inst);
+    }
+  }
+  // Leaving instructions forward (also by jumping past a block) ends the lives that end there;
+  // a backward jump stays inside every live range (ranges cover whole blocks).
+  for (size_t i = pc; i < next && i < release_at_.size(); ++i)
+    for (int id : release_at_[i]) release(id);
+  return next;
+}
+
+RunResult Machine::run() {
+  for (size_t pc = 0; pc < kernel_.body.size();) pc = step(pc);
   current_ = nullptr;
   RunResult result;
   for (int id : kernel_.outputs) {

@@ -76,6 +76,10 @@ class Tile {
   // A matmul's write: stores v and sets the matmul-written flag.
   void write_from_matmul(int64_t i, float v);
   bool is_initialized(int64_t i) const;
+  // Elements of an indirect view whose row index was out of range under oob_mode=skip: the
+  // instruction must neither read nor write them.
+  bool skipped(int64_t i) const { return !skipped_.empty() && skipped_[i]; }
+  bool any_skipped() const { return !skipped_.empty(); }
 
  private:
   friend class Machine;
@@ -85,6 +89,7 @@ class Tile {
   Machine* machine_ = nullptr;
   Memory* mem_ = nullptr;
   std::vector<int64_t> offset_;  // byte offset of element i in mem_
+  std::vector<uint8_t> skipped_;  // empty, or 1 per element dropped by oob_mode=skip
   std::string what_;             // operand description for messages
   int tensor_ = -1;
 };
@@ -96,10 +101,17 @@ class Machine {
   // Executes the whole body, then copies outputs and written-back arguments out.
   RunResult run();
 
-  // The operand `what` (e.g. "data1") of the current instruction, resolved to memory.
-  Tile tile(const ir::View& v, const char* what);
+  // The operand `what` (e.g. "data1") of the current instruction, resolved to memory. An
+  // indirect view reads its index tensor here; an out-of-range row is an error, or with
+  // oob_mode=skip an element marked skipped.
+  Tile tile(const ir::View& v, const char* what, ir::OobMode oob = ir::OobMode::error);
   // A per-partition scalar operand: an immediate repeated P times, or a [P, 1] column's values.
   std::vector<float> column(const ir::Operand& o, int64_t P, const char* what);
+
+  // 32-bit registers (register_* instructions, loop counters, dynamic offsets).
+  int32_t reg(int id) const;
+  void set_reg(int id, int64_t value);
+  int32_t value(const ir::IntValue& v) const { return v.is_reg() ? reg(v.reg) : static_cast<int32_t>(v.imm); }
 
   const ir::Kernel& kernel() const { return kernel_; }
   const ir::Instruction& current() const { return *current_; }
@@ -121,7 +133,15 @@ class Machine {
   };
   void place(int id);
   void release(int id);
+  void compute_liveness();
+  void match_blocks();
+  // Executes body[pc] and returns the next pc (control-flow instructions jump).
+  size_t step(size_t pc);
+  size_t control(size_t pc, const ir::Instruction& inst);
   void execute(const ir::Instruction& inst);
+  // A copy of inst with registers folded into its views' offsets, verified against the
+  // concrete values (bounds and partition rules).
+  ir::Instruction concretize(const ir::Instruction& inst) const;
 
   const ir::Kernel& kernel_;
   std::vector<HostTensor>& args_;
@@ -131,10 +151,14 @@ class Machine {
   int64_t sbuf_partition_bytes_, psum_partition_bytes_;
   std::vector<Memory> hbm_;  // one per tensor id (unused for on-chip tensors)
   std::vector<Placement> placement_;
-  std::vector<int> first_use_, last_use_;
+  std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
+  std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener
+  std::vector<int64_t> loop_stop_;   // per loop instruction: its stop bound, read at entry
+  std::vector<int32_t> regs_;
+  std::vector<uint8_t> reg_set_;
+  int64_t executed_ = 0;
   const ir::Instruction* current_ = nullptr;
   int64_t warned_at_ = -1;
-  int64_t step_ = 0;
 };
 
 // Instruction semantics, one overload per op (exec_*.cpp).

@@ -342,6 +342,26 @@ ir::Kernel all_ops_kernel() {
   std::vector<int64_t> mask(32, 255);
   mask[0] = 31;
   emit(ir::NcStreamShuffle{S, S, mask});
+  // Registers, blocks, and views with dynamic terms and an indirect index (not verified here:
+  // the text test only needs every field to differ from its default).
+  View rows = HIN;
+  rows.dynamic = {{3, 64}, {1, -2}};
+  rows.indirect_dim = 0;
+  rows.indirect = {I32};
+  View S_dyn = S;
+  S_dyn.dynamic = {{2, 1}};
+  emit(ir::DmaCompute{rows, {rows, S_dyn}, ir::AluOp::maximum, {2.0, -0.5}, false, ir::OobMode::skip});
+  emit(ir::RegisterMove{{1}, ir::IntValue::of(-7)});
+  emit(ir::RegisterLoad{{2}, COL});
+  emit(ir::RegisterStore{I32, {2}});
+  emit(ir::RegisterAlu{{3}, ir::IntValue::of_reg(1), ir::AluOp::multiply, ir::IntValue::of(5)});
+  emit(ir::Loop{{4}, ir::IntValue::of(1), ir::IntValue::of_reg(3), 2});
+  emit(ir::While{{1}});
+  emit(ir::If{{2}});
+  emit(ir::Else{});
+  emit(ir::End{});
+  emit(ir::End{});
+  emit(ir::End{});
   return k;
 }
 

@@ -24,8 +24,18 @@
 //  accumulates in fp32 PSUM. Compute operands are matched on (partition count, elements per
 //  partition): free dims are flattened row-major, so free shapes may differ.
 //
+//  Registers and control flow. A kernel may use 32-bit integer registers r0, r1, ... (NKI's
+//  VirtualRegister / NkiScalar): register_* instructions move values between registers,
+//  immediates and 1-element tensors. Structured blocks `loop` / `while` / `if` ... [`else`] ...
+//  `end` run their body on the device a runtime number of times; a block's body is traced once.
+//  A view may carry dynamic offset terms (flat offset += coeff * r[reg], coeff in view elements),
+//  so `t[nl.ds(i * 128, 128)]` inside a loop is one instruction whose address moves; and a DMA
+//  view may be indirect (NKI's `.ap(vector_offset=idx, indirect_dim=d)`): the index along dim d
+//  is replaced by the d-th element of an integer index view, for gathers and scatters. Views
+//  with either are bounds-checked when executed, against the concrete register/index values.
+//
 //  Undefined: reading never-written memory (reported), accessing outside a tensor (rejected by
-//  the verifier when static, and never performed by an executor).
+//  the verifier when static, at run time when dynamic, and never performed by an executor).
 #pragma once
 
 #include <array>
@@ -67,13 +77,27 @@ struct TensorDecl {
   bool operator==(const TensorDecl&) const = default;
 };
 
+// One runtime term of a view's offset: coeff * (value of register `reg`), in view elements.
+struct RegTerm {
+  int reg = 0;
+  int64_t coeff = 1;
+  bool operator==(const RegTerm&) const = default;
+};
+
 struct View {
   int tensor = -1;
   DType dtype = DType::float32;
   int64_t offset = 0;
   Pattern dims;
+  std::vector<RegTerm> dynamic;  // runtime offset terms (empty: a static view)
+  // Indirect access (DMA only): dims[indirect_dim]'s i-th index is the i-th element of
+  // indirect[0] (an integer view). A vector holds it because View cannot contain a View.
+  int indirect_dim = -1;
+  std::vector<View> indirect;
 
   bool valid() const { return tensor >= 0; }
+  bool is_static() const { return dynamic.empty() && indirect.empty(); }
+  const View* index_view() const { return indirect.empty() ? nullptr : &indirect[0]; }
   std::vector<int64_t> shape() const;
   int64_t num_elements() const;
   bool operator==(const View&) const = default;
@@ -97,6 +121,24 @@ struct Operand {
 };
 
 using IntList = std::vector<int64_t>;
+using ViewList = std::vector<View>;
+
+// A register operand (r<id>); id -1 = absent.
+struct Reg {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+  bool operator==(const Reg&) const = default;
+};
+
+// A 32-bit integer operand: an immediate or a register's value (loop bounds, register moves).
+struct IntValue {
+  int reg = -1;  // >= 0: the register's value; else `imm`
+  int64_t imm = 0;
+  static IntValue of(int64_t v) { return {-1, v}; }
+  static IntValue of_reg(int r) { return {r, 0}; }
+  bool is_reg() const { return reg >= 0; }
+  bool operator==(const IntValue&) const = default;
+};
 
 }  // namespace knit::ir
 

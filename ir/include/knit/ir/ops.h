@@ -31,6 +31,23 @@ struct DmaCopy {
   KNIT_FIELDS_EQ(DmaCopy);
 };
 
+// dst = srcs[0] + srcs[1] + ... in fp32, one element at a time (DMA engine). With an indirect
+// dst (and srcs[0] the same indirect view) it is a scatter-add into HBM rows; unique_indices
+// promises no index repeats (checked when executed).
+struct DmaCompute {
+  View dst;
+  ViewList srcs;
+  AluOp reduce_op = AluOp::add;
+  std::vector<double> scales;
+  bool unique_indices = true;
+  OobMode oob_mode = OobMode::error;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("srcs", srcs); f("reduce_op", reduce_op); f("scales", scales);
+    f("unique_indices", unique_indices); f("oob_mode", oob_mode);
+  }
+  KNIT_FIELDS_EQ(DmaCompute);
+};
+
 // dst[M,N] (PSUM, fp32) = stationary[K,M].T @ moving[K,N]; see Accumulate for overwrite/add.
 struct NcMatmul {
   View dst, stationary, moving;
@@ -330,10 +347,16 @@ struct NcStreamShuffle {
 };
 
 #undef KNIT_FIELDS_EQ
+}  // namespace knit::ir
+
+#include "knit/ir/ops_control.h"
+
+namespace knit::ir {
 
 // The instruction list. (struct, text name)
 #define KNIT_OPS(X)                                  \
   X(DmaCopy, dma_copy)                               \
+  X(DmaCompute, dma_compute)                         \
   X(NcMatmul, nc_matmul)                             \
   X(NcTranspose, nc_transpose)                       \
   X(Activation, activation)                          \
@@ -358,6 +381,15 @@ struct NcStreamShuffle {
   X(Max8, max8)                                      \
   X(NcFindIndex8, nc_find_index8)                    \
   X(DmaTranspose, dma_transpose)                     \
+  X(RegisterMove, register_move)                     \
+  X(RegisterLoad, register_load)                     \
+  X(RegisterStore, register_store)                   \
+  X(RegisterAlu, register_alu)                       \
+  X(Loop, loop)                                      \
+  X(While, while_)                                   \
+  X(If, if_)                                         \
+  X(Else, else_)                                     \
+  X(End, end)                                        \
   X(LocalGather, local_gather)                       \
   X(NcNGather, nc_n_gather)                          \
   X(NcStreamShuffle, nc_stream_shuffle)
@@ -403,18 +435,65 @@ void for_each_field(const Instruction& inst, F&& f) {
 }
 
 // Calls f(name, view) for every view operand (dst included), skipping absent optional ones and
-// non-tile Operands.
+// non-tile Operands. The index view of an indirect view is visited after it, as "vector_offset".
 template <class F>
 void for_each_view(const Instruction& inst, F&& f) {
+  auto visit = [&](const char* name, const View& v) {
+    if (!v.valid()) return;
+    f(name, v);
+    if (const View* index = v.index_view()) f("vector_offset", *index);
+  };
   for_each_field(inst, [&](const char* name, const auto& value) {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, View>) {
-      if (value.valid()) f(name, value);
+      visit(name, value);
     } else if constexpr (std::is_same_v<T, std::optional<View>>) {
-      if (value && value->valid()) f(name, *value);
+      if (value) visit(name, *value);
     } else if constexpr (std::is_same_v<T, Operand>) {
-      if (value.is_tile()) f(name, value.tile);
+      if (value.is_tile()) visit(name, value.tile);
+    } else if constexpr (std::is_same_v<T, ViewList>) {
+      for (const View& v : value) visit(name, v);
     }
+  });
+}
+
+// Calls f(view&) for every view operand (not index views), mutably: used to fold a view's
+// dynamic terms into its offset before executing an instruction.
+template <class F>
+void for_each_view_mut(Instruction& inst, F&& f) {
+  std::visit(
+      [&](auto& op) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) {
+          op.fields([&](const char*, auto& value) {
+            using T = std::decay_t<decltype(value)>;
+            if constexpr (std::is_same_v<T, View>) {
+              if (value.valid()) f(value);
+            } else if constexpr (std::is_same_v<T, std::optional<View>>) {
+              if (value && value->valid()) f(*value);
+            } else if constexpr (std::is_same_v<T, Operand>) {
+              if (value.is_tile()) f(value.tile);
+            } else if constexpr (std::is_same_v<T, ViewList>) {
+              for (View& v : value) f(v);
+            }
+          });
+        }
+      },
+      inst.op);
+}
+
+// Registers an instruction reads (IntValue / Reg sources, a view's dynamic terms) and writes.
+template <class F>
+void for_each_register(const Instruction& inst, F&& f) {
+  for_each_field(inst, [&](const char* name, const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, Reg>) {
+      if (value.valid()) f(name, value.id);
+    } else if constexpr (std::is_same_v<T, IntValue>) {
+      if (value.is_reg()) f(name, value.reg);
+    }
+  });
+  for_each_view(inst, [&](const char*, const View& v) {
+    for (const RegTerm& t : v.dynamic) f("offset", t.reg);
   });
 }
 

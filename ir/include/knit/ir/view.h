@@ -51,6 +51,14 @@ View bitcast(const TensorDecl& t, const View& v, DType dtype, const SourceLoc& l
 View ap(const TensorDecl& t, const View& v, const Pattern& pattern, std::optional<int64_t> offset,
         std::optional<DType> dtype, const SourceLoc& loc);
 
+// Adds a runtime term to the view's offset: the index along `dim` moves by coeff * r[reg]
+// (t[nl.ds(i * 128, 128)] with a register i). Dynamic partition offsets of on-chip tensors are
+// rejected: instructions address a static partition range.
+View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t coeff, const SourceLoc& loc);
+// Makes dim `dim` of an HBM view indirect: its i-th index becomes the i-th element of `index`
+// (NKI's .ap(vector_offset=index, indirect_dim=dim)).
+View make_indirect(const TensorDecl& t, const View& v, int dim, const View& index, const SourceLoc& loc);
+
 // Structural checks of a view against its tensor: in bounds, and on-chip a legal partition
 // pattern that stays inside each partition. `what` names the operand in messages.
 void check_view(const TensorDecl& t, const View& v, const std::string& what, const SourceLoc& loc);

@@ -24,6 +24,8 @@ struct InterpretOptions {
   // Receives warnings (uninitialized reads when not errors, accumulate on unwritten PSUM, ...).
   // Without a handler, warnings are collected in RunResult::warnings only.
   std::function<void(const std::string&)> on_warning;
+  // Executed-instruction budget: a kernel whose while loop never ends fails instead of hanging.
+  int64_t max_instructions = 1'000'000'000;
 };
 
 struct RunResult {

@@ -1,0 +1,81 @@
+// Register and control-flow instructions (NKI's VirtualRegister / NkiScalar, dynamic_range,
+// fori_loop, while_loop, if_else). Registers are 32-bit signed integers, numbered r0, r1, ...
+// per kernel; a kernel's register count is the highest id it names plus one.
+//
+// Blocks are structured: `loop`, `while` and `if` open a block, `else` splits an `if`, `end`
+// closes the innermost open block. The verifier checks the nesting; executors jump between the
+// matching instructions. Included from ops.h.
+#pragma once
+
+namespace knit::ir {
+
+// dst = src (an immediate or another register). register_alloc(x) is a register_move of x.
+struct RegisterMove {
+  Reg dst;
+  IntValue src;
+  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  bool operator==(const RegisterMove&) const = default;
+};
+
+// dst = the single element of `src` (an integer tensor view of one element), as int32.
+struct RegisterLoad {
+  Reg dst;
+  View src;
+  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  bool operator==(const RegisterLoad&) const = default;
+};
+
+// The single element of `dst` (an integer tensor view) = src.
+struct RegisterStore {
+  View dst;
+  Reg src;
+  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  bool operator==(const RegisterStore&) const = default;
+};
+
+// dst = a op b in 32-bit integer arithmetic (wrapping). Supported ops: add, subtract,
+// multiply, divide (floor), mod (floor, Python's %), maximum, minimum, the comparisons
+// (1 / 0), bitwise_and/or/xor, left_shift, right_shift (arithmetic), logical_and/or.
+struct RegisterAlu {
+  Reg dst;
+  IntValue a;
+  AluOp op = AluOp::add;
+  IntValue b;
+  template <class F> void fields(F&& f) { f("dst", dst); f("a", a); f("op", op); f("b", b); }
+  bool operator==(const RegisterAlu&) const = default;
+};
+
+// for (iv = start; iv < stop; iv += step) { body } — bounds read once, at loop entry; step > 0.
+struct Loop {
+  Reg iv;
+  IntValue start, stop;
+  int64_t step = 1;
+  template <class F> void fields(F&& f) { f("iv", iv); f("start", start); f("stop", stop); f("step", step); }
+  bool operator==(const Loop&) const = default;
+};
+
+// while (cond != 0) { body } — cond is re-read before every iteration.
+struct While {
+  Reg cond;
+  template <class F> void fields(F&& f) { f("cond", cond); }
+  bool operator==(const While&) const = default;
+};
+
+// if (cond != 0) { then-body } [else { else-body }]
+struct If {
+  Reg cond;
+  template <class F> void fields(F&& f) { f("cond", cond); }
+  bool operator==(const If&) const = default;
+};
+
+struct Else {
+  template <class F> void fields(F&&) {}
+  bool operator==(const Else&) const = default;
+};
+
+struct End {
+  template <class F> void fields(F&&) {}
+  bool operator==(const End&) const = default;
+};
+
+}  // namespace knit::ir
