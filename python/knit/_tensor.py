@@ -4,43 +4,78 @@ import numbers
 
 from . import _core, _trace
 from ._dtypes import ALL, to_dtype
+from ._register import RegExpr
 from ._source import user_location
 from .errors import user_error
 
 
 class ds:
-    """nl.ds(start, size): the slice start:start+size."""
+    """nl.ds(start, size): the slice start:start+size. start may be a register expression (a
+    runtime offset); size is a Python int."""
 
     __slots__ = ("start", "size")
 
     def __init__(self, start, size):
-        self.start, self.size = int(start), int(size)
+        self.start = start if isinstance(start, RegExpr) else int(start)
+        self.size = int(size)
 
     def __repr__(self):
         return f"ds({self.start}, {self.size})"
 
 
+def _static_slice(start, stop, loc):
+    """A slice whose bounds may be register expressions: (start const, stop const, runtime part)."""
+    if not isinstance(start, RegExpr) and not isinstance(stop, RegExpr):
+        return start, stop, None
+    if start is None or stop is None:
+        raise user_error("view-index", "a slice with a register bound needs both bounds, e.g. "
+                         "t[i * 128:(i + 1) * 128] or nl.ds(i * 128, 128)", loc)
+    size = RegExpr.of(stop) - start
+    if size.terms:
+        raise user_error("view-index", "a slice's size must be known while tracing (stop - start may not "
+                         "depend on a register); use nl.ds(start, size)", loc)
+    start = RegExpr.of(start)
+    return start.const, start.const + size.const, RegExpr(0, start.terms)
+
+
 def _subscript(item, loc):
+    """(subscript for the C++ view algebra, runtime offset expression or None)."""
     if isinstance(item, ds):
-        return ("slice", item.start, item.start + item.size, 1)
+        start = RegExpr.of(item.start) if isinstance(item.start, RegExpr) else None
+        const = start.const if start is not None else item.start
+        return ("slice", const, const + item.size, 1), (RegExpr(0, start.terms) if start is not None else None)
     if isinstance(item, slice):
-        return ("slice", item.start, item.stop, item.step)
+        if item.step not in (None, 1) and (isinstance(item.start, RegExpr) or isinstance(item.stop, RegExpr)):
+            raise user_error("view-index", "a slice with a register bound must have step 1", loc)
+        start, stop, runtime = _static_slice(item.start, item.stop, loc)
+        return ("slice", start, stop, item.step), runtime
+    if isinstance(item, RegExpr):
+        return ("int", item.const), RegExpr(0, item.terms)
     if isinstance(item, numbers.Integral):
-        return ("int", int(item))
+        return ("int", int(item)), None
     raise user_error(
         "view-index",
-        f"cannot index a tensor with {item!r}; use ints, slices or nl.ds(start, size)",
+        f"cannot index a tensor with {item!r}; use ints, slices, nl.ds(start, size) or registers",
         loc,
     )
 
 
 def _key(key, ndim, loc):
+    """The C++ key and the runtime offsets [(dim, RegExpr)] of a subscript tuple."""
     key = key if isinstance(key, tuple) else (key,)
     if any(k is Ellipsis for k in key):
         at = key.index(Ellipsis)
         fill = ndim - (len(key) - 1)
         key = key[:at] + (slice(None),) * max(fill, 0) + key[at + 1:]
-    return [_subscript(k, loc) for k in key]
+    parts = [_subscript(k, loc) for k in key]
+    return [p for p, _ in parts], [(dim, r) for dim, (_, r) in enumerate(parts) if r is not None]
+
+
+def _with_runtime_offset(builder, view, dim, expr, loc):
+    """view with expr's register terms added to the index along dim (ir add_dynamic)."""
+    for reg, coeff in expr.terms.items():
+        view = _trace.core_call(_core.view_add_dynamic, builder, view, dim, reg, coeff, loc)
+    return view
 
 
 class NkiTensor:
@@ -130,7 +165,12 @@ class NkiTensor:
 
     def __getitem__(self, key):
         loc = user_location()
-        return self._derive_at(loc, _core.view_index, _key(key, self.ndim, loc))
+        subscripts, runtime = _key(key, self.ndim, loc)
+        b = _trace.current().builder
+        view = self._view
+        for dim, expr in runtime:
+            view = _with_runtime_offset(b, view, dim, expr, loc)
+        return NkiTensor(_trace.core_call(_core.view_index, b, view, subscripts, loc))
 
     def _derive_at(self, loc, fn, *args):
         b = _trace.current().builder
@@ -156,6 +196,11 @@ class NkiTensor:
         return self._derive(_core.view_slice, int(dim), int(start), int(end), int(step))
 
     def select(self, dim, index):
+        if isinstance(index, RegExpr):
+            loc = user_location()
+            b = _trace.current().builder
+            view = _with_runtime_offset(b, self._view, int(dim), index, loc)
+            return NkiTensor(_trace.core_call(_core.view_select, b, view, int(dim), index.const, loc))
         return self._derive(_core.view_select, int(dim), int(index))
 
     def permute(self, *dims):
@@ -187,15 +232,41 @@ class NkiTensor:
     reinterpret_cast = view
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        """A raw access pattern over the tensor's storage. scalar_offset (an int, a register, an
+        NkiScalar or a 1x1 int tensor) moves the start along pattern dim `indirect_dim`;
+        vector_offset (an int32/uint32 SBUF tensor, one entry per index of that dim) makes the
+        dim indirect: its i-th index becomes vector_offset's i-th element (DMA gather/scatter)."""
         loc = user_location()
-        if scalar_offset is not None or vector_offset is not None:
-            raise user_error(
-                "unsupported",
-                ".ap() with scalar_offset/vector_offset (indirect access) is not supported by Knit yet",
-                loc,
-            )
+        b = _trace.current().builder
+        pattern = [list(p) for p in pattern]
         d = None if dtype is None else str(to_dtype(dtype))
-        return self._derive_at(loc, _core.view_ap, [list(p) for p in pattern], offset, d)
+        dim = int(indirect_dim)
+        runtime = None
+        if scalar_offset is not None:
+            if isinstance(scalar_offset, NkiTensor):
+                from .isa import scalar_load
+
+                scalar_offset = scalar_load(scalar_offset)
+            expr = RegExpr.of(scalar_offset)
+            if not 0 <= dim < len(pattern):
+                raise user_error("view-ap", f"indirect_dim {dim} is not a dim of the {len(pattern)}-D pattern", loc)
+            if expr.const:
+                base = offset if offset is not None else self._view.offset
+                offset = base + expr.const * pattern[dim][0]
+            runtime = RegExpr(0, expr.terms)
+        view = _trace.core_call(_core.view_ap, b, self._view, pattern, offset, d, loc)
+        if runtime is not None:
+            view = _with_runtime_offset(b, view, dim, runtime, loc)
+        if vector_offset is not None:
+            if not isinstance(vector_offset, NkiTensor):
+                raise user_error("indirect", "vector_offset must be a tensor of row indices (int32/uint32, in SBUF)",
+                                 loc)
+            view = _trace.core_call(_core.view_indirect, b, view, dim, vector_offset._view, loc)
+        return NkiTensor(view)
+
+    @property
+    def is_indirect(self):
+        return self._view.is_indirect
 
     def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
         """einops-style: src_pattern names each dim (a tuple groups dims that are split), e.g.

@@ -6,6 +6,7 @@ import numbers
 import os
 
 from . import _trace
+from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, new_register  # noqa: F401
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import NkiValidationError, user_error  # noqa: F401  (nisa.NkiValidationError)
@@ -351,6 +352,80 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kwargs):
     loc = user_location()
     _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              shuffle_mask=[int(m) for m in shuffle_mask])
+
+
+# ---- DMA compute (nki-api.md §3.6) --------------------------------------------------------------
+def dma_compute(dst, srcs, reduce_op=None, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None,
+                **kwargs):
+    """dst = sum(srcs) in fp32 on a DMA queue. An indirect dst (and srcs[0] the same rows) makes it a
+    scatter-add. NKI 0.2's argument order (dst, srcs, scales, reduce_op) is accepted too."""
+    loc = user_location()
+    if isinstance(reduce_op, (list, tuple)) or (reduce_op is None and scales is not None and
+                                                 not isinstance(scales, (list, tuple))):
+        reduce_op, scales = scales, reduce_op  # 0.2 order
+    if not isinstance(srcs, (list, tuple)) or not srcs:
+        raise user_error("operand", "srcs must be a non-empty list of tensors", loc)
+    views = [_tensor(s, f"srcs[{k}]", loc)._view for k, s in enumerate(srcs)]
+    _emit_at(loc, "dma_compute", name, dst=_tensor(dst, "dst", loc), srcs=views,
+             reduce_op=_op_name(reduce_op if reduce_op is not None else _default_add(), "alu", "reduce_op", loc),
+             scales=[float(x) for x in (scales or [])], unique_indices=bool(unique_indices),
+             oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
+
+
+def _default_add():
+    from .language import add
+
+    return add
+
+
+# ---- registers (nki-api.md §3.7) ----------------------------------------------------------------
+def register_alloc(x=None, name=None, **kwargs):
+    """A new 32-bit register, set to `x` (an int or a register) when given."""
+    loc = user_location()
+    reg = VirtualRegister(new_register())
+    if x is not None:
+        _emit_at(loc, "register_move", name, dst=("reg", reg.id), src=int_operand(x, "x", loc))
+    return reg
+
+
+def _register(r, what, loc):
+    if not isinstance(r, VirtualRegister):
+        raise user_error("operand", f"{what} must be a register (nisa.register_alloc()), got {type(r).__name__}", loc)
+    return ("reg", r.id)
+
+
+def register_move(dst, src=None, imm=None, name=None, **kwargs):
+    """dst = src (an int or a register); NKI 0.2 spelled the immediate `imm=`."""
+    loc = user_location()
+    value = imm if src is None else src
+    _emit_at(loc, "register_move", name, dst=_register(dst, "dst", loc), src=int_operand(value, "src", loc))
+
+
+def register_load(dst, src, name=None, **kwargs):
+    """dst = the single element of tensor `src` (int32)."""
+    loc = user_location()
+    _emit_at(loc, "register_load", name, dst=_register(dst, "dst", loc), src=_tensor(src, "src", loc))
+
+
+def register_store(dst, src, name=None, **kwargs):
+    """The single element of tensor `dst` = register `src`."""
+    loc = user_location()
+    value = src if isinstance(src, VirtualRegister) else None
+    if value is None:  # an expression or an int: materialize it first
+        value = VirtualRegister(RegExpr.of(src).register()) if isinstance(src, RegExpr) else register_alloc(src)
+    _emit_at(loc, "register_store", name, dst=_tensor(dst, "dst", loc), src=("reg", value.id))
+
+
+def scalar_load(src, name=None, **kwargs):
+    """G3: an NkiScalar holding the single element of `src`."""
+    reg = VirtualRegister(new_register())
+    register_load(reg, src, name=name)
+    return reg
+
+
+def scalar_store(dst, value, name=None, **kwargs):
+    """G3: writes an NkiScalar (or int) into the single element of `dst`."""
+    register_store(dst, value, name=name)
 
 
 def _reject_legacy_keywords(fn):

@@ -1,11 +1,13 @@
 """knit.language (``import knit.language as nl``): NKI's nki.language — buffers, dtypes, tensor
 creation, tile sizes, loops, SPMD ids, operators and the nl.* convenience wrappers."""
+import contextlib
 import numbers
 
 import numpy as np
 
 from . import _trace
 from ._dtypes import ALL as _ALL_DTYPES, dtype, storage_dtype, to_dtype
+from ._register import NkiScalar, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
 from ._source import user_location
 from ._tensor import NkiTensor, ds
 from .errors import user_error
@@ -158,22 +160,87 @@ def affine_range(*args, **kwargs):
 sequential_range = static_range = affine_range
 
 
-def dynamic_range(start, stop=None, step=1):
-    """An on-device loop in NKI. Knit traces it like `range`, so its bounds must be Python ints
-    (bounds held in registers or read from tensors are not supported)."""
+def _block(opname, label=None, **fields):
+    """Opens a device block (loop / while / if) at the user's line; returns a closer."""
     loc = user_location()
-    for bound in (start, stop, step):
-        if bound is not None and not isinstance(bound, numbers.Integral):
-            raise user_error("unsupported", "dynamic_range bounds must be Python ints in Knit (runtime "
-                             "register values are not supported yet)", loc)
-    return range(start, stop, step) if stop is not None else range(start)
+    trace = _trace.current()
+    _trace.core_call(trace.builder.append, opname, fields, loc, label or "")
+
+    def close(kind="end"):
+        _trace.core_call(trace.builder.append, kind, {}, loc, "")
+
+    return close
 
 
-def fori_loop(lower, upper, body_fun, step=1, **kwargs):
-    """Calls body_fun(i) for i in range(lower, upper, step), unrolled at trace time (NKI runs it
-    on device; with concrete int bounds the result is the same)."""
+def dynamic_range(start, stop=None, step=1):
+    """An on-device loop: the body is traced once and runs on the device; the loop variable is a
+    register. start / stop may be ints or registers; step is a positive int."""
+    loc = user_location()
+    if stop is None:
+        start, stop = 0, start
+    if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 1:
+        raise user_error("loop-step", f"dynamic_range step must be a positive Python int, got {step!r}", loc)
+    iv = VirtualRegister(new_register())
+    close = _block("loop", iv=("reg", iv.id), start=int_operand(start, "start", loc),
+                   stop=int_operand(stop, "stop", loc), step=int(step))
+    yield iv
+    close()  # not reached after `break` / an error: the verifier then reports the open loop
+
+
+def fori_loop(lower, upper, body_fun, step=1, unroll=False, **kwargs):
+    """Runs body_fun(i) for i in [lower, upper) by step on the device (body traced once, i a
+    register). unroll=True with int bounds unrolls at trace time instead (i a Python int)."""
+    if unroll:
+        for b in (lower, upper):
+            if is_runtime(b):
+                raise user_error("unsupported", "fori_loop(unroll=True) needs Python int bounds", user_location())
+        for i in range(lower, upper, step):
+            body_fun(i)
+        return
     for i in dynamic_range(lower, upper, step):
         body_fun(i)
+
+
+def while_loop(init, body_fun):
+    """Runs body_fun(cond) while the condition register is non-zero (checked before each
+    iteration); body_fun returns the next condition (a register or an int). Returns the register."""
+    loc = user_location()
+    cond = VirtualRegister(new_register())
+    trace = _trace.current()
+    _trace.core_call(trace.builder.append, "register_move", {"dst": ("reg", cond.id),
+                                                             "src": int_operand(init, "init", loc)}, loc, "")
+    close = _block("while", cond=("reg", cond.id))
+    nxt = body_fun(cond)
+    if nxt is None:
+        raise user_error("while-loop", "the while_loop body must return the next condition (a register or int)", loc)
+    _trace.core_call(trace.builder.append, "register_move", {"dst": ("reg", cond.id),
+                                                             "src": int_operand(nxt, "body result", loc)}, loc, "")
+    close()
+    return cond
+
+
+def if_else(cond, then_fn, else_fn=None):
+    """A runtime branch on a register (non-zero = true). A Python bool/int is decided while
+    tracing, as NKI does."""
+    loc = user_location()
+    if not is_runtime(cond):
+        if cond:
+            return then_fn()
+        return else_fn() if else_fn is not None else None
+    reg = cond.register() if not isinstance(cond, VirtualRegister) else cond.id
+    close = _block("if", cond=("reg", reg))
+    then_fn()
+    if else_fn is not None:
+        close("else")
+        else_fn()
+    close()
+    return None
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """Keep program order (Knit's interpreter always does)."""
+    yield
 
 
 class NKIObject:
