@@ -61,6 +61,14 @@ def _subscript(item, loc):
 
 
 def _key(key, ndim, loc):
+    """The C++ key of a subscript tuple without register offsets (the legacy facade's)."""
+    subscripts, runtime = _key_parts(key, ndim, loc)
+    if runtime:
+        raise user_error("view-index", "register offsets need the current API (knit.language)", loc)
+    return subscripts
+
+
+def _key_parts(key, ndim, loc):
     """The C++ key and the runtime offsets [(dim, RegExpr)] of a subscript tuple."""
     key = key if isinstance(key, tuple) else (key,)
     if any(k is Ellipsis for k in key):
@@ -165,7 +173,7 @@ class NkiTensor:
 
     def __getitem__(self, key):
         loc = user_location()
-        subscripts, runtime = _key(key, self.ndim, loc)
+        subscripts, runtime = _key_parts(key, self.ndim, loc)
         b = _trace.current().builder
         view = self._view
         for dim, expr in runtime:

@@ -236,7 +236,7 @@ def test_rearrange_matches_numpy_reshape_and_transpose():
     np.testing.assert_array_equal(swap_hw(a), a.reshape(2, 4, 3).transpose(0, 2, 1))
 
 
-def test_fori_loop_dynamic_range_and_nkiobject_trace_like_range():
+def test_unrolled_fori_loop_device_dynamic_range_and_nkiobject():
     class Config(nl.NKIObject):
         def __init__(self, factor):
             self.factor = factor
@@ -249,7 +249,7 @@ def test_fori_loop_dynamic_range_and_nkiobject_trace_like_range():
         def body(i):
             nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(i * cfg.factor))
 
-        nl.fori_loop(0, 4, body)  # adds 0 + 2 + 4 + 6
+        nl.fori_loop(0, 4, body, unroll=True)  # adds 0 + 2 + 4 + 6 (i a Python int)
         for _ in nl.dynamic_range(2):
             nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
         out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
