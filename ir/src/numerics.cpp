@@ -1,32 +1,59 @@
 #include "knit/ir/numerics.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
+
+#include "knit/ir/error.h"
 
 namespace knit::ir {
 namespace {
 
-// An IEEE-like binary format with `ebits` exponent and `mbits` mantissa bits: bias 2^(e-1)-1,
-// the all-ones exponent holds inf (mantissa 0) and NaN (mantissa != 0), subnormals below.
+// What a small binary format does with its top codes:
+//   Ieee:  the all-ones exponent holds inf (mantissa 0) and NaN (mantissa != 0); overflow -> inf.
+//   FnNaN: ("fn", OCP e4m3fn) no inf; only S.1..1.1..1 is NaN, the rest of the top binade is
+//          finite; overflow and inf -> NaN.
+//   None:  (fp4 e2m1fn) every code is a number; overflow saturates.
+enum class Specials { Ieee, FnNaN, None };
+
+// A binary format with `ebits` exponent and `mbits` mantissa bits: bias 2^(e-1)-1, subnormals
+// below the smallest normal, specials as above.
 struct MiniFloat {
   int ebits;
   int mbits;
+  Specials specials = Specials::Ieee;
   int bias() const { return (1 << (ebits - 1)) - 1; }
   uint32_t exp_mask() const { return ((1u << ebits) - 1) << mbits; }
+  uint32_t mant_mask() const { return (1u << mbits) - 1; }
   uint32_t sign_bit() const { return 1u << (ebits + mbits); }
+  // Largest finite magnitude code.
+  uint32_t max_code() const {
+    switch (specials) {
+      case Specials::Ieee: return (exp_mask() - (1u << mbits)) | mant_mask();
+      case Specials::FnNaN: return exp_mask() | (mant_mask() - 1);
+      case Specials::None: break;
+    }
+    return exp_mask() | mant_mask();
+  }
+  uint32_t nan_code(uint32_t sign) const {
+    return sign | exp_mask() | (specials == Specials::Ieee ? 1u << (mbits - 1) : mant_mask());
+  }
 
   double decode(uint32_t bits) const {
     const bool negative = bits & sign_bit();
     const uint32_t e = (bits & exp_mask()) >> mbits;
-    const uint32_t m = bits & ((1u << mbits) - 1);
+    const uint32_t m = bits & mant_mask();
     double mag;
-    if (e == (1u << ebits) - 1)
+    if (specials == Specials::Ieee && e == (1u << ebits) - 1)
       mag = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+    else if (specials == Specials::FnNaN && (bits & ~sign_bit()) == (exp_mask() | mant_mask()))
+      mag = std::numeric_limits<double>::quiet_NaN();
     else if (e == 0)
       mag = std::ldexp(static_cast<double>(m), 1 - bias() - mbits);
     else
@@ -34,15 +61,18 @@ struct MiniFloat {
     return negative ? -mag : mag;
   }
 
-  // Round to nearest, ties to even; overflow -> inf; subnormals kept.
+  // Round to nearest, ties to even; subnormals kept; overflow per `specials`.
   uint32_t encode(float x) const {
     const uint32_t sign = std::signbit(x) ? sign_bit() : 0;
-    if (std::isnan(x)) return sign | exp_mask() | (1u << (mbits - 1));
+    if (std::isnan(x)) return nan_code(sign);
+    const uint32_t overflow = specials == Specials::Ieee    ? sign | exp_mask()
+                              : specials == Specials::FnNaN ? nan_code(sign)
+                                                            : sign | max_code();
     const double a = std::fabs(static_cast<double>(x));
-    if (std::isinf(a)) return sign | exp_mask();
+    if (std::isinf(a)) return overflow;
     if (a == 0) return sign;
     const int emin = 1 - bias();
-    const int emax = (1 << ebits) - 2 - bias();
+    const int emax = static_cast<int>(max_code() >> mbits) - bias();
     int e2;
     std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
     int exponent = std::max(e2 - 1, emin);
@@ -53,16 +83,34 @@ struct MiniFloat {
       q /= 2;
       exponent += 1;
     }
-    if (exponent > emax) return sign | exp_mask();
+    if (exponent > emax) return overflow;
     const uint32_t mant = static_cast<uint32_t>(q);
     if (mant < (1u << mbits)) return sign | mant;  // subnormal (exponent == emin)
-    return sign | (static_cast<uint32_t>(exponent + bias()) << mbits) | (mant - (1u << mbits));
+    const uint32_t code = (static_cast<uint32_t>(exponent + bias()) << mbits) | (mant - (1u << mbits));
+    return code > max_code() ? overflow : sign | code;
   }
 };
+
+// float8_e8m0fnu: 2^(code-127), 0xFF = NaN (rules in numerics.h).
+constexpr uint32_t kE8M0NaN = 0xFF;
+double decode_e8m0(uint32_t code) {
+  return code == kE8M0NaN ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, static_cast<int>(code) - 127);
+}
+uint32_t encode_e8m0(float x) {
+  if (!(x > 0) || std::isinf(x)) return kE8M0NaN;  // NaN, zeros, negatives, inf
+  int e2;
+  const double f = std::frexp(static_cast<double>(x), &e2);  // x = f * 2^e2, f in [0.5, 1)
+  const int e = (f >= 0.75 ? e2 : e2 - 1);                    // ties (1.5 * 2^k) round up
+  if (e < -127) return 0;
+  if (e > 127) return kE8M0NaN;
+  return static_cast<uint32_t>(e + 127);
+}
 
 constexpr MiniFloat kFloat16{5, 10};
 constexpr MiniFloat kE4M3{4, 3};
 constexpr MiniFloat kE5M2{5, 2};
+constexpr MiniFloat kE4M3FN{4, 3, Specials::FnNaN};
+constexpr MiniFloat kE2M1FN{2, 1, Specials::None};
 
 // fp32 -> fp32 with the low `drop` mantissa bits rounded away (RNE); used for bf16 and tf32.
 uint32_t round_fp32_bits(float v, int drop) {
@@ -91,6 +139,22 @@ const std::vector<float>& table_e4m3() {
 }
 const std::vector<float>& table_e5m2() {
   static const std::vector<float> t = make_table<256>(kE5M2);
+  return t;
+}
+const std::vector<float>& table_e4m3fn() {
+  static const std::vector<float> t = make_table<256>(kE4M3FN);
+  return t;
+}
+const std::vector<float>& table_e2m1fn() {
+  static const std::vector<float> t = make_table<16>(kE2M1FN);
+  return t;
+}
+const std::vector<float>& table_e8m0() {
+  static const std::vector<float> t = [] {
+    std::vector<float> v(256);
+    for (uint32_t i = 0; i < 256; ++i) v[i] = static_cast<float>(decode_e8m0(i));
+    return v;
+  }();
   return t;
 }
 
@@ -138,6 +202,11 @@ float decode(DType t, const uint8_t* p) {
     case DType::tfloat32: return read_as<float>(p);
     case DType::float8_e4m3: return table_e4m3()[p[0]];
     case DType::float8_e5m2: return table_e5m2()[p[0]];
+    case DType::float8_e4m3fn: return table_e4m3fn()[p[0]];
+    case DType::float8_e8m0fnu: return table_e8m0()[p[0]];
+    case DType::float8_e5m2_x4:
+    case DType::float8_e4m3fn_x4:
+    case DType::float4_e2m1fn_x4: return static_cast<float>(read_as<uint32_t>(p));  // the whole word
   }
   return 0;
 }
@@ -157,6 +226,11 @@ void encode(DType t, float v, uint8_t* p) {
     case DType::tfloat32: write_as(p, round_fp32_bits(v, 13)); return;
     case DType::float8_e4m3: p[0] = static_cast<uint8_t>(kE4M3.encode(v)); return;
     case DType::float8_e5m2: p[0] = static_cast<uint8_t>(kE5M2.encode(v)); return;
+    case DType::float8_e4m3fn: p[0] = static_cast<uint8_t>(kE4M3FN.encode(v)); return;
+    case DType::float8_e8m0fnu: p[0] = static_cast<uint8_t>(encode_e8m0(v)); return;
+    case DType::float8_e5m2_x4:
+    case DType::float8_e4m3fn_x4:
+    case DType::float4_e2m1fn_x4: write_as(p, saturate_round<uint32_t>(v)); return;  // the whole word
   }
 }
 
@@ -192,7 +266,10 @@ int64_t load_int(DType t, const uint8_t* p) {
     case DType::int32: return read_as<int32_t>(p);
     case DType::uint8: return p[0];
     case DType::uint16: return read_as<uint16_t>(p);
-    case DType::uint32: return read_as<uint32_t>(p);
+    case DType::uint32:
+    case DType::float8_e5m2_x4:
+    case DType::float8_e4m3fn_x4:
+    case DType::float4_e2m1fn_x4: return read_as<uint32_t>(p);
     default: return static_cast<int64_t>(decode(t, p));
   }
 }
@@ -205,7 +282,10 @@ void store_int(DType t, int64_t v, uint8_t* p) {
     case DType::int32: write_as(p, saturate_int<int32_t>(v)); return;
     case DType::uint8: write_as(p, saturate_int<uint8_t>(v)); return;
     case DType::uint16: write_as(p, saturate_int<uint16_t>(v)); return;
-    case DType::uint32: write_as(p, saturate_int<uint32_t>(v)); return;
+    case DType::uint32:
+    case DType::float8_e5m2_x4:
+    case DType::float8_e4m3fn_x4:
+    case DType::float4_e2m1fn_x4: write_as(p, saturate_int<uint32_t>(v)); return;
     default: encode(t, static_cast<float>(v), p); return;
   }
 }
@@ -217,9 +297,33 @@ double max_finite(DType t) {
     case DType::float32: return FLT_MAX;
     case DType::tfloat32: return std::bit_cast<float>(0x7f7fe000u);
     case DType::float8_e4m3: return 240.0;
-    case DType::float8_e5m2: return 57344.0;
+    case DType::float8_e5m2:
+    case DType::float8_e5m2_x4: return 57344.0;
+    case DType::float8_e4m3fn:
+    case DType::float8_e4m3fn_x4: return 448.0;
+    case DType::float8_e8m0fnu: return std::ldexp(1.0, 127);
+    case DType::float4_e2m1fn_x4: return 6.0;
     default: return 0;
   }
+}
+
+float decode_packed(DType t, uint32_t word, int j) {
+  switch (t) {
+    case DType::float8_e5m2_x4: return table_e5m2()[(word >> (8 * j)) & 0xFF];
+    case DType::float8_e4m3fn_x4: return table_e4m3fn()[(word >> (8 * j)) & 0xFF];
+    case DType::float4_e2m1fn_x4: return table_e2m1fn()[(word >> (4 * j)) & 0xF];
+    default: internal_error("decode_packed on the unpacked dtype " + std::string(to_string(t)));
+  }
+}
+
+uint32_t encode_packed(DType t, const float (&values)[4]) {
+  const MiniFloat* f = t == DType::float8_e5m2_x4 ? &kE5M2 : t == DType::float8_e4m3fn_x4 ? &kE4M3FN : nullptr;
+  if (!f) internal_error("encode_packed supports the fp8 x4 dtypes only, not " + std::string(to_string(t)));
+  const float max = static_cast<float>(max_finite(t));
+  uint32_t word = 0;
+  for (int j = 0; j < 4; ++j)  // std::clamp keeps NaN, which encodes to the format's NaN
+    word |= f->encode(std::clamp(values[j], -max, max)) << (8 * j);
+  return word;
 }
 
 void fill_uninitialized(DType t, uint8_t* p, int64_t count) {

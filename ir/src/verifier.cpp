@@ -155,6 +155,38 @@ void verify_tensor(const Kernel& k, const TensorDecl& t) {
   }
 }
 
+namespace {
+
+// The packed MX dtypes (*_x4) mean something only to the MX instructions, which check their own
+// operands. Elsewhere they may only be moved as words: dma_copy to the same dtype, memset to 0
+// (nki-api.md §2.10). One rule for every other instruction, so a new op cannot forget it.
+void check_packed_operands(const Checker& c, const Instruction& inst) {
+  const Opcode op = inst.opcode();
+  if (op == Opcode::quantize_mx || op == Opcode::nc_matmul_mx) return;
+  if (const auto* copy = std::get_if<DmaCopy>(&inst.op)) {
+    if ((is_packed(copy->dst.dtype) || is_packed(copy->src.dtype)) && copy->dst.dtype != copy->src.dtype)
+      c.fail("packed-dtype", "cannot convert between " + std::string(to_string(copy->src.dtype)) + " and " +
+                                 std::string(to_string(copy->dst.dtype)) +
+                                 "; packed MX words are copied only to the same dtype");
+    return;
+  }
+  if (const auto* set = std::get_if<Memset>(&inst.op)) {
+    if (is_packed(set->dst.dtype) && set->value != 0)
+      c.fail("packed-dtype", "a " + std::string(to_string(set->dst.dtype)) + " tile can only be memset to 0, got " +
+                                 std::to_string(set->value));
+    return;
+  }
+  for_each_view(inst, [&](const char* name, const View& v) {
+    if (is_packed(v.dtype))
+      c.fail("packed-dtype", std::string("operand ") + name + " has the packed MX dtype " +
+                                 std::string(to_string(v.dtype)) +
+                                 ", which only quantize_mx, nc_matmul_mx, dma_copy (same dtype) and memset (value 0) "
+                                 "accept; bitcast the view to uint32 to move its words with other instructions");
+  });
+}
+
+}  // namespace
+
 void verify_instruction(const Kernel& k, const Instruction& inst) {
   for_each_field(inst, [&](const char* name, const auto& value) {
     if constexpr (std::is_same_v<std::decay_t<decltype(value)>, View>)
@@ -169,6 +201,7 @@ void verify_instruction(const Kernel& k, const Instruction& inst) {
     if (v.index_view()) check_indirect(k, inst, v, name);
   });
   Checker c(k, inst);
+  check_packed_operands(c, inst);
   std::visit(
       [&](const auto& op) {
         if constexpr (std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) internal_error("empty instruction");

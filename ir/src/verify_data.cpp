@@ -41,6 +41,50 @@ void check(Checker& c, const DmaTranspose& op) {
   if (op.dst.shape() != want) c.fail("dma-transpose", "dst shape must equal the permuted src shape");
 }
 
+MatmulTile check_matmul_tiling(Checker& c, const IntList& position, const IntList& size) {
+  if (size.empty() && position.empty()) return {};
+  if (size.size() != 2 || position.size() != 2)
+    c.fail("matmul-tiling", "tile_position and tile_size must both be given as (row, col) pairs");
+  for (int64_t s : size) {
+    if (s != 32 && s != 64 && s != 128) c.fail("matmul-tiling", "tile sizes must be 32, 64 or 128");
+    if (s == 32) c.requires_gen(3);
+  }
+  for (int i = 0; i < 2; ++i)
+    if (position[i] % size[i] != 0 || position[i] + size[i] > 128)
+      c.fail("matmul-tiling", "tile_position must be a multiple of tile_size inside the 128x128 array");
+  return {size[0], size[1]};
+}
+
+void check_matmul_dst(Checker& c, const View& dst, int64_t M, int64_t N) {
+  c.buffer_in(dst, "dst", {Buffer::psum});
+  // v4 PSUM holds 4096 fp32 or 8192 bf16 results per partition across its banks.
+  const int64_t max_n = target_info(c.target()).matmul_max_n * (dst.dtype == DType::bfloat16 ? 2 : 1);
+  if (N > max_n)
+    c.fail("matmul-shape", "moving free size N=" + std::to_string(N) + " exceeds " + std::to_string(max_n) +
+                               " on " + std::string(to_string(c.target())) +
+                               (nc_version(c.target()) < 4 ? " (one PSUM bank of fp32)" : " for this dst dtype") +
+                               std::string("; tile N in chunks of ") + std::to_string(max_n));
+  if (c.partitions(dst) != M || c.free_size(dst) != N)
+    c.fail("matmul-shape", "dst must be [M, N] = [" + std::to_string(M) + ", " + std::to_string(N) + "], got " +
+                               std::to_string(c.partitions(dst)) + " partitions x " +
+                               std::to_string(c.free_size(dst)) + " elements");
+  if (nc_version(c.target()) >= 4) c.dtype_in(dst, "dst", {DType::float32, DType::bfloat16});
+  else c.dtype_in(dst, "dst", {DType::float32});
+  // One matmul output must stay inside one 2 KiB PSUM bank per partition on v2/v3.
+  if (nc_version(c.target()) < 4) {
+    const int64_t bank = target_info(c.target()).psum_bank_bytes;
+    const TensorDecl& t = c.tensor(dst);
+    const int64_t first = (dst.offset % c.partition_size(dst)) * dtype_size(dst.dtype);
+    int64_t span = 0;
+    for (size_t k = 1; k < dst.dims.size(); ++k) span += dst.dims[k].step * (dst.dims[k].num - 1);
+    const int64_t last = first + span * dtype_size(dst.dtype);
+    const int64_t base = t.address ? (*t.address)[1] : 0;
+    if ((base + first) / bank != (base + last) / bank)
+      c.fail("psum-bank", "the matmul output spans bytes " + std::to_string(first) + ".." + std::to_string(last) +
+                              " of each partition and crosses a 2 KiB PSUM bank; keep each output within 512 fp32");
+  }
+}
+
 void check(Checker& c, const NcMatmul& op) {
   c.buffer_in(op.stationary, "stationary", {Buffer::sbuf});
   c.buffer_in(op.moving, "moving", {Buffer::sbuf});
@@ -56,60 +100,29 @@ void check(Checker& c, const NcMatmul& op) {
       c.fail("dtype", "perf_mode=double_row needs fp8 inputs");
     c.fail("unsupported", "perf_mode=double_row is not supported by Knit yet");
   }
-  int64_t max_k = kMaxPartitions, max_m = kMaxPartitions;
-  if (!op.tile_size.empty() || !op.tile_position.empty()) {
-    if (op.tile_size.size() != 2 || op.tile_position.size() != 2)
-      c.fail("matmul-tiling", "tile_position and tile_size must both be given as (row, col) pairs");
-    for (int64_t s : op.tile_size) {
-      if (s != 32 && s != 64 && s != 128) c.fail("matmul-tiling", "tile sizes must be 32, 64 or 128");
-      if (s == 32) c.requires_gen(3);
-    }
-    for (int i = 0; i < 2; ++i)
-      if (op.tile_position[i] % op.tile_size[i] != 0 || op.tile_position[i] + op.tile_size[i] > 128)
-        c.fail("matmul-tiling", "tile_position must be a multiple of tile_size inside the 128x128 array");
-    max_k = op.tile_size[0];
-    max_m = op.tile_size[1];
-  }
-  if (K > max_k)
+  const MatmulTile tile = check_matmul_tiling(c, op.tile_position, op.tile_size);
+  if (K > tile.rows)
     c.fail("matmul-shape", "contraction size K=" + std::to_string(K) + " exceeds the limit of " +
-                               std::to_string(max_k) + "; loop over K in chunks of 128 and accumulate in PSUM");
-  if (M > max_m)
-    c.fail("matmul-shape", "stationary free size M=" + std::to_string(M) + " exceeds " + std::to_string(max_m) +
+                               std::to_string(tile.rows) + "; loop over K in chunks of 128 and accumulate in PSUM");
+  if (M > tile.cols)
+    c.fail("matmul-shape", "stationary free size M=" + std::to_string(M) + " exceeds " + std::to_string(tile.cols) +
                                "; tile M in chunks of 128");
-  // v4 PSUM holds 4096 fp32 or 8192 bf16 results per partition across its banks.
-  const int64_t max_n = target_info(c.target()).matmul_max_n * (op.dst.dtype == DType::bfloat16 ? 2 : 1);
-  if (N > max_n)
-    c.fail("matmul-shape", "moving free size N=" + std::to_string(N) + " exceeds " + std::to_string(max_n) +
-                               " on " + std::string(to_string(c.target())) +
-                               (nc_version(c.target()) < 4 ? " (one PSUM bank of fp32)" : " for this dst dtype") +
-                               std::string("; tile N in chunks of ") + std::to_string(max_n));
-  if (c.partitions(op.dst) != M || c.free_size(op.dst) != N)
-    c.fail("matmul-shape", "dst must be [M, N] = [" + std::to_string(M) + ", " + std::to_string(N) + "], got " +
-                               std::to_string(c.partitions(op.dst)) + " partitions x " +
-                               std::to_string(c.free_size(op.dst)) + " elements");
-  const auto input_types = {DType::float8_e4m3, DType::float8_e5m2, DType::bfloat16, DType::float16,
-                            DType::tfloat32, DType::float32};
+  const auto input_types = {DType::float8_e4m3, DType::float8_e5m2, DType::float8_e4m3fn, DType::bfloat16,
+                            DType::float16, DType::tfloat32, DType::float32};
   c.dtype_in(op.stationary, "stationary", input_types);
   c.dtype_in(op.moving, "moving", input_types);
   auto wide = [](DType d) { return d == DType::float32 || d == DType::tfloat32; };
   if (wide(op.stationary.dtype) != wide(op.moving.dtype))
     c.fail("dtype", "if one matmul input is float32/tfloat32 the other must be too (got " +
                         std::string(to_string(op.stationary.dtype)) + " and " + std::string(to_string(op.moving.dtype)) + ")");
-  if (nc_version(c.target()) >= 4) c.dtype_in(op.dst, "dst", {DType::float32, DType::bfloat16});
-  else c.dtype_in(op.dst, "dst", {DType::float32});
-  // One matmul output must stay inside one 2 KiB PSUM bank per partition on v2/v3.
-  if (nc_version(c.target()) < 4) {
-    const int64_t bank = target_info(c.target()).psum_bank_bytes;
-    const TensorDecl& t = c.tensor(op.dst);
-    const int64_t first = (op.dst.offset % c.partition_size(op.dst)) * dtype_size(op.dst.dtype);
-    int64_t span = 0;
-    for (size_t k = 1; k < op.dst.dims.size(); ++k) span += op.dst.dims[k].step * (op.dst.dims[k].num - 1);
-    const int64_t last = first + span * dtype_size(op.dst.dtype);
-    const int64_t base = t.address ? (*t.address)[1] : 0;
-    if ((base + first) / bank != (base + last) / bank)
-      c.fail("psum-bank", "the matmul output spans bytes " + std::to_string(first) + ".." + std::to_string(last) +
-                              " of each partition and crosses a 2 KiB PSUM bank; keep each output within 512 fp32");
-  }
+  // OCP fp8 (e4m3fn) is a v4 input and cannot meet the legacy Trainium e4m3 in one matmul (§3.2).
+  const bool fn = op.stationary.dtype == DType::float8_e4m3fn || op.moving.dtype == DType::float8_e4m3fn;
+  if (fn && nc_version(c.target()) < 4)
+    c.fail("target", "float8_e4m3fn inputs need trn3 (gen4), but the kernel targets " +
+                         std::string(to_string(c.target())) + "; use float8_e4m3 on trn1/trn2");
+  if (fn && (op.stationary.dtype == DType::float8_e4m3 || op.moving.dtype == DType::float8_e4m3))
+    c.fail("dtype", "float8_e4m3fn and float8_e4m3 cannot be mixed in one matmul; convert one side");
+  check_matmul_dst(c, op.dst, M, N);
 }
 
 void check(Checker& c, const NcTranspose& op) {

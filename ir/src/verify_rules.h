@@ -63,6 +63,16 @@ class Checker {
   const Instruction& inst_;
 };
 
+// Rules shared by nc_matmul and nc_matmul_mx (verify_data.cpp).
+// The PE-array tile an instruction may use (rows bound the contraction partitions, cols the
+// stationary free size): 128x128 unless tile_position/tile_size select a smaller one.
+struct MatmulTile {
+  int64_t rows = 128, cols = 128;
+};
+MatmulTile check_matmul_tiling(Checker& c, const IntList& position, const IntList& size);
+// dst: PSUM, [M, N], N within the target's limit, fp32 (or bf16 on trn3), within one bank on v2/v3.
+void check_matmul_dst(Checker& c, const View& dst, int64_t M, int64_t N);
+
 std::string list_text(std::initializer_list<std::string_view> items);
 
 // Rules of an indirect view `what` of `inst` (verify_control.cpp).

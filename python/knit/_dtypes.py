@@ -3,7 +3,8 @@ its ml_dtypes type (nki-api.md §2.10), e.g. ``nl.bfloat16 == "bfloat16" == ml_d
 import ml_dtypes
 import numpy as np
 
-# Knit name -> NumPy storage dtype. tfloat32 is stored as float32 words (low mantissa bits zero).
+# Knit name -> NumPy storage dtype. tfloat32 is stored as float32 words (low mantissa bits zero);
+# the packed MX types (*_x4) as uint32 words, four sub-elements each (docs/architecture.md).
 _NUMPY = {
     "bool": np.dtype(np.bool_),
     "int8": np.dtype(np.int8),
@@ -18,7 +19,16 @@ _NUMPY = {
     "tfloat32": np.dtype(np.float32),
     "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    # ml_dtypes added e8m0fnu in 0.5; older versions see the raw scale bytes.
+    "float8_e8m0fnu": np.dtype(getattr(ml_dtypes, "float8_e8m0fnu", np.uint8)),
+    "float8_e5m2_x4": np.dtype(np.uint32),
+    "float8_e4m3fn_x4": np.dtype(np.uint32),
+    "float4_e2m1fn_x4": np.dtype(np.uint32),
 }
+# Types kept in another type's words: they compare equal only to their names, and a NumPy dtype
+# never maps back to them.
+_BORROWED_STORAGE = {"tfloat32", "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"}
 
 
 class dtype(str):
@@ -37,7 +47,7 @@ class dtype(str):
         if isinstance(other, str):
             return str.__eq__(self, _ALIASES.get(other, other))
         try:
-            return str(self) != "tfloat32" and np.dtype(other) == self.numpy
+            return str(self) not in _BORROWED_STORAGE and np.dtype(other) == self.numpy
         except TypeError:
             return NotImplemented
 
@@ -73,7 +83,7 @@ def to_dtype(value, what="dtype"):
     except TypeError:
         raise TypeError(f"{what} {value!r} is not a dtype Knit knows") from None
     for name, d in _NUMPY.items():
-        if d == np_dtype and name != "tfloat32":
+        if d == np_dtype and name not in _BORROWED_STORAGE:
             return ALL[name]
     raise TypeError(f"{what} {np_dtype} is not supported by Knit (supported: {', '.join(ALL)})")
 
@@ -85,6 +95,6 @@ def storage_dtype(d):
 
     d = to_dtype(d)
     if os.environ.get("NKI_PRECISE_FP", "1") == "0" and d in ("bfloat16", "float16", "float8_e4m3",
-                                                              "float8_e5m2", "tfloat32"):
+                                                              "float8_e5m2", "float8_e4m3fn", "tfloat32"):
         return ALL["float32"]
     return d

@@ -81,7 +81,7 @@ def _fit(v, shape, what, loc):
 
 # ---- dtype promotion (nki-api.md §4.5) --------------------------------------------------------
 
-_FLOAT_BITS = {"float8_e4m3": (4, 3), "float8_e5m2": (5, 2), "bfloat16": (8, 7), "float16": (5, 10),
+_FLOAT_BITS = {"float8_e4m3": (4, 3), "float8_e4m3fn": (4, 3), "float8_e5m2": (5, 2), "bfloat16": (8, 7), "float16": (5, 10),
                "tfloat32": (8, 10), "float32": (8, 23)}
 
 

@@ -426,6 +426,24 @@ def scalar_load(src, name=None, **kwargs):
 def scalar_store(dst, value, name=None, **kwargs):
     """G3: writes an NkiScalar (or int) into the single element of `dst`."""
     register_store(dst, value, name=name)
+def quantize_mx(dst, src, dst_scale, name=None, **kwargs):
+    """trn3: src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words + dst_scale [P/8, F/4] e8m0 scales."""
+    loc = user_location()
+    _emit_at(loc, "quantize_mx", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             dst_scale=_tensor(dst_scale, "dst_scale", loc))
+
+
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None, **kwargs):
+    """trn3: dst[M, N] (+)= dequantized stationary [P, M].T @ moving [P, N], contracting 4P values."""
+    loc = user_location()
+    acc = "auto" if accumulate is None else ("on" if accumulate else "off")
+    _emit_at(loc, "nc_matmul_mx", name, dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
+             moving=_tensor(moving, "moving", loc),
+             stationary_scale=_tensor(stationary_scale, "stationary_scale", loc),
+             moving_scale=_tensor(moving_scale, "moving_scale", loc),
+             tile_position=[int(x) for x in tile_position or ()], tile_size=[int(x) for x in tile_size or ()],
+             accumulate=acc)
 
 
 def _reject_legacy_keywords(fn):

@@ -19,6 +19,10 @@ uint8, uint16, uint32 = _ALL_DTYPES["uint8"], _ALL_DTYPES["uint16"], _ALL_DTYPES
 float16, bfloat16, float32 = _ALL_DTYPES["float16"], _ALL_DTYPES["bfloat16"], _ALL_DTYPES["float32"]
 tfloat32 = _ALL_DTYPES["tfloat32"]
 float8_e4m3, float8_e5m2 = _ALL_DTYPES["float8_e4m3"], _ALL_DTYPES["float8_e5m2"]
+# trn3: OCP fp8, the MX scale type and the packed MX words (four sub-elements per 32-bit word).
+float8_e4m3fn, float8_e8m0fnu = _ALL_DTYPES["float8_e4m3fn"], _ALL_DTYPES["float8_e8m0fnu"]
+float8_e5m2_x4, float8_e4m3fn_x4 = _ALL_DTYPES["float8_e5m2_x4"], _ALL_DTYPES["float8_e4m3fn_x4"]
+float4_e2m1fn_x4 = _ALL_DTYPES["float4_e2m1fn_x4"]
 
 
 # ---- buffers ----------------------------------------------------------------------------------

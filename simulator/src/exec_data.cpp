@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "machine.h"
+#include "matmul.h"
 
 namespace knit::sim {
 
@@ -112,37 +113,11 @@ void exec(Machine& m, const NcMatmul& op) {
   Tile stat = m.tile(op.stationary, "stationary");
   Tile mov = m.tile(op.moving, "moving");
   Tile dst = m.tile(op.dst, "dst");
-  const int64_t K = stat.P, M = stat.F, N = mov.F;
-  const std::vector<float> s = stat.read_all();
-  const std::vector<float> v = mov.read_all();
-  // partial[m, n] = sum over k = 0..K-1, in order, of s[k, m] * v[k, n], all in fp32.
   // Transpose mode (is_transpose, moving = identity) passes values through: zero entries of
   // moving contribute nothing, so NaN/Inf in stationary move bit for bit (v3+ behaviour).
-  std::vector<float> partial(static_cast<size_t>(M * N), 0.0f);
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t mi = 0; mi < M; ++mi) {
-      const float a = s[k * M + mi];
-      float* row = partial.data() + mi * N;
-      const float* b = v.data() + k * N;
-      for (int64_t n = 0; n < N; ++n)
-        if (!op.is_transpose || b[n] != 0.0f) row[n] += a * b[n];
-    }
-  for (int64_t i = 0; i < M * N; ++i) {
-    const bool add = op.accumulate == Accumulate::on || (op.accumulate == Accumulate::auto_ && dst.matmul_written(i));
-    float previous = 0.0f;
-    if (add && !dst.is_initialized(i)) {
-      // Undefined on hardware; like NKI's simulator, warn and add to the fresh-memory sentinel.
-      m.warn("nc_matmul(accumulate=True) adds into PSUM that was never written (undefined on hardware); "
-             "use accumulate=None or False for the first matmul of a group");
-      previous = std::numeric_limits<float>::quiet_NaN();
-    } else if (add) {
-      if (!dst.matmul_written(i))
-        m.warn("nc_matmul(accumulate=True) adds into PSUM last written by a non-matmul instruction "
-               "(undefined on trn1/trn2)");
-      previous = dst.read(i);
-    }
-    dst.write_from_matmul(i, add ? previous + partial[i] : partial[i]);
-  }
+  const std::vector<float> partial =
+      matmul_partials(stat.read_all(), mov.read_all(), stat.P, stat.F, mov.F, op.is_transpose);
+  write_matmul_result(m, dst, partial, op.accumulate);
 }
 
 void exec(Machine& m, const NcTranspose& op) {

@@ -608,3 +608,98 @@ TEST_CASE("fill_uninitialized writes NaN to floats, 4 to integers, 1 to bool", "
   ir::fill_uninitialized(DType::int16, untouched, 0);
   CHECK(untouched[0] == 0xCD);
 }
+
+// ---- trn3 formats: float8_e4m3fn (OCP, bias 7, max 448, no inf, NaN S.1111.111) ---------------
+
+TEST_CASE("float8_e4m3fn rounding, saturation to NaN and specials", "[core][numerics][mx]") {
+  const DType t = DType::float8_e4m3fn;
+  CHECK(enc(t, 1.0f) == 0x38);
+  CHECK(enc(t, 448.0f) == 0x7e);                       // 1.75 * 2^8: exponent 15 is finite here
+  CHECK(enc(t, 256.0f) == 0x78);                       // 0x78 is 256, not inf as in float8_e4m3
+  CHECK(enc(t, 240.0f) == 0x77);
+  CHECK(enc(t, 1.0625f) == 0x38);                      // RNE as in float8_e4m3
+  // Above 448 the next step would be 480 = S.1111.111, the NaN code: 464 ties to the even 448,
+  // anything that rounds further is NaN (no inf), with the sign kept.
+  CHECK(enc(t, 464.0f) == 0x7e);
+  CHECK(enc(t, std::nextafter(464.0f, 1000.0f)) == 0x7f);
+  CHECK(enc(t, -1000.0f) == 0xff);
+  CHECK(enc(t, kInf) == 0x7f);
+  CHECK(enc(t, -kInf) == 0xff);
+  CHECK(enc(t, kNaN) == 0x7f);
+  CHECK(enc(t, -kNaN) == 0xff);
+  // Subnormals as float8_e4m3: step 2^-9.
+  CHECK(enc(t, std::ldexp(1.0f, -9)) == 0x01);
+  CHECK(enc(t, std::ldexp(1.0f, -10)) == 0x00);        // tie -> even 0
+  CHECK(enc(t, -0.0f) == 0x80);
+  CHECK(ir::max_finite(t) == 448.0);
+  // Decode: every code against the bit layout, and every non-NaN code survives a round trip.
+  for (uint32_t code = 0; code < 256; ++code) {
+    INFO("code 0x" << std::hex << code);
+    const float got = dec(t, code);
+    if ((code & 0x7f) == 0x7f) {
+      CHECK(std::isnan(got));
+      continue;
+    }
+    // Only S.1111.111 is special, so the IEEE formula of e4m3 with the top exponent finite.
+    const int e = (code >> 3) & 15, m = code & 7;
+    const double mag = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+    CHECK(static_cast<double>(got) == ((code & 0x80) ? -mag : mag));
+    CHECK(enc(t, got) == code);
+  }
+}
+
+// ---- float8_e8m0fnu (2^(code - 127), 0xFF NaN, no sign, no zero) -------------------------------
+
+TEST_CASE("float8_e8m0fnu rounds to the nearest power of two, ties up", "[core][numerics][mx]") {
+  const DType t = DType::float8_e8m0fnu;
+  for (uint32_t code = 0; code < 255; ++code) {
+    INFO("code " << code);
+    CHECK(static_cast<double>(dec(t, code)) == std::ldexp(1.0, static_cast<int>(code) - 127));
+    CHECK(enc(t, dec(t, code)) == code);
+  }
+  CHECK(std::isnan(dec(t, 0xff)));
+  CHECK(dec(t, 0) == std::ldexp(1.0f, -127));  // an fp32 subnormal, exact
+  CHECK(enc(t, 1.0f) == 127);
+  CHECK(enc(t, 1.4999f) == 127);
+  CHECK(enc(t, 1.5f) == 128);                  // the tie between 1 and 2 goes up
+  CHECK(enc(t, 3.0f) == 129);                  // ... also from an even code (no RNE here)
+  CHECK(enc(t, 0.75f) == 127);
+  CHECK(enc(t, std::ldexp(1.0f, -130)) == 0);  // below 2^-127: the smallest scale
+  CHECK(enc(t, 1e-45f) == 0);
+  CHECK(enc(t, std::ldexp(1.4f, 127)) == 254);
+  CHECK(enc(t, std::ldexp(1.5f, 127)) == 0xff);  // rounds to 2^128: out of range
+  for (float v : {0.0f, -0.0f, -1.0f, kInf, -kInf, kNaN}) {
+    INFO(v);
+    CHECK(enc(t, v) == 0xff);
+  }
+  CHECK(ir::max_finite(t) == std::ldexp(1.0, 127));
+}
+
+// ---- packed MX words -------------------------------------------------------------------------------
+
+TEST_CASE("packed MX words: sub-element j is byte j (fp8) or nibble j (fp4)", "[core][numerics][mx]") {
+  // fp8: 0x3c = 1.0 in e5m2, 0x38 = 1.0 in e4m3fn; the word's low byte is sub-element 0.
+  const uint32_t w = 0xC0'7B'3C'00u;
+  CHECK(ir::decode_packed(DType::float8_e5m2_x4, w, 0) == 0.0f);
+  CHECK(ir::decode_packed(DType::float8_e5m2_x4, w, 1) == 1.0f);
+  CHECK(ir::decode_packed(DType::float8_e5m2_x4, w, 2) == 57344.0f);
+  CHECK(ir::decode_packed(DType::float8_e5m2_x4, w, 3) == -2.0f);
+  CHECK(ir::decode_packed(DType::float8_e4m3fn_x4, 0x7E'00'00'38u, 0) == 1.0f);
+  CHECK(ir::decode_packed(DType::float8_e4m3fn_x4, 0x7E'00'00'38u, 3) == 448.0f);
+  // fp4 e2m1: codes 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign; bits 16..31 unused.
+  const float fp4[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  for (uint32_t c = 0; c < 16; ++c)
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t word = 0xFFFF0000u | (c << (4 * j));
+      CHECK(ir::decode_packed(DType::float4_e2m1fn_x4, word, j) == ((c & 8) ? -fp4[c & 7] : fp4[c & 7]));
+    }
+  // encode_packed rounds RNE and saturates (no inf, no NaN from overflow); NaN stays NaN.
+  CHECK(ir::encode_packed(DType::float8_e4m3fn_x4, {1.0f, 1000.0f, -kInf, 1.0625f}) == 0x38'FE'7E'38u);
+  CHECK(ir::encode_packed(DType::float8_e5m2_x4, {1e6f, -0.0f, kNaN, 1.0f}) == 0x3C'7E'80'7Bu);
+  // As whole words, packed types are uint32: what memset and the fresh-memory sentinel write.
+  CHECK(enc(DType::float8_e4m3fn_x4, 0.0f) == 0u);
+  CHECK(dec(DType::float4_e2m1fn_x4, 0x12345678u) == static_cast<float>(0x12345678u));
+  uint8_t buf[8];
+  ir::fill_uninitialized(DType::float8_e5m2_x4, buf, 2);
+  CHECK(ir::load_int(DType::float8_e5m2_x4, buf + 4) == 4);
+}

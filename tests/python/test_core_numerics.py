@@ -2,7 +2,8 @@
 
 Knit rounds fp32 to bfloat16 / float16 / float8_e4m3 (the IEEE-like variant: bias 7, max 240,
 inf and NaNs) / float8_e5m2 to nearest, ties to even, keeping subnormals, overflowing to inf and
-keeping NaN (sign included). ml_dtypes (and NumPy for float16) implement the same IEEE rules, so
+keeping NaN (sign included); float8_e4m3fn the same way except that overflow and inf become NaN;
+float8_e8m0fnu to the nearest power of two with ties up (numerics.h). ml_dtypes (and NumPy for float16) implement the same IEEE rules, so
 every finite result must match exactly; NaNs are compared with isnan (payloads may differ).
 
 The conversions are exercised two ways:
@@ -28,7 +29,12 @@ FORMATS = {
     "float16": (np.float16, np.uint16),
     "float8_e4m3": (ml_dtypes.float8_e4m3, np.uint8),
     "float8_e5m2": (ml_dtypes.float8_e5m2, np.uint8),
+    # trn3: OCP fp8 (no inf; overflow and inf become NaN) and the MX scale format (powers of two,
+    # ties round up, no sign: zero, negatives, inf and NaN all become the NaN code 0xFF).
+    "float8_e4m3fn": (ml_dtypes.float8_e4m3fn, np.uint8),
+    "float8_e8m0fnu": (ml_dtypes.float8_e8m0fnu, np.uint8),
 }
+UNSIGNED = {"float8_e8m0fnu"}  # no sign bit: its NaN cannot keep the input's sign
 DTYPES = list(FORMATS)
 
 
@@ -155,6 +161,8 @@ def assert_codes_match(values, got, dtype):
     # NaN inputs: a NaN code with the input's sign.
     got_nan = got[nan_in].view(t).astype(np.float32)
     assert np.all(np.isnan(got_nan)), f"{dtype}: a NaN input did not stay NaN"
+    if dtype in UNSIGNED:
+        return
     assert np.array_equal(np.signbit(got_nan), np.signbit(values[nan_in])), f"{dtype}: NaN sign lost"
 
 
@@ -215,6 +223,10 @@ def test_hand_picked_encodings(conv):
                         (7.5 * 2.0**-9, 0x08), (-np.inf, 0xF8), (np.nan, 0x7C)],
         "float8_e5m2": [(57344.0, 0x7B), (61440.0, 0x7C), (1.125, 0x3C), (1.375, 0x3E), (2.0**-16, 0x01),
                         (-0.0, 0x80), (np.nan, 0x7E)],
+        "float8_e4m3fn": [(448.0, 0x7E), (464.0, 0x7E), (465.0, 0x7F), (-np.inf, 0xFF), (256.0, 0x78),
+                          (2.0**-9, 0x01), (-0.0, 0x80), (np.nan, 0x7F)],
+        "float8_e8m0fnu": [(1.0, 127), (1.5, 128), (3.0, 129), (2.0**-127, 0), (2.0**-140, 0), (2.0**127, 254),
+                           (0.0, 0xFF), (-1.0, 0xFF), (np.inf, 0xFF)],
     }
     for dtype, pairs in cases.items():
         values = np.array([v for v, _ in pairs], dtype=np.float32)

@@ -287,6 +287,33 @@ inline void nc_stream_shuffle(const nl::tensor& dst, const nl::tensor& src, std:
   detail::emit(ir::NcStreamShuffle{dst.view(), src.view(), std::move(shuffle_mask)}, "", l);
 }
 
+// trn3 MX (docs/architecture.md, "MX data"): src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words,
+// dst_scale [P/8, F/4] e8m0 scales.
+inline void quantize_mx(const nl::tensor& dst, const nl::tensor& src, const nl::tensor& dst_scale,
+                        std::string name = "", KNIT_HERE) {
+  detail::emit(ir::QuantizeMx{dst.view(), src.view(), dst_scale.view()}, name, l);
+}
+
+struct MatmulMxOptions {
+  std::vector<int64_t> tile_position, tile_size;  // row tiling only: tile_size = (rows, 128)
+  std::optional<bool> accumulate;                 // None: first write overwrites, later writes add
+  std::string name;
+};
+inline void nc_matmul_mx(const nl::tensor& dst, const nl::tensor& stationary, const nl::tensor& moving,
+                         const nl::tensor& stationary_scale, const nl::tensor& moving_scale, MatmulMxOptions o = {},
+                         KNIT_HERE) {
+  ir::NcMatmulMx op;
+  op.dst = dst.view();
+  op.stationary = stationary.view();
+  op.moving = moving.view();
+  op.stationary_scale = stationary_scale.view();
+  op.moving_scale = moving_scale.view();
+  op.tile_position = o.tile_position;
+  op.tile_size = o.tile_size;
+  op.accumulate = !o.accumulate ? ir::Accumulate::auto_ : *o.accumulate ? ir::Accumulate::on : ir::Accumulate::off;
+  detail::emit(std::move(op), o.name, l);
+}
+
 #undef KNIT_HERE
 
 }  // namespace knit::isa

@@ -346,6 +346,28 @@ struct NcStreamShuffle {
   KNIT_FIELDS_EQ(NcStreamShuffle);
 };
 
+// MX quantization (trn3, VectorE): src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words plus one
+// e8m0 scale per group of 8 partitions x 4 elements in dst_scale [P/8, F/4] (docs/architecture.md).
+struct QuantizeMx {
+  View dst, src, dst_scale;
+  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); f("dst_scale", dst_scale); }
+  KNIT_FIELDS_EQ(QuantizeMx);
+};
+
+// MX matmul (trn3, TensorE): dst[M,N] = sum over k < 4P of A[k,m] * B[k,n], A and B the stationary
+// [P, M] and moving [P, N] x4 words dequantized with their [P/8, *] scales, k = 4p + sub-element.
+struct NcMatmulMx {
+  View dst, stationary, moving, stationary_scale, moving_scale;
+  IntList tile_position, tile_size;
+  Accumulate accumulate = Accumulate::auto_;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("stationary", stationary); f("moving", moving); f("stationary_scale", stationary_scale);
+    f("moving_scale", moving_scale); f("tile_position", tile_position); f("tile_size", tile_size);
+    f("accumulate", accumulate);
+  }
+  KNIT_FIELDS_EQ(NcMatmulMx);
+};
+
 #undef KNIT_FIELDS_EQ
 }  // namespace knit::ir
 
@@ -392,7 +414,9 @@ namespace knit::ir {
   X(End, end)                                        \
   X(LocalGather, local_gather)                       \
   X(NcNGather, nc_n_gather)                          \
-  X(NcStreamShuffle, nc_stream_shuffle)
+  X(NcStreamShuffle, nc_stream_shuffle)              \
+  X(QuantizeMx, quantize_mx)                         \
+  X(NcMatmulMx, nc_matmul_mx)
 
 enum class Opcode : uint8_t {
 #define KNIT_X(type, name) name,

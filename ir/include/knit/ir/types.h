@@ -11,7 +11,9 @@
 namespace knit::ir {
 
 // ---- element types ---------------------------------------------------------------------------
-enum class DTypeKind : uint8_t { Bool, SignedInt, UnsignedInt, Float };
+// Packed: a 32-bit word holding four MX sub-elements (the *_x4 dtypes, nki-api.md §2.10). Only the
+// MX instructions read its sub-elements; as a whole word it behaves like uint32 (numerics.h).
+enum class DTypeKind : uint8_t { Bool, SignedInt, UnsignedInt, Float, Packed };
 
 //        enum name     text name      bytes  kind
 #define KNIT_DTYPES(X)                                   \
@@ -27,7 +29,12 @@ enum class DTypeKind : uint8_t { Bool, SignedInt, UnsignedInt, Float };
   X(float32, "float32", 4, Float)                        \
   X(tfloat32, "tfloat32", 4, Float)                      \
   X(float8_e4m3, "float8_e4m3", 1, Float)                \
-  X(float8_e5m2, "float8_e5m2", 1, Float)
+  X(float8_e5m2, "float8_e5m2", 1, Float)                \
+  X(float8_e4m3fn, "float8_e4m3fn", 1, Float)            \
+  X(float8_e8m0fnu, "float8_e8m0fnu", 1, Float)          \
+  X(float8_e5m2_x4, "float8_e5m2_x4", 4, Packed)         \
+  X(float8_e4m3fn_x4, "float8_e4m3fn_x4", 4, Packed)     \
+  X(float4_e2m1fn_x4, "float4_e2m1fn_x4", 4, Packed)
 
 enum class DType : uint8_t {
 #define KNIT_X(id, text, bytes, kind) id,
@@ -41,7 +48,11 @@ inline bool is_float(DType t) { return dtype_kind(t) == DTypeKind::Float; }
 inline bool is_integer(DType t) {
   return dtype_kind(t) == DTypeKind::SignedInt || dtype_kind(t) == DTypeKind::UnsignedInt;
 }
-inline bool is_fp8(DType t) { return t == DType::float8_e4m3 || t == DType::float8_e5m2; }
+// The fp8 matmul input formats (float8_e8m0fnu is a scale format, not one of them).
+inline bool is_fp8(DType t) {
+  return t == DType::float8_e4m3 || t == DType::float8_e5m2 || t == DType::float8_e4m3fn;
+}
+inline bool is_packed(DType t) { return dtype_kind(t) == DTypeKind::Packed; }
 
 // ---- memories and engines --------------------------------------------------------------------
 #define KNIT_BUFFERS(X) X(hbm) X(shared_hbm) X(sbuf) X(psum)
