@@ -223,6 +223,7 @@ void verify(const Kernel& k) {
   }
   for (const Instruction& inst : k.body) verify_instruction(k, inst);
   verify_blocks(k);
+  verify_programs(k);
 }
 
 }  // namespace knit::ir

@@ -106,6 +106,64 @@ void check(Checker& c, const DmaCompute& op) {
     c.fail("dma-compute", "an indirect (scatter-add) dma_compute takes exactly 2 srcs: the dst rows and the values");
 }
 
+void check(Checker& c, const Program& op) {
+  if (op.id < 0) c.fail("program", "program ids start at 0");
+}
+
+void check(Checker& c, const CoreBarrier& op) {
+  c.requires_gen(3);
+  if (op.cores.empty()) c.fail("core-barrier", "cores must name the participating cores, e.g. (0, 1)");
+  std::vector<int64_t> sorted = op.cores;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.front() < 0 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    c.fail("core-barrier", "cores must be distinct non-negative core ranks");
+  c.engine_in(op.engine, {Engine::gpsimd, Engine::vector, Engine::scalar, Engine::sync});
+}
+
+void check(Checker& c, const SendRecv& op) {
+  c.requires_gen(3);
+  c.buffer_in(op.src, "src", {Buffer::sbuf});
+  c.buffer_in(op.dst, "dst", {Buffer::sbuf});
+  c.same_dtype(op.dst, "dst", op.src, "src");
+  c.same_tile(op.dst, "dst", op.src, "src");
+  if (op.send_to_rank < 0 || op.recv_from_rank < 0) c.fail("sendrecv", "ranks must be non-negative");
+  if (op.pipe_id < 0) c.fail("sendrecv", "pipe_id must be non-negative");
+}
+
+void verify_programs(const Kernel& k) {
+  int64_t programs = 0;
+  for (const Instruction& inst : k.body)
+    if (const auto* p = std::get_if<Program>(&inst.op)) {
+      if (p->id != programs)
+        user_error(inst.loc, "program", "program " + std::to_string(p->id) + " follows program " +
+                                            std::to_string(programs - 1) + "; instances must appear in order");
+      ++programs;
+    }
+  const int64_t cores = std::max<int64_t>(programs, 1);
+  int64_t rank = 0;
+  auto check_rank = [&](const Instruction& inst, int64_t r, const char* what) {
+    if (r >= cores)
+      user_error(inst.loc, "lnc", std::string(inst.opcode_name()) + ": " + what + " " + std::to_string(r) +
+                                      " does not exist: the kernel runs on " + std::to_string(cores) +
+                                      " core(s); launch it on a grid, e.g. kernel[2](...), for LNC2");
+  };
+  for (const Instruction& inst : k.body) {
+    if (const auto* p = std::get_if<Program>(&inst.op)) rank = p->id;
+    if (const auto* b = std::get_if<CoreBarrier>(&inst.op)) {
+      for (int64_t c : b->cores) check_rank(inst, c, "core");
+      if (std::find(b->cores.begin(), b->cores.end(), rank) == b->cores.end())
+        user_error(inst.loc, "core-barrier", "core " + std::to_string(rank) +
+                                                 " waits at a barrier whose cores do not include it");
+    }
+    if (const auto* s = std::get_if<SendRecv>(&inst.op)) {
+      check_rank(inst, s->send_to_rank, "send_to_rank");
+      check_rank(inst, s->recv_from_rank, "recv_from_rank");
+      if (s->send_to_rank == rank || s->recv_from_rank == rank)
+        user_error(inst.loc, "sendrecv", "core " + std::to_string(rank) + " cannot send to or receive from itself");
+    }
+  }
+}
+
 void check_indirect(const Kernel& k, const Instruction& inst, const View& v, const char* what) {
   const View& index = *v.index_view();
   auto fail = [&](const std::string& message) {
@@ -150,6 +208,9 @@ void verify_blocks(const Kernel& k) {
       case Opcode::end:
         if (open.empty()) user_error(inst.loc, "block", "end without an open loop / while / if");
         open.pop_back();
+        break;
+      case Opcode::program:
+        if (!open.empty()) user_error(inst.loc, "block", "a program (grid instance) starts inside an open block");
         break;
       default:
         break;

@@ -79,6 +79,8 @@ std::string list_text(std::initializer_list<std::string_view> items);
 void check_indirect(const Kernel& k, const Instruction& inst, const View& v, const char* what);
 // Every loop / while / if is closed by an end, every else belongs to an if.
 void verify_blocks(const Kernel& k);
+// Grid instances appear in order; core_barrier / sendrecv name cores that exist.
+void verify_programs(const Kernel& k);
 
 #define KNIT_X(type, name) void check(Checker& c, const type& op);
 KNIT_OPS(KNIT_X)

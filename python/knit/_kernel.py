@@ -146,6 +146,8 @@ class Kernel:
             for pid in range(count):
                 trace.program_id = pid
                 trace.shared_created = 0
+                if count > 1:  # each instance is a core of its own (LNC2 sendrecv / core_barrier)
+                    _trace.core_call(trace.builder.append, "program", {"id": pid}, loc, "")
                 out = self.fn(*call_args, **kwargs)
                 if pid == 0:
                     results = out

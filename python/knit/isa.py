@@ -446,6 +446,28 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
              accumulate=acc)
 
 
+# ---- multi-core (LNC2, nki-api.md §3.7; nki.lnc from 0.8) ---------------------------------------
+class dma_engine(enum.IntEnum):
+    dma = 1
+    gpsimd_dma = 2
+
+
+def core_barrier(data, cores, engine=engine.gpsimd, name=None, **kwargs):
+    """Waits until every core in `cores` (e.g. (0, 1)) reaches its core_barrier. Cores are the
+    instances of a kernel launched on a grid (kernel[2](...)); rank = nl.program_id(0)."""
+    loc = user_location()
+    _emit_at(loc, "core_barrier", name, data=_tensor(data, "data", loc), cores=[int(c) for c in cores],
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None, **kwargs):
+    """Sends this core's SBUF `src` to core send_to_rank and receives core recv_from_rank's src
+    into `dst`; the partner core calls sendrecv with the ranks swapped and the same pipe_id."""
+    loc = user_location()
+    _emit_at(loc, "sendrecv", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             send_to_rank=int(send_to_rank), recv_from_rank=int(recv_from_rank), pipe_id=int(pipe_id))
+
+
 def _reject_legacy_keywords(fn):
     """G1's mask= has no meaning in the current API; silently computing everything would give
     wrong answers, so it is an error that points to the legacy facade."""

@@ -1,4 +1,4 @@
-// Semantics: registers. The control-flow instructions (loop, while, if, else, end) move the
+// Semantics: registers and the multi-core markers. The control-flow instructions (loop, while, if, else, end) move the
 // program counter and are executed by Machine::control, never through exec.
 #include <cstdint>
 
@@ -69,5 +69,11 @@ void exec(Machine&, const While&) { internal_error("while executed as data"); }
 void exec(Machine&, const If&) { internal_error("if executed as data"); }
 void exec(Machine&, const Else&) { internal_error("else executed as data"); }
 void exec(Machine&, const End&) { internal_error("end executed as data"); }
+
+// Grid-instance marker and synchronization: Machine::run_cores schedules the cores and moves
+// sendrecv's data before stepping past these.
+void exec(Machine&, const Program&) {}
+void exec(Machine&, const CoreBarrier&) {}
+void exec(Machine&, const SendRecv&) {}
 
 }  // namespace knit::sim

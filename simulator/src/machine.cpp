@@ -456,8 +456,119 @@ size_t Machine::step(size_t pc) {
   return next;
 }
 
+namespace {
+bool is_sync(const Instruction& inst) {
+  return inst.opcode() == Opcode::core_barrier || inst.opcode() == Opcode::sendrecv;
+}
+}  // namespace
+
+void Machine::run_cores() {
+  const auto& body = kernel_.body;
+  std::vector<Core> cores;
+  for (size_t i = 0; i < body.size(); ++i)
+    if (const auto* p = std::get_if<Program>(&body[i].op)) {
+      if (!cores.empty()) cores.back().end = i;
+      cores.push_back({p->id, i, body.size()});
+    }
+  if (cores.empty()) cores.push_back({0, 0, body.size()});
+  while (true) {
+    bool all_done = true;
+    for (Core& c : cores) {
+      while (!c.done() && !is_sync(body[c.pc])) c.pc = step(c.pc);
+      all_done = all_done && c.done();
+    }
+    if (all_done) return;
+    // Every unfinished core now waits at a core_barrier or sendrecv.
+    const bool barriers = release_barriers(cores);
+    const bool exchanges = exchange(cores);
+    if (!barriers && !exchanges) deadlock(cores);
+  }
+}
+
+bool Machine::release_barriers(std::vector<Core>& cores) {
+  const auto& body = kernel_.body;
+  auto barrier_of = [&](int64_t rank) -> const CoreBarrier* {
+    if (rank < 0 || rank >= static_cast<int64_t>(cores.size()) || cores[rank].done()) return nullptr;
+    return std::get_if<CoreBarrier>(&body[cores[rank].pc].op);
+  };
+  std::vector<size_t> ready;
+  for (size_t c = 0; c < cores.size(); ++c) {
+    const CoreBarrier* b = barrier_of(static_cast<int64_t>(c));
+    if (!b) continue;
+    bool all_here = true;
+    for (int64_t r : b->cores) {
+      const CoreBarrier* other = barrier_of(r);
+      all_here = all_here && other && other->cores == b->cores;
+    }
+    if (all_here) ready.push_back(c);
+  }
+  for (size_t c : ready) cores[c].pc = step(cores[c].pc);
+  return !ready.empty();
+}
+
+// Cores whose sendrecv pairs match on both sides exchange: every ready core's src is read
+// before any dst is written, so crossing transfers see the values from before the exchange.
+bool Machine::exchange(std::vector<Core>& cores) {
+  const auto& body = kernel_.body;
+  auto sendrecv_of = [&](int64_t rank) -> const SendRecv* {
+    if (rank < 0 || rank >= static_cast<int64_t>(cores.size()) || cores[rank].done()) return nullptr;
+    return std::get_if<SendRecv>(&body[cores[rank].pc].op);
+  };
+  std::vector<size_t> ready;
+  for (size_t c = 0; c < cores.size(); ++c) {
+    const SendRecv* s = sendrecv_of(static_cast<int64_t>(c));
+    if (!s) continue;
+    const SendRecv* from = sendrecv_of(s->recv_from_rank);
+    const SendRecv* to = sendrecv_of(s->send_to_rank);
+    if (from && to && from->send_to_rank == static_cast<int64_t>(c) && from->pipe_id == s->pipe_id &&
+        to->recv_from_rank == static_cast<int64_t>(c) && to->pipe_id == s->pipe_id)
+      ready.push_back(c);
+  }
+  std::vector<std::vector<uint32_t>> sent(cores.size());
+  for (size_t c : ready) {
+    current_ = &body[cores[c].pc];
+    for (int id : place_at_[cores[c].pc])
+      if (!placement_[id].live) place(id);
+    sent[c] = tile(std::get<SendRecv>(current_->op).src, "src").read_all_bits();
+  }
+  for (size_t c : ready) {
+    current_ = &body[cores[c].pc];
+    const SendRecv& s = std::get<SendRecv>(current_->op);
+    Tile dst = tile(s.dst, "dst");
+    dst.write_all_bits(sent[s.recv_from_rank]);
+  }
+  for (size_t c : ready) cores[c].pc = step(cores[c].pc);  // exec(SendRecv) moves nothing
+  return !ready.empty();
+}
+
+void Machine::deadlock(const std::vector<Core>& cores) {
+  std::ostringstream msg;
+  msg << "the cores wait for each other forever:";
+  const Instruction* first = nullptr;
+  for (const Core& c : cores) {
+    msg << "\n    core " << c.rank << ": ";
+    if (c.done()) {
+      msg << "finished";
+      continue;
+    }
+    const Instruction& inst = kernel_.body[c.pc];
+    first = first ? first : &inst;
+    msg << "waits at " << inst.opcode_name() << " (" << inst.loc.file << ':' << inst.loc.line << ')';
+  }
+  msg << "\n  Every core in a core_barrier's cores must reach it, and each sendrecv needs the partner's "
+         "sendrecv (send_to_rank / recv_from_rank swapped, same pipe_id).";
+  current_ = first;
+  fail("deadlock", msg.str());
+}
+
 RunResult Machine::run() {
-  for (size_t pc = 0; pc < kernel_.body.size();) pc = step(pc);
+  bool multi_core = false;
+  for (const Instruction& inst : kernel_.body) multi_core = multi_core || is_sync(inst);
+  if (multi_core) {
+    run_cores();
+  } else {
+    for (size_t pc = 0; pc < kernel_.body.size();) pc = step(pc);
+  }
   current_ = nullptr;
   RunResult result;
   for (int id : kernel_.outputs) {

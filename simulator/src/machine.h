@@ -138,6 +138,17 @@ class Machine {
   // Executes body[pc] and returns the next pc (control-flow instructions jump).
   size_t step(size_t pc);
   size_t control(size_t pc, const ir::Instruction& inst);
+  // Multi-core kernels (core_barrier / sendrecv): each grid instance's instructions run in
+  // order as one core; cores interleave only at their synchronization instructions.
+  struct Core {
+    int64_t rank = 0;
+    size_t pc = 0, end = 0;
+    bool done() const { return pc >= end; }
+  };
+  void run_cores();
+  bool release_barriers(std::vector<Core>& cores);
+  bool exchange(std::vector<Core>& cores);
+  [[noreturn]] void deadlock(const std::vector<Core>& cores);
   void execute(const ir::Instruction& inst);
   // A copy of inst with registers folded into its views' offsets, verified against the
   // concrete values (bounds and partition rules).

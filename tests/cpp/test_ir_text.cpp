@@ -362,6 +362,9 @@ ir::Kernel all_ops_kernel() {
   emit(ir::End{});
   emit(ir::End{});
   emit(ir::End{});
+  emit(ir::Program{3});
+  emit(ir::CoreBarrier{HIN, {0, 1}, ir::Engine::vector});
+  emit(ir::SendRecv{S, S_half, 1, 2, 3});
   const View S_fn_x4{s, DType::float8_e4m3fn_x4, 0, {{64, 128}, {1, 16}}};
   const View S_fp4_x4{s, DType::float4_e2m1fn_x4, 16, {{64, 128}, {1, 8}}};
   const View I32_e8m0{i32, DType::float8_e8m0fnu, 0, {{32, 16}, {1, 16}}};

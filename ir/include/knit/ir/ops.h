@@ -412,6 +412,9 @@ namespace knit::ir {
   X(If, if_)                                         \
   X(Else, else_)                                     \
   X(End, end)                                        \
+  X(Program, program)                                \
+  X(CoreBarrier, core_barrier)                       \
+  X(SendRecv, sendrecv)                              \
   X(LocalGather, local_gather)                       \
   X(NcNGather, nc_n_gather)                          \
   X(NcStreamShuffle, nc_stream_shuffle)              \

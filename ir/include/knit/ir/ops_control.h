@@ -78,4 +78,37 @@ struct End {
   bool operator==(const End&) const = default;
 };
 
+// ---- multi-core (LNC2) ----------------------------------------------------------------------
+// A kernel launched on a grid traces its instances one after another; `program id=k` starts the
+// instructions of instance k (= its rank, nl.program_id). Instances run as separate cores: when
+// a kernel synchronizes (core_barrier / sendrecv), the interpreter runs each instance's
+// instructions in order and interleaves instances only at those points.
+struct Program {
+  int64_t id = 0;
+  template <class F> void fields(F&& f) { f("id", id); }
+  bool operator==(const Program&) const = default;
+};
+
+// Every core in `cores` waits here until all of them have arrived. `data` names the tensor whose
+// writes the barrier orders (it is not accessed).
+struct CoreBarrier {
+  View data;
+  IntList cores;
+  Engine engine = Engine::gpsimd;
+  template <class F> void fields(F&& f) { f("data", data); f("cores", cores); f("engine", engine); }
+  bool operator==(const CoreBarrier&) const = default;
+};
+
+// SBUF -> SBUF exchange between cores: this core's `src` goes to core `send_to_rank` and `dst`
+// receives core `recv_from_rank`'s src; both sides' sendrecv with the same pipe_id meet.
+struct SendRecv {
+  View dst, src;
+  int64_t send_to_rank = 0, recv_from_rank = 0, pipe_id = 0;
+  template <class F> void fields(F&& f) {
+    f("dst", dst); f("src", src); f("send_to_rank", send_to_rank); f("recv_from_rank", recv_from_rank);
+    f("pipe_id", pipe_id);
+  }
+  bool operator==(const SendRecv&) const = default;
+};
+
 }  // namespace knit::ir
