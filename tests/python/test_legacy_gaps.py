@@ -1,5 +1,5 @@
-"""The G1 facade's masks everywhere G1 takes them, operand masking and non-rectangular masks:
-every kernel is checked element by element against a
+"""The G1 facade's masks everywhere G1 takes them, operand masking, non-rectangular masks,
+``nl.loop_reduce`` and ``nl.all_reduce``: every kernel is checked element by element against a
 NumPy reference, including the elements a mask leaves out (zero in a fresh result, unchanged in
 an existing tile)."""
 import numpy as np
@@ -470,6 +470,64 @@ def test_operand_masking_of_element_wise_calls():
     f = np.arange(64)[None, :]
     np.testing.assert_array_equal(o1, np.where(f < 32, a * b, 0))
     np.testing.assert_array_equal(o2[:, 0], a[:, 10:].max(axis=1))
+
+
+# ---- loop_reduce / all_reduce ---------------------------------------------------------------------
+def test_loop_reduce_reduces_into_the_assigned_tile():
+    @nki.jit
+    def kernel(a):
+        o1 = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        o3 = nl.ndarray((2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        b = nl.zeros((128, 64), dtype=nl.float32)
+        for k in nl.affine_range(4):
+            t = nl.load(a[k])
+            b = nl.loop_reduce(t, op=np.maximum, loop_indices=[k], dtype=nl.float32)  # max with the zeros
+        nl.store(o1, b)
+        for k in nl.affine_range(4):
+            c = nl.loop_reduce(nl.load(a[k]), np.add, k, mask=(i_f < 32))  # c unbound at k = 0: starts as a[0]
+        nl.store(o2, c)
+        acc = nl.zeros((2, nl.par_dim(128), 64), dtype=nl.float32)
+        for j in nl.affine_range(2):
+            for k in nl.sequential_range(4):
+                acc[j] = nl.loop_reduce(nl.load(a[k]) * (j + 1), np.add, loop_indices=(k,))
+            nl.store(o3[j], acc[j])
+        return o1, o2, o3
+
+    a = _randn(4, 128, 64)
+    o1, o2, o3 = kernel(a)
+    np.testing.assert_array_equal(o1, np.maximum(a.max(axis=0), 0))
+    f = np.arange(64)[None, :]
+    np.testing.assert_allclose(o2, np.where(f < 32, a.sum(axis=0), 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(o3, np.stack([a.sum(axis=0), 2 * a.sum(axis=0)]), rtol=1e-5, atol=1e-5)
+
+
+def test_loop_reduce_must_be_assigned():
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        for k in nl.affine_range(2):
+            nl.store(out, nl.loop_reduce(nl.load(a), np.add, [k]))  # LOOP-REDUCE-UNASSIGNED
+        return out
+
+    with pytest.raises(NkiValidationError) as e:
+        kernel(np.zeros((128, 64), np.float32))
+    assert e.value.line == _line("# LOOP-REDUCE-UNASSIGNED") and "b = nl.loop_reduce" in str(e.value)
+
+
+def test_all_reduce_on_one_instance_and_rejected_across_a_grid():
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.all_reduce(nl.load(a), np.add, program_axes=[0]))  # ALL-REDUCE
+        return out
+
+    a = _randn(128, 64)
+    np.testing.assert_array_equal(kernel(a), a)
+    with pytest.raises(NkiValidationError) as e:
+        kernel[2](a)
+    assert e.value.line == _line("# ALL-REDUCE") and "one after another" in str(e.value)
 
 
 # ---- what stays rejected ----------------------------------------------------------------------------

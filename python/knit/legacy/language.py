@@ -9,11 +9,13 @@ Masks (``mask=``, operand masking ``t[pred]``, non-rectangular predicates) are l
 ``_ops`` (``run_masked``). Not supported (clear errors): ``|`` in a mask, ``atomic_rmw``,
 ``all_reduce`` across launch-grid instances, ``dropout``, ``rand``, dynamic (tile-valued) indices.
 """
+import ast as _ast
+import linecache as _linecache
 import numbers as _numbers
 
 import numpy as _np
 
-from .. import _trace
+from .. import _source, _trace
 from .. import language as _knl
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._source import user_location as _loc
@@ -455,11 +457,78 @@ def _unsupported(name, why=""):
 
 
 atomic_rmw = _unsupported("atomic_rmw")
-loop_reduce = _unsupported("loop_reduce", "; accumulate with += inside the loop")
-all_reduce = _unsupported("all_reduce")
 dropout = _unsupported("dropout")
 rand = _unsupported("rand")
 random_seed = _unsupported("random_seed")
+
+
+def _statement_target(frame):
+    """The target expression (an ast node) of the assignment statement the frame is executing, or
+    None when that statement is not a plain assignment."""
+    lines = _linecache.getlines(frame.f_code.co_filename, frame.f_globals)
+    first = frame.f_lineno - 1
+    # A statement may span lines. (This module's min/max/sum are nl.min/nl.max/nl.sum.)
+    for end in range(first + 1, len(lines[:first + 20]) + 1):
+        text = lines[first].lstrip() + "".join(lines[first + 1:end])
+        try:
+            tree = _ast.parse(text)
+        except SyntaxError:
+            continue
+        stmt = tree.body[0] if tree.body else None
+        if isinstance(stmt, _ast.Assign) and len(stmt.targets) == 1:
+            return stmt.targets[0]
+        return None
+    return None
+
+
+def _current_value(target, frame):
+    """The value the assignment target holds now (None if it is not bound yet)."""
+    for node in _ast.walk(target):  # read the target instead of assigning it
+        if hasattr(node, "ctx"):
+            node.ctx = _ast.Load()
+    code = compile(_ast.fix_missing_locations(_ast.Expression(body=target)), "<nl.loop_reduce target>", "eval")
+    try:
+        return eval(code, frame.f_globals, frame.f_locals)  # a name or a subscript view: no side effects
+    except NameError:
+        return None
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """G1: ``b = nl.loop_reduce(x, op, loop_indices)`` in a loop is ``b = op(x, b)``: the statement's
+    target is both the destination and the other input. Knit unrolls every loop, so each iteration
+    applies op to the target tile in place (masked-off elements keep their value); loop_indices only
+    name the loops reduced over. A target not bound yet starts as x (cast to dtype)."""
+    loc = _loc()
+    _flush()
+    for i in loop_indices if isinstance(loop_indices, (tuple, list)) else [loop_indices]:
+        if not isinstance(i, _numbers.Integral):
+            raise _user_error("operand", f"loop_indices must be loop indices (ints), got {type(i).__name__}", loc)
+    opn = _ops.op_name(op, "alu", "op", loc)
+    frame = _source.user_frame()
+    target = _statement_target(frame) if frame is not None else None
+    if target is None:
+        raise _user_error("operand", "nl.loop_reduce must be assigned to its accumulator inside the loop: "
+                          "b = nl.loop_reduce(x, op, loop_indices=[i])", loc)
+    acc = _current_value(target, frame)
+    if acc is None:
+        return copy(x, dtype=dtype, mask=mask)
+    acc = _ops.tensor_arg(acc, "the loop_reduce accumulator", loc)
+    _ops.binary_into(acc, x, acc, opn, loc, _ops.mask_region(mask, loc))
+    return acc
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+    """G1 reduction of x across the launch-grid instances along program_axes. Knit traces the
+    instances one after another into one kernel, so an instance cannot see the values of later
+    ones: only a grid of one instance along those axes (where the reduction is x itself) works."""
+    loc = _loc()
+    _flush()
+    if num_programs(program_axes) != 1:
+        raise _user_error("unsupported", "nl.all_reduce across launch-grid instances is not supported: Knit traces "
+                          "the instances one after another, so no instance sees a later one's values; reduce "
+                          "through a shared_hbm tensor in a second kernel instead", loc)
+    _ops.op_name(op, "alu", "op", loc)
+    return copy(x, dtype=dtype, mask=mask)
 
 
 def _delegate(name, nargs=1, fill=None):
