@@ -463,35 +463,6 @@ def test_rectangular_masks():
     np.testing.assert_allclose(out, expected, rtol=1e-6)
 
 
-def test_non_rectangular_mask_is_rejected():
-    @nki.jit
-    def kernel(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        i_p = nl.arange(128)[:, None]
-        i_f = nl.arange(128)[None, :]
-        nl.store(out, nl.load(a[i_p, i_f], mask=(i_p >= i_f)))  # TRIANGLE-MASK
-        return out
-
-    with pytest.raises(NkiValidationError) as e:
-        kernel(np.zeros((128, 128), np.float32))
-    assert e.value.line == _line("# TRIANGLE-MASK") and "affine_select" in str(e.value)
-
-
-def test_mask_not_supported_on_matmul():
-    @nki.jit
-    def kernel(a):
-        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
-        i_p = nl.arange(128)[:, None]
-        t = nl.load(a)
-        r = nisa.nc_matmul(t, t, mask=(i_p < 64))  # MATMUL-MASK
-        nl.store(out, nl.copy(r))
-        return out
-
-    with pytest.raises(NkiValidationError) as e:
-        kernel(np.zeros((128, 128), np.float32))
-    assert e.value.line == _line("# MATMUL-MASK") and "mask= is not supported yet" in str(e.value)
-
-
 # ---- result-returning ISA ----------------------------------------------------------------------------------
 def test_isa_result_returning_ops():
     @nki.jit

@@ -319,51 +319,164 @@ def advanced_pattern(key, shape, steps, offset, on_chip, loc):
     return pattern, base
 
 
-def box(mask, loc):
-    """A mask predicate as a box: {grid dim: (lo, hi)} (hi exclusive; None = unbounded), or False
-    when the mask is statically all-false. Only conjunctions of comparisons involving one grid dim each are boxes."""
-    if mask is None:
-        return {}
-    if isinstance(mask, bool):
-        return {} if mask else False
+class Region:
+    """A parsed ``mask=``: ``box`` bounds single indices ({grid dim: (lo, hi)}, hi exclusive, None =
+    unbounded; False when the mask is statically all-false) and ``rest`` holds the comparisons that
+    are not such bounds (two indices, e.g. ``i_p >= i_f``, or ``!=``). The box is the mask's bounding
+    box: instructions run on it, and ``rest`` then picks elements inside it."""
+
+    __slots__ = ("box", "rest")
+
+    def __init__(self, box=None, rest=()):
+        self.box = {} if box is None else box
+        self.rest = list(rest)
+
+    @property
+    def empty(self):
+        return self.box is False
+
+    @property
+    def masked(self):
+        return self.box is False or bool(self.box) or bool(self.rest)
+
+    def bound(self, dim):
+        return (None, None) if self.box is False else self.box.get(dim, (None, None))
+
+    def permuted(self, order):
+        """The region over a grid whose dim k is this grid's dim order[k] (a transpose)."""
+        if self.box is False:
+            return Region(False)
+        where = {src: k for k, src in enumerate(order)}
+        if any(r not in where for r in self.box):
+            raise ValueError("the mask bounds a dim the result does not have")
+        box = {where[r]: b for r, b in self.box.items()}
+        rest = []
+        for expr, op in self.rest:
+            coefs = [0] * len(order)
+            for r, c in enumerate(expr.coefs):
+                if c and r not in where:
+                    raise ValueError("the mask bounds a dim the result does not have")
+                if c:
+                    coefs[where[r]] = c
+            rest.append((IndexExpr([1] * len(order), coefs, expr.const), op))
+        return Region(box, rest)
+
+    def narrowed(self, bounds):
+        """This region with extra single-index bounds {dim: (lo, hi)} (operand masks of a matmul)."""
+        if self.box is False:
+            return self
+        box = dict(self.box)
+        for r, b in bounds.items():
+            box[r] = intersect(box.get(r, (None, None)), b)
+        return Region(box, self.rest)
+
+
+def intersect(a, b):
+    """The intersection of two (lo, hi) bounds (None = unbounded)."""
+    lo = a[0] if b[0] is None else (b[0] if a[0] is None else max(a[0], b[0]))
+    hi = a[1] if b[1] is None else (b[1] if a[1] is None else min(a[1], b[1]))
+    return lo, hi
+
+
+def _holds(v, op):
+    return {"<": v < 0, "<=": v <= 0, ">": v > 0, ">=": v >= 0, "==": v == 0, "!=": v != 0}[op]
+
+
+def _single_bound(c, k, op):
+    """The bounds (lo, hi) on g of the comparison c*g + k (op) 0 (c != 0, op not !=)."""
+    t = Fraction(-k, c)
+    lo, hi = None, None
+    for o in ([op] if op != "==" else ["<=", ">="]):
+        if c < 0:
+            o = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[o]
+        if o == "<":
+            lo, hi = intersect((lo, hi), (None, ceil(t)))
+        elif o == "<=":
+            lo, hi = intersect((lo, hi), (None, floor(t) + 1))
+        elif o == ">":
+            lo, hi = intersect((lo, hi), (floor(t) + 1, None))
+        else:
+            lo, hi = intersect((lo, hi), (ceil(t), None))
+    return lo, hi
+
+
+def _terms(mask, loc):
     if not isinstance(mask, Predicate):
         raise user_error("mask", f"mask= must be a comparison of nl.arange/nl.mgrid index expressions, got "
                          f"{type(mask).__name__}", loc)
-    bounds = {}
-    for expr, op in mask.terms:
+    return mask.terms
+
+
+def region(mask, loc):
+    """A mask predicate (or None / a bool) as a :class:`Region`."""
+    if mask is None:
+        return Region()
+    if isinstance(mask, bool):
+        return Region() if mask else Region(False)
+    return region_of_terms(_terms(mask, loc))
+
+
+def region_of_terms(terms):
+    bounds, rest = {}, []
+    for expr, op in terms:
         dims = [r for r, c in enumerate(expr.coefs) if c != 0]
         if not dims:
-            v = expr.const
-            ok = {"<": v < 0, "<=": v <= 0, ">": v > 0, ">=": v >= 0, "==": v == 0, "!=": v != 0}[op]
-            if not ok:
-                return False
+            if not _holds(expr.const, op):
+                return Region(False)
             continue
         if len(dims) > 1 or op == "!=":
-            raise user_error(
-                "unsupported",
-                "mask= is supported for rectangular masks only (each comparison bounds one index, e.g. "
-                "(i * 128 + i_p < n)); for triangular masks use nisa.affine_select",
-                loc,
-            )
+            rest.append((expr, op))
+            continue
         r = dims[0]
-        c, k = expr.coefs[r], expr.const
-        t = Fraction(-k, c)  # the comparison c*g + k (op) 0 is g (op') t
-        lo, hi = bounds.get(r, (None, None))
-        cmp_ops = [op] if op != "==" else ["<=", ">="]
-        for o in cmp_ops:
-            if c < 0:
-                o = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[o]
-            if o == "<":
-                new_lo, new_hi = None, ceil(t)
-            elif o == "<=":
-                new_lo, new_hi = None, floor(t) + 1
-            elif o == ">":
-                new_lo, new_hi = floor(t) + 1, None
-            else:
-                new_lo, new_hi = ceil(t), None
-            if new_lo is not None:
-                lo = new_lo if lo is None else max(lo, new_lo)
-            if new_hi is not None:
-                hi = new_hi if hi is None else min(hi, new_hi)
-        bounds[r] = (lo, hi)
-    return bounds
+        bounds[r] = intersect(bounds.get(r, (None, None)), _single_bound(expr.coefs[r], expr.const, op))
+    return Region(bounds, rest)
+
+
+def shifted(terms, lo):
+    """The comparisons over coordinates counted from `lo` (a clipped tile's first element)."""
+    out = []
+    for expr, op in terms:
+        const = expr.const + sum(c * lo[r] for r, c in enumerate(expr.coefs) if r < len(lo))
+        out.append((IndexExpr(expr.sizes, expr.coefs, const), op))
+    return out
+
+
+def split_boxes(terms, shape):
+    """The elements of a grid of `shape` where every comparison holds, as disjoint boxes (lists of
+    (lo, hi) per dim): one index of a two-index comparison is fixed at a time (a triangle becomes a
+    box per row), and ``!=`` splits a range in two. The comparisons use at most len(shape) dims."""
+    reg = region_of_terms(terms)
+    if reg.box is False:
+        return []
+    box = []
+    for r, n in enumerate(shape):
+        lo, hi = intersect(reg.box.get(r, (None, None)), (0, n))
+        if lo >= hi:
+            return []
+        box.append((lo, hi))
+    if not reg.rest:
+        return [box]
+    expr, op = reg.rest[0]
+    dims = [r for r, c in enumerate(expr.coefs) if c != 0]
+    bounded = [(IndexExpr([1] * len(shape), [int(d == r) for d in range(len(shape))], -b), o)
+               for r, (lo, hi) in enumerate(box) for b, o in ((lo, ">="), (hi, "<"))]
+    if len(dims) == 1:  # a != on one index: below or above the excluded value
+        out = []
+        for o in ("<", ">"):
+            out += split_boxes(bounded + reg.rest[1:] + [(expr, o)], shape)
+        return out
+    r = dims[0]
+    out = []
+    for v in range(*box[r]):
+        fixed = [(IndexExpr([1] * len(shape), [int(d == r) for d in range(len(shape))], -v), "==")]
+        out += split_boxes(bounded + fixed + [_fix(t, r, v) for t in reg.rest], shape)
+    return out
+
+
+def _fix(term, dim, value):
+    expr, op = term
+    coefs = list(expr.coefs)
+    const = expr.const + (coefs[dim] * value if dim < len(coefs) else 0)
+    if dim < len(coefs):
+        coefs[dim] = 0
+    return IndexExpr(expr.sizes, coefs, const), op

@@ -1,5 +1,11 @@
 """Lowering helpers shared by the legacy language and ISA facades: dtype promotion, G1 broadcasting,
-masks as boxes, element-wise / reduction / copy emission into a destination view."""
+masks, element-wise / reduction / copy emission into a destination view.
+
+A G1 mask is lowered in two parts (``_index.Region``): its bounding box clips every operand (the
+instruction runs on the box only), and the comparisons that are not box bounds (``i_p >= i_f``,
+``!=``) are applied with GpSimd ``affine_select`` — to build a predicate for a
+``tensor_copy_predicated`` merge of a scratch result into the destination, or to put a
+reduction's identity into masked-off inputs so they take no part."""
 import numbers
 
 import numpy as np
@@ -9,7 +15,7 @@ from .._dtypes import ALL, to_dtype
 from .._tensor import NkiTensor
 from ..errors import user_error
 from . import _index
-from ._tensor import F32, BlockTensor, LegacyTensor, Pending, alloc, emit, op_name, psum, sbuf, wrap
+from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, emit, op_name, psum, sbuf, wrap
 
 # ---- operands -----------------------------------------------------------------------------------------
 
@@ -19,6 +25,10 @@ def is_tensor(x):
 
 
 def tensor_arg(x, what, loc):
+    if isinstance(x, MaskedTile):
+        raise user_error("unsupported", f"{what} is operand-masked (t[pred]); operand masking is supported on "
+                         "nl.matmul / nisa.nc_matmul and the element-wise and reduction calls: pass mask= here "
+                         "instead", loc)
     if isinstance(x, BlockTensor):
         raise user_error("operand", f"{what} is a block tensor {x.shape}; index its block dims first (t[i])", loc)
     if not isinstance(x, NkiTensor):
@@ -28,13 +38,36 @@ def tensor_arg(x, what, loc):
 
 def operand(x, what, loc):
     """A tile or a compile-time scalar."""
-    if isinstance(x, (NkiTensor, BlockTensor)):
+    if isinstance(x, (NkiTensor, BlockTensor, MaskedTile)):
         return tensor_arg(x, what, loc)
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, numbers.Number):
         return x
     raise user_error("operand", f"{what} must be a tile or a scalar, got {type(x).__name__}", loc)
+
+
+def unmask(mask, *xs, shape=None, loc=None):
+    """G1 operand masking in an instruction whose mask= is over its operands' own index grid
+    (element-wise calls, reductions): ``f(x[pred], mask=m)`` is ``f(x, mask=m & pred)``. Returns
+    the combined mask and the plain operands."""
+    plain = []
+    for x in xs:
+        if isinstance(x, MaskedTile):
+            if shape is not None and tuple(x.shape) != tuple(shape):
+                raise user_error("operand-shape", f"a masked operand t[pred] of shape {list(x.shape)} must have the "
+                                 f"result's shape {list(shape)}", loc)
+            mask = x.predicate if mask is None else (mask & x.predicate)
+            x = x.tile
+        plain.append(x)
+    return mask, plain
+
+
+def operand_region(x, loc):
+    """(tile, Region of its operand mask) for a possibly operand-masked tile."""
+    if isinstance(x, MaskedTile):
+        return x.tile, _index.region(x.predicate, loc)
+    return x, _index.Region()
 
 
 def scalar_imm(v):
@@ -182,47 +215,243 @@ def reduced_shape(shape, axes, keepdims):
 
 
 # ---- masks ------------------------------------------------------------------------------------------
-def mask_box(mask, loc):
-    return _index.box(mask, loc)
+def mask_region(mask, loc):
+    return _index.region(mask, loc)
 
 
-def clip_partitions(bx, loc, t):
-    """`t` restricted to the mask box along the partition dim only (None when empty)."""
-    if bx is False:
+def rect_only(region, what, loc):
+    """Rejects a non-rectangular mask for `what`, whose result mixes elements (a scan, a reduction
+    into reduce_res) so that picking elements after computing the bounding box would be wrong."""
+    if region.rest:
+        raise user_error("unsupported", f"a non-rectangular mask= (a comparison of two indices, or !=) is not "
+                         f"supported for {what}; bound each index separately, or zero the unwanted elements first "
+                         "with nisa.affine_select", loc)
+
+
+def _dim_range(box, r, n):
+    lo, hi = box.get(r, (None, None))
+    return (0 if lo is None else max(lo, 0)), (n if hi is None else min(hi, n))
+
+
+def lows(region, t):
+    """The first grid index of each dim of `t` clipped to the region's box."""
+    box = region.box or {}
+    return [0 if n == 1 else _dim_range(box, r, n)[0] for r, n in enumerate(t.shape)]
+
+
+def clip(region, loc, *items):
+    """`items` restricted to the region's bounding box (tensors sliced on every boxed dim they
+    span; scalars and size-1 dims untouched); None when the box is empty."""
+    box = region.box if region is not None else {}
+    if box is False:  # statically all-false mask: nothing is computed
         return None
-    if not bx or 0 not in bx:
-        return t
-    out = clip({0: bx[0]}, loc, t)
-    return out[0] if out else None
-
-
-def clip(bx, loc, *items):
-    """`items` restricted to the mask box (tensors sliced on every boxed dim they span; scalars and
-    size-1 dims untouched); None when the box is empty."""
-    if bx is False:  # statically all-false mask: nothing is computed
-        return None
-    if not bx:  # no mask
-        return list(items)
     out = []
     for t in items:
         if isinstance(t, LegacyTensor):
-            for r, (lo, hi) in sorted(bx.items()):
+            for r in sorted(box):
                 if r >= t.ndim or t.shape[r] == 1:
                     continue
-                n = t.shape[r]
-                lo = 0 if lo is None else max(lo, 0)
-                hi = n if hi is None else min(hi, n)
+                lo, hi = _dim_range(box, r, t.shape[r])
                 if lo >= hi:
                     return None
-                if (lo, hi) != (0, n):
+                if (lo, hi) != (0, t.shape[r]):
                     t = t._derive_at(loc, _core.view_slice, r, lo, hi, 1)
         out.append(t)
     return out
 
 
+def clip_partitions(region, loc, t):
+    """`t` restricted to the region's box along the partition dim only (None when empty)."""
+    if region.box is False:
+        return None
+    out = clip(_index.Region({0: region.bound(0)}), loc, t)
+    return out[0] if out else None
+
+
 def no_mask(mask, what, loc):
     if mask is not None:
         raise user_error("unsupported", f"mask= is not supported yet for {what}; slice the operands instead", loc)
+
+
+_CMP = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal", "==": "equal", "!=": "not_equal"}
+
+
+def check_rank(terms, ndim, loc):
+    """Masks index a tile's dims from the partition dim on; a comparison may not use more."""
+    for expr, _ in terms:
+        if any(expr.coefs[ndim:]):
+            raise user_error("mask", f"the mask uses {len(expr.coefs)} indices but the tile has {ndim} dims", loc)
+
+
+def affine_select_into(dst, src, expr, op, fill, loc):
+    """dst = src where ``expr op 0`` holds at dst's (tile-relative) index, else `fill` (GpSimd)."""
+    check_rank([(expr, op)], dst.ndim, loc)
+    coefs = list(expr.coefs[:dst.ndim]) + [0] * (dst.ndim - len(expr.coefs))
+    pattern = [[coefs[r], dst.shape[r]] for r in range(1, dst.ndim)]
+    emit(loc, "affine_select", dst=dst, pattern=pattern, channel_multiplier=coefs[0], on_true_tile=src,
+         on_false_value=float(fill), cmp_op=_CMP[op], offset=expr.const)
+
+
+def select_where(x, terms, lo, fill, loc, dtype=None):
+    """A new SBUF tile: x where every comparison of `terms` holds (indices counted from `lo`),
+    `fill` elsewhere."""
+    src = x if x.buffer is sbuf else to_sbuf(x, loc)
+    out = alloc(x.shape, dtype or x.dtype, sbuf, loc)
+    for expr, op in _index.shifted(terms, lo):
+        affine_select_into(out, src, expr, op, fill, loc)
+        src = out
+    return out
+
+
+def predicate_tile(terms, shape, lo, loc):
+    """A uint8 SBUF tile of `shape`: 1 where every comparison holds, else 0."""
+    ones = alloc(shape, ALL["uint8"], sbuf, loc)
+    emit(loc, "memset", dst=ones, value=1)
+    return select_where(ones, terms, lo, 0, loc)
+
+
+def merge_masked(dst, scratch, terms, lo, loc):
+    """dst = scratch where every comparison holds; dst's other elements keep their values. On-chip
+    with a predicated copy; into HBM as one DMA per box of the masked elements (a triangle is a
+    box per row), so the destination is never read."""
+    if dst.buffer.on_chip:
+        emit(loc, "tensor_copy_predicated", dst=dst, predicate=predicate_tile(terms, dst.shape, lo, loc), src=scratch)
+        return
+    check_rank(terms, dst.ndim, loc)
+    for box in _index.split_boxes(_index.shifted(terms, lo), dst.shape):
+        part = _index.Region(dict(enumerate(box)))
+        d, s = clip(part, loc, dst, scratch)
+        emit(loc, "dma_copy", dst=d, src=s)
+
+
+def run_masked(region, loc, fn, dst, *operands, fill=None, inplace=False):
+    """fn(dst, *operands) restricted to the mask, whose index grid is dst's and the operands'.
+    The bounding box clips every tensor; remaining comparisons (a non-rectangular mask) run fn on
+    a scratch tile over the box and merge its masked elements into dst. With `fill`, the first
+    operand's masked-off elements are replaced by it first (a reduction's identity, so they do not
+    take part). `inplace`: fn updates only some elements of dst (a predicated copy), so the
+    scratch starts as a copy of dst."""
+    args = clip(region, loc, dst, *operands)
+    if not args:
+        return
+    if not region.rest:
+        fn(*args)
+        return
+    d, ops = args[0], list(args[1:])
+    lo = lows(region, dst)
+    if fill is not None:
+        ops[0] = select_where(ops[0], region.rest, lows(region, operands[0]), fill, loc)
+    scratch = alloc(d.shape, d.dtype, d.buffer if d.buffer.on_chip else sbuf, loc)
+    if inplace:
+        emit(loc, "tensor_copy", dst=scratch, src=d)
+    fn(scratch, *ops)
+    merge_masked(d, scratch, region.rest, lo, loc)
+
+
+def run_transposed(region, order, loc, fn, dst, src):
+    """fn(dst, src) for a transpose whose result dim k is src dim order[k] (src's free dims
+    flattened into one when src has more dims), with the mask over src's index grid (the indices
+    the kernel loaded src with): src is clipped to the box and the result to the permuted box."""
+    if src.ndim != len(order) and (region.rest or any(r != 0 for r in (region.box or {}))):
+        raise user_error("unsupported", f"a mask on the transpose of a {src.ndim}-D tile may bound only its partition "
+                         "index; reshape the tile to 2-D first", loc)
+    s = clip(region, loc, src)
+    if s:
+        run_masked(region.permuted(order), loc, lambda d: fn(d, s[0]), dst)
+
+
+def accumulate_field(accumulate):
+    return "auto" if accumulate is None else ("on" if accumulate else "off")
+
+
+def identity(n, loc):
+    """An fp32 SBUF identity matrix [n, n] (memset 1, then affine_select keeps the diagonal)."""
+    ident = alloc((n, n), F32, sbuf, loc)
+    emit(loc, "memset", dst=ident, value=1.0)
+    affine_select_into(ident, ident, _index.IndexExpr((n, n), (1, -1)), "==", 0.0, loc)
+    return ident
+
+
+def matmul_region(region, s_region, m_region):
+    """The region of a matmul's [M, N] result that is computed: the mask's, narrowed by the operand
+    masks' bounds on the stationary's and the moving's free index."""
+    if s_region.empty or m_region.empty:
+        return _index.Region(False)
+    return region.narrowed({0: s_region.bound(1), 1: m_region.bound(1)})
+
+
+def matmul_masked(dst, stationary, moving, region, s_region, m_region, loc, emit_mm, accumulate, mark_written=None):
+    """emit_mm(dst, stationary, moving, accumulate) under G1 masks: `region` over the [M, N] result
+    bounds the rows and columns computed; `s_region` / `m_region` over the [K, M] / [K, N] operands
+    (operand masking) leave masked-off operand elements out, as if they were zero. A non-rectangular
+    result mask computes the box into scratch PSUM, zeroes the masked-off elements and writes the
+    box through an identity matmul, so the PSUM accumulation state stays a matmul's. `mark_written`
+    records the PSUM elements really written (lazily zeroed accumulators)."""
+    if region.empty or s_region.empty or m_region.empty:
+        return
+    k = _index.intersect(s_region.bound(0), m_region.bound(0))
+    out = matmul_region(region, s_region, m_region)
+    d = clip(out, loc, dst)
+    s = clip(_index.Region({0: k, 1: out.bound(0)}), loc, stationary)
+    m = clip(_index.Region({0: k, 1: out.bound(1)}), loc, moving)
+    if not (d and s and m):
+        return
+    d, s, m = d[0], s[0], m[0]
+    lo_k = lows(_index.Region({0: k}), stationary)[0]
+    lo_m, lo_n = lows(out, dst)[:2]
+    if s_region.rest:
+        s = select_where(s, s_region.rest, [lo_k, lo_m], 0.0, loc)
+    if m_region.rest:
+        m = select_where(m, m_region.rest, [lo_k, lo_n], 0.0, loc)
+    if mark_written is not None:
+        mark_written(d._raw)
+    if not out.rest:
+        emit_mm(d, s, m, accumulate)
+        return
+    box = alloc(d.shape, F32, psum, loc)
+    emit_mm(box, s, m, False)
+    picked = select_where(box, out.rest, [lo_m, lo_n], 0.0, loc)
+    emit(loc, "nc_matmul", dst=d, stationary=identity(d.shape[0], loc), moving=picked,
+         accumulate=accumulate_field(accumulate))
+
+
+def gather_masked(region, loc, dst, data, indices):
+    """nc_n_gather under a mask over the result's (= the indices') index grid; with a
+    non-rectangular mask the masked-off indices are replaced by 0 first, so they are never out of
+    range."""
+    data = clip_partitions(region, loc, data)
+    if data is not None:
+        run_masked(region, loc, lambda d, i: emit(loc, "nc_n_gather", dst=d, data=data, indices=i), dst, indices,
+                   fill=0)
+
+
+def reduce_input(region, loc, x, fill):
+    """x restricted to the mask for a reduction: clipped to the box, and with a non-rectangular
+    mask a copy whose masked-off elements hold the reduction's identity `fill`."""
+    args = clip(region, loc, x)
+    if not args or not region.rest:
+        return args[0] if args else None
+    if fill is None:
+        rect_only(region, "this reduction", loc)
+    return select_where(args[0], region.rest, lows(region, x), fill, loc)
+
+
+def reduced_region(region, ndim, axes, keepdims):
+    """The mask's box over a reduction's result, whose dims are the input's kept dims (the other
+    comparisons act on the input only)."""
+    if region.box is False:
+        return region
+    kept = range(ndim) if keepdims else [d for d in range(ndim) if d not in axes]
+    return _index.Region({k: region.box[d] for k, d in enumerate(kept) if d in region.box})
+
+
+# The identity of each reduction op: masked-off elements hold it, so they do not take part.
+_IDENTITY = {"add": 0.0, "maximum": float("-inf"), "minimum": float("inf"), "multiply": 1.0,
+             "bitwise_or": 0, "bitwise_xor": 0, "logical_or": 0.0, "logical_and": 1.0}
+
+
+def identity_of(op):
+    return _IDENTITY.get(op)
 
 
 # ---- emission into a destination ----------------------------------------------------------------------
@@ -232,8 +461,9 @@ def to_sbuf(t, loc, dtype=None):
     return out
 
 
-def binary_into(dst, x, y, op, loc, bx=None):
+def binary_into(dst, x, y, op, loc, region=None):
     """dst = x op y (tiles or scalars) with G1 broadcasting."""
+    region = region or _index.Region()
     opn = op_name(op, "alu", "op", loc)
     x, y = operand(x, "x", loc), operand(y, "y", loc)
     xt, yt = is_tensor(x), is_tensor(y)
@@ -242,61 +472,59 @@ def binary_into(dst, x, y, op, loc, bx=None):
             y = to_sbuf(y, loc)
         shape = dst.shape
         if x.shape == shape and y.shape != shape and is_column(y, shape):
-            args = clip(bx, loc, dst, x, column(y, loc))
-            if args:
-                emit(loc, "tensor_scalar", dst=args[0], data=args[1], op0=opn, operand0=args[2])
+            run_masked(region, loc, lambda d, a, b: emit(loc, "tensor_scalar", dst=d, data=a, op0=opn, operand0=b),
+                       dst, x, column(y, loc))
             return
         if y.shape == shape and x.shape != shape and is_column(x, shape):
-            args = clip(bx, loc, dst, y, column(x, loc))
-            if args:
-                emit(loc, "tensor_scalar", dst=args[0], data=args[1], op0=opn, operand0=args[2], reverse0=True)
+            run_masked(region, loc, lambda d, a, b: emit(loc, "tensor_scalar", dst=d, data=a, op0=opn, operand0=b,
+                                                         reverse0=True), dst, y, column(x, loc))
             return
         x, y = broadcast(x, shape, loc), broadcast(y, shape, loc)
-        args = clip(bx, loc, dst, x, y)
-        if args:
-            emit(loc, "tensor_tensor", dst=args[0], data1=args[1], data2=args[2], op=opn)
+        run_masked(region, loc, lambda d, a, b: emit(loc, "tensor_tensor", dst=d, data1=a, data2=b, op=opn), dst, x, y)
         return
     if not xt and not yt:
         raise user_error("operand", "an element-wise operation needs at least one tile operand", loc)
     data, imm, rev = (x, y, False) if xt else (y, x, True)
     data = broadcast(data, dst.shape, loc) if data.size != dst.size else data
-    args = clip(bx, loc, dst, data)
-    if args:
-        emit(loc, "tensor_scalar", dst=args[0], data=args[1], op0=opn, operand0=scalar_imm(imm), reverse0=rev)
+    run_masked(region, loc, lambda d, a: emit(loc, "tensor_scalar", dst=d, data=a, op0=opn, operand0=scalar_imm(imm),
+                                              reverse0=rev), dst, data)
 
 
 _ALU_UNARY = {"negative": ("multiply", -1.0), "invert": ("bitwise_xor", -1), "logical_not": ("equal", 0.0)}
 
 
-def unary_into(dst, x, name, loc, bx=None):
+def unary_into(dst, x, name, loc, region=None):
     """dst = f(x) for an nl.* unary function name."""
     from ..language import OPS
 
     x = tensor_arg(x, "x", loc)
     if x.size != dst.size:
         x = broadcast(x, dst.shape, loc)
-    args = clip(bx, loc, dst, x)
-    if not args:
-        return
-    d, x = args
-    if name == "reciprocal":
-        emit(loc, "reciprocal", dst=d, data=x)
-    elif name in _ALU_UNARY:
-        alu, imm = _ALU_UNARY[name]
-        emit(loc, "tensor_scalar", dst=d, data=x, op0=alu, operand0=imm)
-    elif name in OPS and OPS[name].act is not None:
-        emit(loc, "activation", dst=d, op=OPS[name].act, data=x)
-    else:
-        raise user_error("unsupported", f"nl.{name} is not supported by Knit yet", loc)
+
+    def fn(d, x):
+        if name == "reciprocal":
+            emit(loc, "reciprocal", dst=d, data=x)
+        elif name in _ALU_UNARY:
+            alu, imm = _ALU_UNARY[name]
+            emit(loc, "tensor_scalar", dst=d, data=x, op0=alu, operand0=imm)
+        elif name in OPS and OPS[name].act is not None:
+            emit(loc, "activation", dst=d, op=OPS[name].act, data=x)
+        else:
+            raise user_error("unsupported", f"nl.{name} is not supported by Knit yet", loc)
+
+    run_masked(region or _index.Region(), loc, fn, dst, x)
 
 
-def reduce_into(dst, x, alu, axes, loc, negate=False, keepdims=False, bx=None):
-    """dst = reduction of x over `axes`; axes that are not the trailing free dims are moved there
-    first with a view permute (e.g. axis=[2, 4] of a 5-D pooling view)."""
-    args = clip(bx, loc, dst, x)
-    if not args:
+def reduce_into(dst, x, alu, axes, loc, negate=False, keepdims=False, region=None):
+    """dst = reduction of x over `axes` (masked-off elements do not take part); axes that are not
+    the trailing free dims are moved there first with a view permute (e.g. axis=[2, 4] of a 5-D
+    pooling view)."""
+    region = region or _index.Region()
+    d = clip(reduced_region(region, x.ndim, axes, keepdims), loc, dst)
+    x = reduce_input(region, loc, x, identity_of(alu))
+    if not d or x is None:
         return
-    dst, x = args
+    dst = d[0]
     axes = sorted(axes)
     if axes and axes != list(range(x.ndim - len(axes), x.ndim)) and 0 not in axes:
         order = [d for d in range(x.ndim) if d not in axes] + axes
@@ -306,51 +534,53 @@ def reduce_into(dst, x, alu, axes, loc, negate=False, keepdims=False, bx=None):
          keepdims=bool(keepdims))
 
 
-def copy_into(dst, src, loc, bx=None):
+def _copy_fn(loc):
+    def fn(dst, src):
+        if dst.buffer.on_chip and src.buffer.on_chip:
+            emit(loc, "tensor_copy", dst=dst, src=src)
+        elif src.buffer is psum:
+            emit(loc, "dma_copy", dst=dst, src=to_sbuf(src, loc, dst.dtype))
+        else:
+            emit(loc, "dma_copy", dst=dst, src=src)
+
+    return fn
+
+
+def copy_into(dst, src, loc, region=None):
     """dst = src between any buffers (tensor_copy on-chip, dma_copy with HBM; PSUM -> HBM through
     an SBUF tile)."""
-    args = clip(bx, loc, dst, src)
-    if not args:
-        return
-    dst, src = args
-    if dst.buffer.on_chip and src.buffer.on_chip:
-        emit(loc, "tensor_copy", dst=dst, src=src)
-    elif src.buffer is psum:
-        emit(loc, "dma_copy", dst=dst, src=to_sbuf(src, loc, dst.dtype))
-    else:
-        emit(loc, "dma_copy", dst=dst, src=src)
+    run_masked(region or _index.Region(), loc, _copy_fn(loc), dst, src)
 
 
-def fill(dst, value, loc, bx=None):
-    args = clip(bx, loc, dst)
-    if not args:
-        return
-    dst = args[0]
-    if dst.buffer.on_chip:
-        emit(loc, "memset", dst=dst, value=scalar_imm(value))
-    else:
-        tmp = alloc(dst.shape, dst.dtype, sbuf, loc)
-        emit(loc, "memset", dst=tmp, value=scalar_imm(value))
-        emit(loc, "dma_copy", dst=dst, src=tmp)
+def fill(dst, value, loc, region=None):
+    def fn(d):
+        if d.buffer.on_chip:
+            emit(loc, "memset", dst=d, value=scalar_imm(value))
+        else:
+            tmp = alloc(d.shape, d.dtype, sbuf, loc)
+            emit(loc, "memset", dst=tmp, value=scalar_imm(value))
+            emit(loc, "dma_copy", dst=d, src=tmp)
+
+    run_masked(region or _index.Region(), loc, fn, dst)
 
 
-def assign(dst, value, loc, bx=None):
+def assign(dst, value, loc, region=None):
     """``dst[...] = value`` (G1: the value broadcasts into the destination)."""
     if isinstance(value, (NkiTensor, BlockTensor)):
         value = tensor_arg(value, "value", loc)
         if value.size != dst.size:
             value = broadcast(value, dst.shape, loc)
-        copy_into(dst, value, loc, bx)
+        copy_into(dst, value, loc, region)
     elif isinstance(value, (numbers.Number, np.generic)):
-        fill(dst, value, loc, bx)
+        fill(dst, value, loc, region)
     else:
         raise user_error("view-assign", f"cannot assign {type(value).__name__} to a tensor", loc)
 
 
 def pending(shape, dtype, buffer, loc, fn, kind="vector", mask=None):
     """A deferred result: fn(dst, **kw) emits the instruction(s) that write `dst`. With a mask
-    (`mask` is the box), a fresh result tile is zero-filled first: G1 kernels go on computing
+    (`mask` is its Region), a fresh result tile is zero-filled first: G1 kernels go on computing
     on whole tiles after a masked load, so the masked-off part must be defined (any value)."""
     p = Pending(shape, dtype, buffer, fn, loc, kind)
-    p.prefill = bool(mask) or mask is False
+    p.prefill = mask is not None and mask.masked
     return p

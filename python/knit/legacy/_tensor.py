@@ -272,12 +272,11 @@ class LegacyTensor(NkiTensor):
 
     def _index(self, key, loc):
         if _index.has_predicate(key):
-            raise user_error(
-                "unsupported",
-                "operand masking (t[i_f < n]) is not supported by Knit's legacy API yet; slice the operand "
-                "(t[:, 0:n]) instead",
-                loc,
-            )
+            preds = key if isinstance(key, tuple) else (key,)
+            if len(preds) != 1:
+                raise user_error("view-index", "operand masking takes one predicate (t[(i_p < m) & (i_f < n)]); "
+                                 "index the tile first, then mask it", loc)
+            return MaskedTile(self, preds[0])
         if any(isinstance(k, NkiTensor) for k in (key if isinstance(key, tuple) else (key,))):
             raise user_error(
                 "unsupported",
@@ -456,16 +455,38 @@ class Pending(LegacyTensor):
     def consume(self, dst, **kw):
         _forget(self)
         if self.kind == "matmul":
-            # A matmul into a lazily-zeroed PSUM tensor keeps it lazy (accumulate=auto semantics).
-            if dst._store is not None:
-                dst._store.mark_written(dst._raw)
+            # A matmul into a lazily-zeroed PSUM tensor keeps it lazy (accumulate=auto semantics);
+            # the matmul records the elements it writes (a mask may leave some out).
+            store = dst._store
             dst = LegacyTensor(dst._raw)
+            kw["mark_written"] = store.mark_written if store is not None else None
         self._p_emit(dst, **kw)
 
     def __repr__(self):
         if self.pending:
             return f"nki.tensor(pending {self._p_buffer.name} {self._p_dtype}{list(self._p_shape)})"
         return LegacyTensor.__repr__(self)
+
+
+class MaskedTile:
+    """``t[pred]``: G1 operand masking. As an operand, only the elements of `tile` where `predicate`
+    (over the tile's own index grid) holds take part: ``nl.matmul(x[i_f < 64], y)``."""
+
+    __slots__ = ("tile", "predicate")
+
+    def __init__(self, tile, predicate):
+        self.tile, self.predicate = tile, predicate
+
+    @property
+    def shape(self):
+        return self.tile.shape
+
+    @property
+    def dtype(self):
+        return self.tile.dtype
+
+    def __repr__(self):
+        return f"{self.tile!r}[{self.predicate!r}]"
 
 
 class BlockTensor:

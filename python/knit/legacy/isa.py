@@ -2,8 +2,8 @@
 
 G1 instructions take no ``dst``: each returns a new tile (SBUF; PSUM for ``nc_matmul`` and the
 TensorE ``nc_transpose``) with ``dtype=`` choosing its element type (default: the input's, or the
-promoted type for two-input ops) and ``mask=`` restricting the computed elements (rectangular
-masks). The result is written straight into a destination when it is assigned
+promoted type for two-input ops) and ``mask=`` restricting the computed elements (masked-off
+elements of a fresh result are zero; a reduction leaves them out). The result is written straight into a destination when it is assigned
 (``t[...] = nisa.exp(...)``) or accumulated (``psum[...] += nisa.nc_matmul(a, b)``). Operators
 are ``nl.*`` objects or NumPy ufuncs (``np.add``, ``np.amax``, ...). ``dge_mode`` uses the G1
 numbering (``none=0, swdge=1, hwdge=2, unknown=3``).
@@ -15,6 +15,7 @@ from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._source import user_location as _loc
 from ..errors import NkiValidationError, user_error as _user_error  # noqa: F401
 from . import _ops
+from . import _index
 from ._index import IndexExpr as _IndexExpr, Predicate as _Predicate
 from ._tensor import alloc as _alloc, emit as _emit, flush as _flush, op_name as _op, psum as _psum, sbuf as _sbuf
 
@@ -75,12 +76,18 @@ def _reduce_cmd(value, loc):
     return _enum_name(value, reduce_cmd, "reduce_cmd", loc)
 
 
-def _acc_field(accumulate):
-    return "auto" if accumulate is None else ("on" if accumulate else "off")
-
-
 def _free(t):
     return t.size // t.shape[0]
+
+
+def _emitted(shape, dtype, region, loc, fn):
+    """A result emitted at once (the instruction also writes reduce_res, a side effect that keeps
+    program order); zero-filled first under a mask, like a deferred result."""
+    out = _alloc(shape, dtype, _sbuf, loc)
+    if region.masked:
+        _emit(loc, "memset", dst=out, value=0)
+    fn(out)
+    return out
 
 
 def _t(x, what, loc):
@@ -101,17 +108,23 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     ``psum[...] += ...`` accumulate into an existing PSUM tile instead."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.nc_matmul", loc)
-    s, m = _t(stationary, "stationary", loc), _t(moving, "moving", loc)
+    (s, s_region), (m, m_region) = _ops.operand_region(stationary, loc), _ops.operand_region(moving, loc)
+    s, m = _t(s, "stationary", loc), _t(m, "moving", loc)
     mode = "none" if perf_mode is None else str(getattr(perf_mode, "value", perf_mode))
+    region = _ops.mask_region(mask, loc)  # over the [M, N] result
 
-    def fn(dst, accumulate=False):
-        _emit(loc, "nc_matmul", dst=dst, stationary=s, moving=m, is_stationary_onezero=bool(is_stationary_onezero),
-              is_moving_onezero=bool(is_moving_onezero), is_transpose=bool(is_transpose),
-              accumulate=_acc_field(accumulate), tile_position=[int(v) for v in tile_position or ()],
-              tile_size=[int(v) for v in tile_size or ()], perf_mode=mode.replace("double_row_gen3", "double_row"))
+    def emit_matmul(dst, stationary, moving, accumulate):
+        _emit(loc, "nc_matmul", dst=dst, stationary=stationary, moving=moving,
+              is_stationary_onezero=bool(is_stationary_onezero), is_moving_onezero=bool(is_moving_onezero),
+              is_transpose=bool(is_transpose), accumulate=_ops.accumulate_field(accumulate),
+              tile_position=[int(v) for v in tile_position or ()], tile_size=[int(v) for v in tile_size or ()],
+              perf_mode=mode.replace("double_row_gen3", "double_row"))
 
-    return _ops.pending((_free(s), _free(m)), _F32, _psum, loc, fn, kind="matmul")
+    def fn(dst, accumulate=False, mark_written=None):
+        _ops.matmul_masked(dst, s, m, region, s_region, m_region, loc, emit_matmul, accumulate, mark_written)
+
+    return _ops.pending((_free(s), _free(m)), _F32, _psum, loc, fn, kind="matmul",
+                        mask=_ops.matmul_region(region, s_region, m_region))
 
 
 def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
@@ -119,8 +132,8 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
     VectorE (<= 32x32, SBUF/PSUM); ``engine=unknown`` picks TensorE unless data is in PSUM."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.nc_transpose", loc)
     x = _t(data, "data", loc)
+    region = _ops.mask_region(mask, loc)  # over data's index grid
     eng = _engine(engine, loc)
     if eng == "unknown":
         eng = "vector" if x.buffer is _psum else "tensor"
@@ -128,17 +141,20 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
     d = _to_dtype(dtype) if dtype is not None else x.dtype
     natural = _psum if eng == "tensor" else _sbuf
 
-    def fn(dst, **kw):
+    def transposed(dst, x):
         if dst.dtype == x.dtype:
             _emit(loc, "nc_transpose", dst=dst, data=x, engine=eng)
             return
-        tmp = _alloc(out_shape, x.dtype, natural, loc)
+        tmp = _alloc(dst.shape, x.dtype, natural, loc)
         _emit(loc, "nc_transpose", dst=tmp, data=x, engine=eng)
         _emit(loc, "tensor_copy", dst=dst, src=tmp)
 
+    def fn(dst, **kw):
+        _ops.run_transposed(region, [1, 0], loc, transposed, dst, x)
+
     if d != x.dtype:
-        return _ops.pending(out_shape, d, _sbuf, loc, fn)
-    return _ops.pending(out_shape, d, natural, loc, fn, kind="pe" if eng == "tensor" else "vector")
+        return _ops.pending(out_shape, d, _sbuf, loc, fn, mask=region)
+    return _ops.pending(out_shape, d, natural, loc, fn, kind="pe" if eng == "tensor" else "vector", mask=region)
 
 
 # ---- Scalar Engine -----------------------------------------------------------------------------------
@@ -148,37 +164,42 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     reduction is written into it too."""
     loc = _loc()
     _flush()
+    mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
     fields = dict(op=_op(op, "act", "op", loc), bias=_imm_or_tile(bias, "bias", loc),
                   scale=_imm_or_tile(scale, "scale", loc), reduce_op=_op(reduce_op, "alu", "reduce_op", loc),
                   reduce_res=None if reduce_res is None else _t(reduce_res, "reduce_res", loc),
                   reduce_cmd=_reduce_cmd(reduce_cmd, loc), alpha=float(kwargs.get("alpha", 0.0)))
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
+    if reduce_res is not None or fields["reduce_cmd"] != "idle":
+        _ops.rect_only(region, "nisa.activation with a reduction", loc)
+
+    def act(dst, x, bias, scale, res):
+        _emit(loc, "activation", **{**fields, "dst": dst, "data": x, "bias": bias, "scale": scale, "reduce_res": res})
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst, x, fields["bias"], fields["scale"])
-        if args:
-            _emit(loc, "activation", **{**fields, "dst": args[0], "data": args[1], "bias": args[2],
-                                        "scale": args[3]})
+        _ops.run_masked(region, loc, act, dst, x, fields["bias"], fields["scale"], fields["reduce_res"])
 
     if reduce_res is not None:  # side effect: emit now
-        out = _alloc(x.shape, dtype or x.dtype, _sbuf, loc)
-        fn(out)
-        return out
-    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=bx)
+        return _emitted(x.shape, dtype or x.dtype, region, loc, fn)
+    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     """``activation`` plus a reduction over all free dims written into ``reduce_res`` [P, 1]."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.activation_reduce", loc)
     x = _t(data, "data", loc)
-    out = _alloc(x.shape, dtype or x.dtype, _sbuf, loc)
-    _emit(loc, "activation_reduce", dst=out, op=_op(op, "act", "op", loc), data=x,
-          reduce_op=_op(reduce_op, "alu", "reduce_op", loc), reduce_res=_t(reduce_res, "reduce_res", loc),
-          bias=_imm_or_tile(bias, "bias", loc), scale=_imm_or_tile(scale, "scale", loc))
-    return out
+    region = _ops.mask_region(mask, loc)
+    _ops.rect_only(region, "nisa.activation_reduce", loc)
+    opn, red = _op(op, "act", "op", loc), _op(reduce_op, "alu", "reduce_op", loc)
+
+    def act(dst, x, res, bias, scale):
+        _emit(loc, "activation_reduce", dst=dst, op=opn, data=x, reduce_op=red, reduce_res=res, bias=bias, scale=scale)
+
+    return _emitted(x.shape, dtype or x.dtype, region, loc,
+                    lambda out: _ops.run_masked(region, loc, act, out, x, _t(reduce_res, "reduce_res", loc),
+                                                _imm_or_tile(bias, "bias", loc), _imm_or_tile(scale, "scale", loc)))
 
 
 # ---- Vector Engine -----------------------------------------------------------------------------------
@@ -186,17 +207,17 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs
     """Element-wise ``data1 op data2`` (equal partitions and elements per partition)."""
     loc = _loc()
     _flush()
+    mask, (data1, data2) = _ops.unmask(mask, data1, data2, loc=loc)
     a, b = _t(data1, "data1", loc), _t(data2, "data2", loc)
     opn, eng = _op(op, "alu", "op", loc), _engine(engine, loc)
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst, a, b)
-        if args:
-            _emit(loc, "tensor_tensor", dst=args[0], data1=args[1], data2=args[2], op=opn, engine=eng)
+        _ops.run_masked(region, loc, lambda d, a, b: _emit(loc, "tensor_tensor", dst=d, data1=a, data2=b, op=opn,
+                                                           engine=eng), dst, a, b)
 
     kind = "gpsimd" if eng == "gpsimd" or opn == "power" else "vector"
-    return _ops.pending(a.shape, _ops.out_dtype(dtype, a, b), _sbuf, loc, fn, kind=kind, mask=bx)
+    return _ops.pending(a.shape, _ops.out_dtype(dtype, a, b), _sbuf, loc, fn, kind=kind, mask=region)
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
@@ -204,20 +225,21 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     """``(data op0 operand0) op1 operand1`` with scalar or [P, 1] operands."""
     loc = _loc()
     _flush()
+    mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
     fields = dict(op0=_op(op0, "alu", "op0", loc), operand0=_operand(operand0, "operand0", loc),
                   reverse0=bool(reverse0), op1=_op(op1, "alu", "op1", loc),
                   operand1=_operand(operand1, "operand1", loc), reverse1=bool(reverse1), engine=_engine(engine, loc))
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
+
+    def scalar_op(dst, x, operand0, operand1):
+        _emit(loc, "tensor_scalar", **{**fields, "dst": dst, "data": x, "operand0": operand0, "operand1": operand1})
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst, x, fields["operand0"], fields["operand1"])
-        if args:
-            _emit(loc, "tensor_scalar", **{**fields, "dst": args[0], "data": args[1], "operand0": args[2],
-                                           "operand1": args[3]})
+        _ops.run_masked(region, loc, scalar_op, dst, x, fields["operand0"], fields["operand1"])
 
     kind = "gpsimd" if fields["engine"] == "gpsimd" else "vector"
-    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=bx)
+    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=region)
 
 
 def _operand(v, what, loc):
@@ -235,57 +257,64 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     x, o1 = _t(data, "data", loc), _t(operand1, "operand1", loc)
     fields = dict(op0=_op(op0, "alu", "op0", loc), operand0=_operand(operand0, "operand0", loc),
                   op1=_op(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
+
+    def stt(dst, x, operand1, operand0):
+        _emit(loc, "scalar_tensor_tensor", **{**fields, "dst": dst, "data": x, "operand1": operand1,
+                                              "operand0": operand0})
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst, x, o1, fields["operand0"])
-        if args:
-            _emit(loc, "scalar_tensor_tensor", **{**fields, "dst": args[0], "data": args[1], "operand1": args[2],
-                                                  "operand0": args[3]})
+        _ops.run_masked(region, loc, stt, dst, x, o1, fields["operand0"])
 
-    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=bx)
+    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     """Reduction over trailing free axes (``axis`` int or list)."""
     loc = _loc()
     _flush()
+    mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
     opn = _op(op, "alu", "op", loc)
     axes = _ops.reduce_axes(axis, x.ndim, loc)
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)  # over data's index grid: masked-off elements take no part
     shape = _ops.reduced_shape(x.shape, axes, keepdims)
     return _ops.pending(shape, dtype or x.dtype, _sbuf, loc,
-                        lambda dst, **kw: _ops.reduce_into(dst, x, opn, axes, loc, negate, keepdims, bx), mask=bx)
+                        lambda dst, **kw: _ops.reduce_into(dst, x, opn, axes, loc, negate, keepdims, region),
+                        mask=region)
 
 
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     """Reduction across partitions (GpSimd) -> a [1, F] tile."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.tensor_partition_reduce", loc)
     x = _t(data, "data", loc)
     opn = _op(op, "alu", "op", loc)
-    return _ops.pending((1,) + x.shape[1:], dtype or x.dtype, _sbuf, loc,
-                        lambda dst, **kw: _emit(loc, "tensor_partition_reduce", dst=dst, op=opn, data=x),
-                        kind="gpsimd")
+    region = _ops.mask_region(mask, loc)  # over data's index grid: masked-off elements take no part
+
+    def fn(dst, **kw):
+        d = _ops.clip(region, loc, dst)  # dst's one partition is the reduced dim; its free dims are data's
+        data = _ops.reduce_input(region, loc, x, _ops.identity_of(opn))
+        if d and data is not None:
+            _emit(loc, "tensor_partition_reduce", dst=d[0], op=opn, data=data)
+
+    return _ops.pending((1,) + x.shape[1:], dtype or x.dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
 
 
 def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
     """A copy of an on-chip tile (cast to dtype)."""
     loc = _loc()
     _flush()
+    mask, (src,) = _ops.unmask(mask, src, loc=loc)
     x = _t(src, "src", loc)
     eng = _engine(engine, loc)
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst, x)
-        if args:
-            _emit(loc, "tensor_copy", dst=args[0], src=args[1], engine=eng)
+        _ops.run_masked(region, loc, lambda d, s: _emit(loc, "tensor_copy", dst=d, src=s, engine=eng), dst, x)
 
     kind = "gpsimd" if eng == "gpsimd" else "vector"
-    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=bx)
+    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=region)
 
 
 def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
@@ -294,10 +323,9 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     _flush()
     d, p = _t(dst, "dst", loc), _t(predicate, "predicate", loc)
     s = _operand(src, "src", loc)
-    args = _ops.clip(_ops.mask_box(mask, loc), loc, d, p, s)
-    if args:
-        _emit(loc, "tensor_copy_predicated", dst=args[0], predicate=args[1], src=args[2],
-              reverse_pred=bool(reverse_pred))
+    _ops.run_masked(_ops.mask_region(mask, loc), loc,
+                    lambda d, p, s: _emit(loc, "tensor_copy_predicated", dst=d, predicate=p, src=s,
+                                          reverse_pred=bool(reverse_pred)), d, p, s, inplace=True)
 
 
 def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
@@ -305,8 +333,7 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
     (255 leaves dst partition i unchanged)."""
     loc = _loc()
     _flush()
-    if mask is not None:
-        raise _user_error("unsupported", "mask= is not supported yet for nc_stream_shuffle", loc)
+    _ops.no_mask(mask, "nisa.nc_stream_shuffle", loc)
     _emit(loc, "nc_stream_shuffle", dst=_t(dst, "dst", loc), src=_t(src, "src", loc),
           shuffle_mask=[int(m) for m in shuffle_mask])
 
@@ -314,15 +341,14 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
 def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
     loc = _loc()
     _flush()
+    mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst, x)
-        if args:
-            _emit(loc, "reciprocal", dst=args[0], data=args[1])
+        _ops.run_masked(region, loc, lambda d, x: _emit(loc, "reciprocal", dst=d, data=x), dst, x)
 
-    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=bx)
+    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
 def memset(shape, value, dtype, *, mask=None, engine=0, **kwargs):
@@ -335,14 +361,14 @@ def memset(shape, value, dtype, *, mask=None, engine=0, **kwargs):
     if blocks:
         raise _user_error("unsupported", "nisa.memset of a block shape; memset each tile", loc)
     eng = _engine(engine, loc)
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst)
-        if args:
-            _emit(loc, "memset", dst=args[0], value=_ops.scalar_imm(value), engine=eng)
+        _ops.run_masked(region, loc, lambda d: _emit(loc, "memset", dst=d, value=_ops.scalar_imm(value), engine=eng),
+                        dst)
 
-    return _ops.pending(tile_shape, dtype, _sbuf, loc, fn, kind="gpsimd" if eng == "gpsimd" else "vector", mask=bx)
+    return _ops.pending(tile_shape, dtype, _sbuf, loc, fn, kind="gpsimd" if eng == "gpsimd" else "vector",
+                        mask=region)
 
 
 def _affine(expr, what, loc):
@@ -354,87 +380,120 @@ def _affine(expr, what, loc):
 
 
 def iota(expr, dtype, *, mask=None, **kwargs):
-    """A tile holding the values of an affine index expression (GpSimd, int32 math)."""
+    """A tile holding the values of an affine index expression (GpSimd, int32 math); masked-off
+    elements are not written."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.iota", loc)
     e = _affine(expr, "expr", loc)
-    pattern = [[c, n] for n, c in zip(e.sizes[1:], e.coefs[1:])]
+    region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _emit(loc, "iota", dst=dst, pattern=pattern, offset=e.const, channel_multiplier=e.coefs[0])
+        (shifted, _), = _index.shifted([(e, None)], _ops.lows(region, dst))
 
-    return _ops.pending(e.sizes, dtype, _sbuf, loc, fn, kind="gpsimd")
+        def write(d):  # d is the masked box: the expression's indices count from its first element
+            _emit(loc, "iota", dst=d, pattern=[[c, n] for n, c in zip(d.shape[1:], shifted.coefs[1:])],
+                  offset=shifted.const, channel_multiplier=shifted.coefs[0])
 
+        _ops.run_masked(region, loc, write, dst)
 
-_CMP = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal", "==": "equal", "!=": "not_equal"}
+    return _ops.pending(e.sizes, dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
 
 
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     """``pred ? on_true_tile : on_false_value`` where pred is one comparison of affine index
-    expressions (e.g. ``i_p >= i_f`` for a causal mask)."""
+    expressions (e.g. ``i_p >= i_f`` for a causal mask); masked-off elements are not written."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.affine_select", loc)
     x = _t(on_true_tile, "on_true_tile", loc)
     if not isinstance(pred, _Predicate) or len(pred.terms) != 1:
         raise _user_error("operand", "pred must be one comparison of nl.arange/nl.mgrid expressions, e.g. i_p >= i_f",
                           loc)
-    expr, op = pred.terms[0]
-    if expr.ndim > x.ndim:
-        raise _user_error("operand-shape", f"pred has {expr.ndim} dims, on_true_tile {x.ndim}", loc)
-    coefs = list(expr.coefs) + [0] * (x.ndim - expr.ndim)
-    pattern = [[coefs[r], x.shape[r]] for r in range(1, x.ndim)]
+    if pred.terms[0][0].ndim > x.ndim:
+        raise _user_error("operand-shape", f"pred has {pred.terms[0][0].ndim} dims, on_true_tile {x.ndim}", loc)
+    region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _emit(loc, "affine_select", dst=dst, pattern=pattern, channel_multiplier=coefs[0], on_true_tile=x,
-              on_false_value=float(on_false_value), cmp_op=_CMP[op], offset=expr.const)
+        def select(d, x):  # d is the masked box: pred's indices count from the box's first element
+            (expr, op), = _index.shifted(pred.terms, _ops.lows(region, dst))
+            _ops.affine_select_into(d, x, expr, op, on_false_value, loc)
 
-    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind="gpsimd")
+        _ops.run_masked(region, loc, select, dst, x)
+
+    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
+
+
+def _reducing(region, reduce_res, cmd, what, loc):
+    """A select/scan with a reduction into the accumulator registers or reduce_res takes
+    rectangular masks only (the reduction would see the bounding box's masked-off elements)."""
+    if reduce_res is not None or cmd != "idle":
+        _ops.rect_only(region, what, loc)
 
 
 def select_reduce(*, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
                   reverse_pred=False, mask=None, dtype=None, **kwargs):
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.select_reduce", loc)
     p, t = _t(predicate, "predicate", loc), _t(on_true, "on_true", loc)
-    out = _alloc(t.shape, dtype or t.dtype, _sbuf, loc)
-    _emit(loc, "select_reduce", dst=out, predicate=p, on_true=t, on_false=_operand(on_false, "on_false", loc),
-          reduce_res=None if reduce_res is None else _t(reduce_res, "reduce_res", loc),
-          reduce_cmd=_reduce_cmd(reduce_cmd, loc),
-          reduce_op=_op(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum",
-          reverse_pred=bool(reverse_pred))
-    return out
+    fields = dict(reduce_cmd=_reduce_cmd(reduce_cmd, loc), reverse_pred=bool(reverse_pred),
+                  reduce_op=_op(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum")
+    res = None if reduce_res is None else _t(reduce_res, "reduce_res", loc)
+    region = _ops.mask_region(mask, loc)
+    _reducing(region, res, fields["reduce_cmd"], "nisa.select_reduce with a reduction", loc)
+
+    def select(dst, p, t, f, r):
+        _emit(loc, "select_reduce", dst=dst, predicate=p, on_true=t, on_false=f, reduce_res=r, **fields)
+
+    return _emitted(t.shape, dtype or t.dtype, region, loc,
+                    lambda out: _ops.run_masked(region, loc, select, out, p, t, _operand(on_false, "on_false", loc),
+                                                res))
 
 
 def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle, reduce_res=None,
                  reduce_op=None, range_start=0, on_false_value=-3.4028234663852886e38, mask=None, dtype=None,
                  **kwargs):
+    """Keeps on_true_tile's elements whose free index (from range_start) lies in both bounds. Under
+    a mask the free index stays the element's index in the whole tile."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.range_select", loc)
     x = _t(on_true_tile, "on_true_tile", loc)
-    out = _alloc(x.shape, dtype or x.dtype, _sbuf, loc)
-    _emit(loc, "range_select", dst=out, on_true_tile=x, comp_op0=_op(comp_op0, "alu", "comp_op0", loc),
-          comp_op1=_op(comp_op1, "alu", "comp_op1", loc), bound0=_t(bound0, "bound0", loc),
-          bound1=_t(bound1, "bound1", loc), reduce_cmd=_reduce_cmd(reduce_cmd, loc),
-          reduce_res=None if reduce_res is None else _t(reduce_res, "reduce_res", loc),
-          reduce_op=_op(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum",
-          range_start=float(range_start), on_false_value=float(on_false_value))
-    return out
+    fields = dict(comp_op0=_op(comp_op0, "alu", "comp_op0", loc), comp_op1=_op(comp_op1, "alu", "comp_op1", loc),
+                  reduce_cmd=_reduce_cmd(reduce_cmd, loc), on_false_value=float(on_false_value),
+                  reduce_op=_op(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum")
+    res = None if reduce_res is None else _t(reduce_res, "reduce_res", loc)
+    region = _ops.mask_region(mask, loc)
+    _reducing(region, res, fields["reduce_cmd"], "nisa.range_select with a reduction", loc)
+    if x.ndim > 2 and (region.rest or any(r > 0 for r in (region.box or {}))):
+        raise _user_error("unsupported", "a mask on nisa.range_select of a tile with several free dims may bound only "
+                          "the partition index; reshape the tile to 2-D first", loc)
+    start = float(range_start) + (_ops.lows(region, x)[1] if x.ndim == 2 else 0)
+
+    def select(dst, x, b0, b1, r):
+        _emit(loc, "range_select", dst=dst, on_true_tile=x, bound0=b0, bound1=b1, reduce_res=r, range_start=start,
+              **fields)
+
+    return _emitted(x.shape, dtype or x.dtype, region, loc,
+                    lambda out: _ops.run_masked(region, loc, select, out, x, _t(bound0, "bound0", loc),
+                                                _t(bound1, "bound1", loc), res))
 
 
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
                        **kwargs):
+    """A scan along the free dim; under a (rectangular) mask it starts from `initial` at the first
+    masked element of each row."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.tensor_tensor_scan", loc)
     a, b = _t(data0, "data0", loc), _t(data1, "data1", loc)
-    fields = dict(initial=_operand(initial, "initial", loc), op0=_op(op0, "alu", "op0", loc),
-                  op1=_op(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
+    fields = dict(op0=_op(op0, "alu", "op0", loc), op1=_op(op1, "alu", "op1", loc), reverse0=bool(reverse0),
+                  reverse1=bool(reverse1))
+    region = _ops.mask_region(mask, loc)
+    _ops.rect_only(region, "nisa.tensor_tensor_scan", loc)
+
+    def scan(dst, a, b, init):
+        _emit(loc, "tensor_tensor_scan", dst=dst, data0=a, data1=b, initial=init, **fields)
+
     return _ops.pending(a.shape, _ops.out_dtype(dtype, a, b), _sbuf, loc,
-                        lambda dst, **kw: _emit(loc, "tensor_tensor_scan", dst=dst, data0=a, data1=b, **fields))
+                        lambda dst, **kw: _ops.run_masked(region, loc, scan, dst, a, b,
+                                                          _operand(initial, "initial", loc)), mask=region)
 
 
 def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
@@ -442,13 +501,18 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     """``data op0 operand0`` -> a new tile; its free-dim reduction is written into ``reduce_res``."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.tensor_scalar_reduce", loc)
     x = _t(data, "data", loc)
-    out = _alloc(x.shape, dtype or x.dtype, _sbuf, loc)
-    _emit(loc, "tensor_scalar_reduce", dst=out, data=x, op0=_op(op0, "alu", "op0", loc),
-          operand0=_operand(operand0, "operand0", loc), reduce_op=_op(reduce_op, "alu", "reduce_op", loc),
-          reduce_res=_t(reduce_res, "reduce_res", loc), reverse0=bool(reverse0))
-    return out
+    fields = dict(op0=_op(op0, "alu", "op0", loc), reduce_op=_op(reduce_op, "alu", "reduce_op", loc),
+                  reverse0=bool(reverse0))
+    region = _ops.mask_region(mask, loc)
+    _ops.rect_only(region, "nisa.tensor_scalar_reduce", loc)
+
+    def scalar_reduce(dst, x, operand0, res):
+        _emit(loc, "tensor_scalar_reduce", dst=dst, data=x, operand0=operand0, reduce_res=res, **fields)
+
+    return _emitted(x.shape, dtype or x.dtype, region, loc,
+                    lambda out: _ops.run_masked(region, loc, scalar_reduce, out, x,
+                                                _operand(operand0, "operand0", loc), _t(reduce_res, "reduce_res", loc)))
 
 
 def _stats(name, width_fn):
@@ -456,15 +520,16 @@ def _stats(name, width_fn):
         loc = _loc()
         _flush()
         x = _t(data, "data", loc)
-        bx = _ops.mask_box(mask, loc)
+        region = _ops.mask_region(mask, loc)
+        _ops.rect_only(region, f"nisa.{name}", loc)
 
         def emit_fn(dst, **kw):  # the mask cuts the input; the output keeps its width
-            args = _ops.clip(bx, loc, x)
-            d = _ops.clip_partitions(bx, loc, dst)
+            args = _ops.clip(region, loc, x)
+            d = _ops.clip_partitions(region, loc, dst)
             if args and d is not None:
                 _emit(loc, name, dst=d, data=args[0])
 
-        return _ops.pending((x.shape[0], width_fn(x)), dtype or x.dtype, _sbuf, loc, emit_fn, mask=bx)
+        return _ops.pending((x.shape[0], width_fn(x)), dtype or x.dtype, _sbuf, loc, emit_fn, mask=region)
 
     fn.__name__ = name
     return fn
@@ -475,45 +540,70 @@ bn_aggr = _stats("bn_aggr", lambda x: 2)
 
 
 def max8(*, src, mask=None, dtype=None, **kwargs):
+    """The 8 largest values of each row; under a mask, of its masked elements only."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.max8", loc)
     x = _t(src, "src", loc)
-    return _ops.pending((x.shape[0], 8), dtype or x.dtype, _sbuf, loc,
-                        lambda dst, **kw: _emit(loc, "max8", dst=dst, src=x))
+    region = _ops.mask_region(mask, loc)
+
+    def fn(dst, **kw):
+        d = _ops.clip_partitions(region, loc, dst)
+        data = _ops.reduce_input(region, loc, x, float("-inf"))
+        if d is not None and data is not None:
+            _emit(loc, "max8", dst=d, src=data)
+
+    return _ops.pending((x.shape[0], 8), dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
 def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
+    """Index of each of 8 values in each row; under a mask only the masked elements are searched
+    (the others are NaN in a copy, never equal to a value), and indices stay positions in the row."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.nc_find_index8", loc)
     x, v = _t(data, "data", loc), _t(vals, "vals", loc)
-    return _ops.pending((x.shape[0], 8), dtype or _ALL["uint32"], _sbuf, loc,
-                        lambda dst, **kw: _emit(loc, "nc_find_index8", dst=dst, data=x, vals=v))
+    region = _ops.mask_region(mask, loc)
+    terms = mask.terms if isinstance(mask, _Predicate) else []
+
+    def fn(dst, **kw):
+        d, vv, xx = (_ops.clip_partitions(region, loc, t) for t in (dst, v, x))
+        if d is None:
+            return
+        if any(any(expr.coefs[1:]) for expr, _ in terms):
+            xx = _ops.select_where(xx, terms, _ops.lows(_index.Region({0: region.bound(0)}), x), float("nan"), loc)
+        _emit(loc, "nc_find_index8", dst=d, data=xx, vals=vv)
+
+    return _ops.pending((x.shape[0], 8), dtype or _ALL["uint32"], _sbuf, loc, fn, mask=region)
 
 
 # ---- GpSimd -------------------------------------------------------------------------------------------
 def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None, **kwargs):
+    """GpSimd gather within 16-partition groups. The groups tie the instruction to whole tiles, so
+    under a mask it gathers everything into a scratch tile and copies the masked elements."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.local_gather", loc)
     src, idx = _t(src_buffer, "src_buffer", loc), _t(index, "index", loc)
     P = idx.shape[0]
     valid = num_valid_indices if num_valid_indices is not None else _free(idx) * 16
     free = int(valid) * int(num_elem_per_idx)
-    return _ops.pending((P, free), src.dtype, _sbuf, loc,
-                        lambda dst, **kw: _emit(loc, "local_gather", dst=dst, src_buffer=src, index=idx,
-                                                num_elem_per_idx=int(num_elem_per_idx), num_valid_indices=int(valid)),
-                        kind="gpsimd")
+    region = _ops.mask_region(mask, loc)
+
+    def fn(dst, **kw):
+        out = _alloc(dst.shape, dst.dtype, _sbuf, loc) if region.masked else dst
+        _emit(loc, "local_gather", dst=out, src_buffer=src, index=idx, num_elem_per_idx=int(num_elem_per_idx),
+              num_valid_indices=int(valid))
+        if out is not dst:
+            _ops.copy_into(dst, out, loc, region)
+
+    return _ops.pending((P, free), src.dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
 
 
 def nc_n_gather(data, indices, *, mask=None, dtype=None, **kwargs):
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.nc_n_gather", loc)
     x, idx = _t(data, "data", loc), _t(indices, "indices", loc)
+    region = _ops.mask_region(mask, loc)  # over the indices' (and the result's) index grid
     return _ops.pending(idx.shape, x.dtype, _sbuf, loc,
-                        lambda dst, **kw: _emit(loc, "nc_n_gather", dst=dst, data=x, indices=idx), kind="gpsimd")
+                        lambda dst, **kw: _ops.gather_masked(region, loc, dst, x, idx), kind="gpsimd", mask=region)
 
 
 # ---- DMA ----------------------------------------------------------------------------------------------
@@ -531,15 +621,17 @@ def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=oob
     d, s = _t(dst, "dst", loc), _t(src, "src", loc)
     fields = dict(oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
                   dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc))
-    args = _ops.clip(_ops.mask_box(mask, loc), loc, d, s)
-    if not args:
-        return
-    d, s = args
+    region = _ops.mask_region(mask, loc)
     if dst_rmw_op is None:
-        _emit(loc, "dma_copy", dst=d, src=s, **fields)
+        _ops.run_masked(region, loc, lambda d, s: _emit(loc, "dma_copy", dst=d, src=s, **fields), d, s)
         return
     if _op(dst_rmw_op, "alu", "dst_rmw_op", loc) != "add":
         raise _user_error("unsupported", "dma_copy(dst_rmw_op=...) supports np.add / nl.add only", loc)
+    _ops.rect_only(region, "nisa.dma_copy with dst_rmw_op", loc)
+    args = _ops.clip(region, loc, d, s)
+    if not args:
+        return
+    d, s = args
     acc = d if d.buffer is _sbuf else _alloc(d.shape, d.dtype, _sbuf, loc)
     if acc is not d:
         _emit(loc, "dma_copy", dst=acc, src=d, **fields)
@@ -557,22 +649,24 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
     """A transposed copy into a new SBUF tile (2-byte dtypes; axes (1,0), (2,1,0) or (3,1,2,0))."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nisa.dma_transpose", loc)
     x = _t(src, "src", loc)
+    region = _ops.mask_region(mask, loc)  # over src's index grid
     default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(x.ndim, tuple(range(x.ndim))[::-1])
     perm = tuple(int(a) for a in (axes or default))
     shape = tuple(x.shape[a] for a in perm)
     d = _to_dtype(dtype) if dtype is not None else x.dtype
 
-    def fn(dst, **kw):
+    def transposed(dst, x):
         if dst.dtype == x.dtype:
             _emit(loc, "dma_transpose", dst=dst, src=x, axes=list(perm))
             return
-        tmp = _alloc(shape, x.dtype, _sbuf, loc)
+        tmp = _alloc(dst.shape, x.dtype, _sbuf, loc)
         _emit(loc, "dma_transpose", dst=tmp, src=x, axes=list(perm))
         _emit(loc, "tensor_copy", dst=dst, src=tmp)
 
-    return _ops.pending(shape, d, _sbuf, loc, fn, kind="dma")
+    return _ops.pending(shape, d, _sbuf, loc,
+                        lambda dst, **kw: _ops.run_transposed(region, list(perm), loc, transposed, dst, x), kind="dma",
+                        mask=region)
 
 
 def _unsupported(name):

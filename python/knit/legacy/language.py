@@ -5,16 +5,17 @@ with ``nl.store``, index with slices or ``nl.arange`` / ``nl.mgrid`` expressions
 matmuls with ``psum += nl.matmul(...)``. Every call lowers to Knit's dst-first instructions (the
 same core as ``knit.language`` / ``knit.isa``), so rules are verified at the calling line.
 
-Not supported (clear errors): partition-dim broadcasting of on-chip tiles, non-rectangular
-``mask=`` predicates (use ``nisa.affine_select``), ``mask=`` on matmul/transpose/softmax and a
-few others, operand masking ``t[i_f < n]``, ``atomic_rmw``, ``loop_reduce``, ``all_reduce``,
-``dropout``, ``rand``, dynamic (tile-valued) indices.
+Masks (``mask=``, operand masking ``t[pred]``, non-rectangular predicates) are lowered in
+``_ops`` (``run_masked``). Not supported (clear errors): ``|`` in a mask, ``atomic_rmw``,
+``all_reduce`` across launch-grid instances, ``dropout``, ``rand``, dynamic (tile-valued) indices.
 """
+import ast as _ast
+import linecache as _linecache
 import numbers as _numbers
 
 import numpy as _np
 
-from .. import _trace
+from .. import _source, _trace
 from .. import language as _knl
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._source import user_location as _loc
@@ -22,7 +23,7 @@ from .._tensor import ds  # noqa: F401
 from ..errors import user_error as _user_error
 from . import _ops
 from ._index import IndexExpr, MGridResult, Predicate, arange, mgrid  # noqa: F401
-from ._tensor import (BlockTensor, LegacyTensor, Pending, alloc as _alloc, emit as _emit, flush as _flush,  # noqa: F401
+from ._tensor import (BlockTensor, LegacyTensor, MaskedTile, Pending, alloc as _alloc, emit as _emit, flush as _flush,  # noqa: F401
                       psum, sbuf, wrap as _wrap)
 
 # ---- dtypes / buffers / constants (shared with knit.language) ------------------------------------------
@@ -248,14 +249,12 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     if src.buffer.on_chip:
         raise _user_error("buffer", f"nl.load reads HBM; src is in {src.buffer.name} (use nl.copy for on-chip tiles)",
                           loc)
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        args = _ops.clip(bx, loc, dst, src)
-        if args:
-            _emit(loc, "dma_copy", dst=args[0], src=args[1])
+        _ops.run_masked(region, loc, lambda d, s: _emit(loc, "dma_copy", dst=d, src=s), dst, src)
 
-    return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc, fn, kind="dma", mask=bx)
+    return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc, fn, kind="dma", mask=region)
 
 
 def store(dst, value, *, mask=None, **kwargs):
@@ -266,7 +265,8 @@ def store(dst, value, *, mask=None, **kwargs):
     if dst.buffer.on_chip:
         raise _user_error("buffer", f"nl.store writes HBM; dst is in {dst.buffer.name} (assign on-chip tiles with "
                           "t[...] = value)", loc)
-    _ops.assign(dst, value, loc, _ops.mask_box(mask, loc))
+    mask, (value,) = _ops.unmask(mask, value, shape=dst.shape, loc=loc)
+    _ops.assign(dst, value, loc, _ops.mask_region(mask, loc))
 
 
 def _pe_transpose(x, loc):
@@ -284,34 +284,32 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
     loc = _loc()
     _flush()
     src = _ops.tensor_arg(src, "src", loc)
-    _ops.no_mask(mask, "nl.load_transpose2d", loc)
     if src.ndim != 2:
         raise _user_error("operand-shape", f"nl.load_transpose2d needs a 2-D source, got {list(src.shape)}", loc)
+    region = _ops.mask_region(mask, loc)  # over src's index grid
 
-    def fn(dst, **kw):
-        tile = _alloc(src.shape, src.dtype, sbuf, loc)
-        _emit(loc, "dma_copy", dst=tile, src=src)
-        _emit(loc, "tensor_copy", dst=dst, src=_pe_transpose(tile, loc))
+    def transposed(d, s):
+        tile = _alloc(s.shape, s.dtype, sbuf, loc)
+        _emit(loc, "dma_copy", dst=tile, src=s)
+        _emit(loc, "tensor_copy", dst=d, src=_pe_transpose(tile, loc))
 
-    return _ops.pending(src.shape[::-1], dtype or src.dtype, sbuf, loc, fn)
+    return _ops.pending(src.shape[::-1], dtype or src.dtype, sbuf, loc,
+                        lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, src), mask=region)
 
 
 def _copy(src, *, mask=None, dtype=None, **kwargs):
     """A new SBUF tile with src's contents (cast to dtype)."""
     loc = _loc()
     _flush()
+    mask, (src,) = _ops.unmask(mask, src, loc=loc)
     src = _ops.tensor_arg(src, "src", loc)
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
     return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc,
-                        lambda dst, **kw: _ops.copy_into(dst, src, loc, bx), mask=bx)
+                        lambda dst, **kw: _ops.copy_into(dst, src, loc, region), mask=region)
 
 
 def static_cast(x, dtype, **kwargs):
     return copy(x, dtype=dtype)
-
-
-def _acc_field(accumulate):
-    return "auto" if accumulate is None else ("on" if accumulate else "off")
 
 
 def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
@@ -319,37 +317,46 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
     accumulates into an existing PSUM tile."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nl.matmul", loc)
+    (x, x_region), (y, y_region) = _ops.operand_region(x, loc), _ops.operand_region(y, loc)
     x, y = _ops.tensor_arg(x, "x", loc), _ops.tensor_arg(y, "y", loc)
     if x.ndim != 2 or y.ndim != 2:
         raise _user_error("matmul-shape", f"nl.matmul takes 2-D tiles, got {list(x.shape)} and {list(y.shape)}", loc)
     M = x.shape[1] if transpose_x else x.shape[0]
+    region = _ops.mask_region(mask, loc)  # over the [M, N] result
+    if not transpose_x:  # x [M, K] is transposed into the stationary [K, M]
+        x_region = x_region.permuted([1, 0])
 
-    def fn(dst, accumulate=False):
+    def emit_matmul(dst, stationary, moving, accumulate):
+        _emit(loc, "nc_matmul", dst=dst, stationary=stationary, moving=moving, accumulate=_ops.accumulate_field(accumulate))
+
+    def fn(dst, accumulate=False, mark_written=None):
         stationary = x if transpose_x else _ops.to_sbuf(_pe_transpose(x, loc), loc)
         if stationary.buffer is not sbuf:
             stationary = _ops.to_sbuf(stationary, loc)
         moving = y if y.buffer is sbuf else _ops.to_sbuf(y, loc)
-        _emit(loc, "nc_matmul", dst=dst, stationary=stationary, moving=moving, accumulate=_acc_field(accumulate))
+        _ops.matmul_masked(dst, stationary, moving, region, x_region, y_region, loc, emit_matmul, accumulate,
+                           mark_written)
 
-    return _ops.pending((M, y.shape[1]), _F32, psum, loc, fn, kind="matmul")
+    return _ops.pending((M, y.shape[1]), _F32, psum, loc, fn, kind="matmul",
+                        mask=_ops.matmul_region(region, x_region, y_region))
 
 
 def transpose(x, *, dtype=None, mask=None, **kwargs):
     """2-D partition <-> free transpose into a new SBUF tile."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nl.transpose", loc)
     x = _ops.tensor_arg(x, "x", loc)
     free = x.size // x.shape[0]
+    region = _ops.mask_region(mask, loc)  # over x's index grid
 
-    def fn(dst, **kw):
-        if x.buffer is psum and x.shape[0] <= 32 and free <= 32:  # VectorE reads PSUM (<= 32x32)
-            _emit(loc, "nc_transpose", dst=dst, data=x, engine="vector")
+    def transposed(d, x):
+        if x.buffer is psum and x.shape[0] <= 32 and d.shape[0] <= 32:  # VectorE reads PSUM (<= 32x32)
+            _emit(loc, "nc_transpose", dst=d, data=x, engine="vector")
         else:
-            _emit(loc, "tensor_copy", dst=dst, src=_pe_transpose(x, loc))
+            _emit(loc, "tensor_copy", dst=d, src=_pe_transpose(x, loc))
 
-    return _ops.pending((free, x.shape[0]), dtype or x.dtype, sbuf, loc, fn)
+    return _ops.pending((free, x.shape[0]), dtype or x.dtype, sbuf, loc,
+                        lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, x), mask=region)
 
 
 def broadcast_to(src, *, shape, **kwargs):
@@ -372,47 +379,48 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     """Element-wise ``condition ? x : y`` (a copy of y, then a predicated copy of x)."""
     loc = _loc()
     _flush()
+    mask, (condition, x, y) = _ops.unmask(mask, condition, x, y, shape=getattr(condition, "shape", None), loc=loc)
     cond = _ops.tensor_arg(condition, "condition", loc)
     x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
     d = _ops.out_dtype(dtype, *[v for v in (x, y)])
-    bx = _ops.mask_box(mask, loc)
+    region = _ops.mask_region(mask, loc)
+
+    def predicated(dst, cond, src):
+        _emit(loc, "tensor_copy_predicated", dst=dst, predicate=cond,
+              src=src if _ops.is_tensor(src) else _ops.scalar_imm(src))
 
     def fn(dst, **kw):
-        _ops.assign(dst, y, loc, bx)
+        _ops.assign(dst, y, loc, region)
         src = x if not _ops.is_tensor(x) else (x if x.size == dst.size else _ops.broadcast(x, dst.shape, loc))
-        args = _ops.clip(bx, loc, dst, cond, src)
-        if args:
-            _emit(loc, "tensor_copy_predicated", dst=args[0], predicate=args[1],
-                  src=args[2] if _ops.is_tensor(args[2]) else _ops.scalar_imm(args[2]))
+        _ops.run_masked(region, loc, predicated, dst, cond, src, inplace=True)
 
-    return _ops.pending(cond.shape, d, sbuf, loc, fn, mask=bx)
+    return _ops.pending(cond.shape, d, sbuf, loc, fn, mask=region)
 
 
 def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nl.gather_flattened", loc)
     data, indices = _ops.tensor_arg(data, "data", loc), _ops.tensor_arg(indices, "indices", loc)
-
-    def fn(dst, **kw):
-        _emit(loc, "nc_n_gather", dst=dst, data=data, indices=indices)
-
-    return _ops.pending(indices.shape, dtype or data.dtype, sbuf, loc, fn, kind="gpsimd")
+    region = _ops.mask_region(mask, loc)  # over the indices' (and the result's) index grid
+    return _ops.pending(indices.shape, dtype or data.dtype, sbuf, loc,
+                        lambda dst, **kw: _ops.gather_masked(region, loc, dst, data, indices), kind="gpsimd",
+                        mask=region)
 
 
 def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
     """softmax over all free dims: max-reduce, exp(x - max) with a running sum, reciprocal, scale."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nl.softmax", loc)
+    mask, (x,) = _ops.unmask(mask, x, loc=loc)
     x = _ops.tensor_arg(x, "x", loc)
     axes = _ops.reduce_axes(axis, x.ndim, loc)
     if axes != list(range(1, x.ndim)):
         raise _user_error("unsupported", f"nl.softmax over axis={axis} of a {x.ndim}-D tile: Knit reduces over all "
                           "free dims only (axis=1 for a 2-D tile)", loc)
-    P = x.shape[0]
+    region = _ops.mask_region(mask, loc)  # masked-off elements take no part and stay zero
 
-    def fn(dst, **kw):
+    def softmax_into(dst, x):
+        P = x.shape[0]
         neg_max = _alloc((P, 1), _F32, sbuf, loc)
         _emit(loc, "tensor_reduce", dst=neg_max, op="maximum", data=x, axis=axes, negate=True, keepdims=True)
         exps = _alloc(x.shape, _F32, sbuf, loc)
@@ -422,15 +430,22 @@ def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
         _emit(loc, "reciprocal", dst=inv, data=total)
         _emit(loc, "tensor_scalar", dst=dst, data=exps, op0="multiply", operand0=inv)
 
-    return _ops.pending(x.shape, dtype or x.dtype, sbuf, loc, fn)
+    def fn(dst, **kw):
+        _ops.run_masked(region, loc, softmax_into, dst, x, fill=float("-inf"))
+
+    return _ops.pending(x.shape, dtype or x.dtype, sbuf, loc, fn, mask=region)
 
 
 def device_print(prefix, x, *, mask=None, **kwargs):
     """Prints x's values when the simulation finishes."""
     loc = _loc()
     _flush()
-    _ops.no_mask(mask, "nl.device_print", loc)
-    _knl.device_print(prefix, _ops.tensor_arg(x, "x", loc))
+    x = _ops.tensor_arg(x, "x", loc)
+    region = _ops.mask_region(mask, loc)
+    args = _ops.clip(region, loc, x)  # the masked box; with a non-rectangular mask, masked-off elements print 0
+    if args:
+        t = args[0] if not region.rest else _ops.select_where(args[0], region.rest, _ops.lows(region, x), 0, loc)
+        _knl.device_print(prefix, t)
 
 
 def _unsupported(name, why=""):
@@ -442,34 +457,119 @@ def _unsupported(name, why=""):
 
 
 atomic_rmw = _unsupported("atomic_rmw")
-loop_reduce = _unsupported("loop_reduce", "; accumulate with += inside the loop")
-all_reduce = _unsupported("all_reduce")
 dropout = _unsupported("dropout")
 rand = _unsupported("rand")
 random_seed = _unsupported("random_seed")
 
 
-def _delegate(name, nargs=1):
+def _statement_target(frame):
+    """The target expression (an ast node) of the assignment statement the frame is executing, or
+    None when that statement is not a plain assignment."""
+    lines = _linecache.getlines(frame.f_code.co_filename, frame.f_globals)
+    first = frame.f_lineno - 1
+    # A statement may span lines. (This module's min/max/sum are nl.min/nl.max/nl.sum.)
+    for end in range(first + 1, len(lines[:first + 20]) + 1):
+        text = lines[first].lstrip() + "".join(lines[first + 1:end])
+        try:
+            tree = _ast.parse(text)
+        except SyntaxError:
+            continue
+        stmt = tree.body[0] if tree.body else None
+        if isinstance(stmt, _ast.Assign) and len(stmt.targets) == 1:
+            return stmt.targets[0]
+        return None
+    return None
+
+
+def _current_value(target, frame):
+    """The value the assignment target holds now (None if it is not bound yet)."""
+    for node in _ast.walk(target):  # read the target instead of assigning it
+        if hasattr(node, "ctx"):
+            node.ctx = _ast.Load()
+    code = compile(_ast.fix_missing_locations(_ast.Expression(body=target)), "<nl.loop_reduce target>", "eval")
+    try:
+        return eval(code, frame.f_globals, frame.f_locals)  # a name or a subscript view: no side effects
+    except NameError:
+        return None
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """G1: ``b = nl.loop_reduce(x, op, loop_indices)`` in a loop is ``b = op(x, b)``: the statement's
+    target is both the destination and the other input. Knit unrolls every loop, so each iteration
+    applies op to the target tile in place (masked-off elements keep their value); loop_indices only
+    name the loops reduced over. A target not bound yet starts as x (cast to dtype)."""
+    loc = _loc()
+    _flush()
+    for i in loop_indices if isinstance(loop_indices, (tuple, list)) else [loop_indices]:
+        if not isinstance(i, _numbers.Integral):
+            raise _user_error("operand", f"loop_indices must be loop indices (ints), got {type(i).__name__}", loc)
+    opn = _ops.op_name(op, "alu", "op", loc)
+    frame = _source.user_frame()
+    target = _statement_target(frame) if frame is not None else None
+    if target is None:
+        raise _user_error("operand", "nl.loop_reduce must be assigned to its accumulator inside the loop: "
+                          "b = nl.loop_reduce(x, op, loop_indices=[i])", loc)
+    acc = _current_value(target, frame)
+    if acc is None:
+        return copy(x, dtype=dtype, mask=mask)
+    acc = _ops.tensor_arg(acc, "the loop_reduce accumulator", loc)
+    _ops.binary_into(acc, x, acc, opn, loc, _ops.mask_region(mask, loc))
+    return acc
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+    """G1 reduction of x across the launch-grid instances along program_axes. Knit traces the
+    instances one after another into one kernel, so an instance cannot see the values of later
+    ones: only a grid of one instance along those axes (where the reduction is x itself) works."""
+    loc = _loc()
+    _flush()
+    if num_programs(program_axes) != 1:
+        raise _user_error("unsupported", "nl.all_reduce across launch-grid instances is not supported: Knit traces "
+                          "the instances one after another, so no instance sees a later one's values; reduce "
+                          "through a shared_hbm tensor in a second kernel instead", loc)
+    _ops.op_name(op, "alu", "op", loc)
+    return copy(x, dtype=dtype, mask=mask)
+
+
+def _delegate(name, nargs=1, fill=None):
     """An nl.* function the current API (knit.language) implements: same computation, G1 signature
-    (keyword-only dtype/mask), the result as a G1 tile."""
+    (keyword-only dtype/mask), the result as a G1 tile. With a mask it runs on the masked box of
+    its first `nargs` (tile) arguments; `fill` replaces masked-off input elements of a
+    non-rectangular mask (0 for rms_norm's sum of squares)."""
 
     def fn(*args, dtype=None, mask=None, **kwargs):
         loc = _loc()
         _flush()
-        _ops.no_mask(mask, f"nl.{name}", loc)
         impl = getattr(_knl, name, None)
         if impl is None:
             raise _user_error("unsupported", f"nl.{name} is not supported by Knit yet", loc)
-        args = [_ops.tensor_arg(a, "x", loc) if i < nargs else a for i, a in enumerate(args)]
-        return _wrap(impl(*args, dtype=dtype, **kwargs))
+        mask, tiles = _ops.unmask(mask, *args[:nargs], shape=getattr(args[0], "shape", None), loc=loc)
+        tiles = [_ops.tensor_arg(a, "x", loc) for a in tiles]
+        rest = args[nargs:]
+        region = _ops.mask_region(mask, loc)
+        if not region.masked:
+            return _wrap(impl(*tiles, *rest, dtype=dtype, **kwargs))
+        out_dtype = _to_dtype(dtype or kwargs.get("compute_dtype") or tiles[0].dtype)
+
+        def run(dst, *ts):
+            _ops.copy_into(dst, _wrap(impl(*ts, *rest, **kwargs)), loc)
+
+        return _ops.pending(tiles[0].shape, out_dtype, sbuf, loc,
+                            lambda dst, **kw: _ops.run_masked(region, loc, run, dst, *tiles, fill=fill), mask=region)
 
     fn.__name__ = name
     return fn
 
 
 def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
-    """x / sqrt(sum(x^2, axis) / n + epsilon) * w (knit.language.rms_norm)."""
-    return _delegate("rms_norm", 2)(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype, mask=mask)
+    """x / sqrt(sum(x^2, axis) / n + epsilon) * w (knit.language.rms_norm); with a mask, masked-off
+    elements take no part in the sum (n is still the divisor, as G1 takes it from the caller)."""
+    w_tile = w.tile if isinstance(w, MaskedTile) else w
+    if mask is not None and isinstance(w_tile, LegacyTensor) and not w_tile.buffer.on_chip and w_tile.ndim < x.ndim:
+        w_tile = w_tile.reshape((1,) * (x.ndim - w_tile.ndim) + tuple(w_tile.shape))  # clip it like x
+        w = w_tile if not isinstance(w, MaskedTile) else MaskedTile(w_tile, w.predicate)
+    return _delegate("rms_norm", 2, fill=0.0)(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype,
+                                              mask=mask)
 
 
 # ---- operators: element-wise, reductions (usable as op= of nki.isa calls) -------------------------------
@@ -494,6 +594,7 @@ def _binary(name):
     def fn(x, y, *, dtype=None, mask=None, **kwargs):
         loc = _loc()
         _flush()
+        mask, (x, y) = _ops.unmask(mask, x, y, loc=loc)
         x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
         if not _ops.is_tensor(x) and not _ops.is_tensor(y):
             if name in _PY_BINARY:
@@ -505,8 +606,9 @@ def _binary(name):
             raise _user_error("operand-shape", f"nl.{name}: shapes {[getattr(v, 'shape', ()) for v in (x, y)]} "
                               "do not broadcast", loc) from None
         d = _to_dtype(dtype) if dtype is not None else (bool_ if name in _BOOL_OUT else _ops.out_dtype(None, x, y))
-        bx = _ops.mask_box(mask, loc)
-        return _ops.pending(shape, d, sbuf, loc, lambda dst, **kw: _ops.binary_into(dst, x, y, name, loc, bx), mask=bx)
+        region = _ops.mask_region(mask, loc)
+        return _ops.pending(shape, d, sbuf, loc, lambda dst, **kw: _ops.binary_into(dst, x, y, name, loc, region),
+                            mask=region)
 
     fn.__name__ = name
     return fn
@@ -516,10 +618,12 @@ def _unary(name):
     def fn(x, *, dtype=None, mask=None, **kwargs):
         loc = _loc()
         _flush()
+        mask, (x,) = _ops.unmask(mask, x, loc=loc)
         x = _ops.tensor_arg(x, "x", loc)
         d = _to_dtype(dtype) if dtype is not None else (bool_ if name == "logical_not" else x.dtype)
-        bx = _ops.mask_box(mask, loc)
-        return _ops.pending(x.shape, d, sbuf, loc, lambda dst, **kw: _ops.unary_into(dst, x, name, loc, bx), mask=bx)
+        region = _ops.mask_region(mask, loc)
+        return _ops.pending(x.shape, d, sbuf, loc, lambda dst, **kw: _ops.unary_into(dst, x, name, loc, region),
+                            mask=region)
 
     fn.__name__ = name
     return fn
@@ -529,33 +633,41 @@ def _reduction(name, alu):
     def fn(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
         loc = _loc()
         _flush()
+        mask, (x,) = _ops.unmask(mask, x, loc=loc)
         x = _ops.tensor_arg(x, "x", loc)
         axes = _ops.reduce_axes(axis, x.ndim, loc)
         shape = _ops.reduced_shape(x.shape, axes, keepdims)
         d = _to_dtype(dtype) if dtype is not None else (bool_ if name == "all" else x.dtype)
-        bx = _ops.mask_box(mask, loc)
-        count = 1
-        for a in axes:
-            count *= x.shape[a] if 0 <= a < x.ndim else 1
+        region = _ops.mask_region(mask, loc)  # over x's index grid: masked-off elements take no part
+        if name == "var" and axes != list(range(1, x.ndim)):
+            raise _user_error("unsupported", "nl.var reduces over all free dims only in Knit", loc)
+        if name in ("mean", "var"):  # the divisor is the masked count, the same on every row
+            _ops.rect_only(region, f"nl.{name}", loc)
 
         def emit_fn(dst, **kw):
             if name in ("sum", "max", "min", "prod"):
-                _ops.reduce_into(dst, x, alu, axes, loc, keepdims=keepdims, bx=bx)
+                _ops.reduce_into(dst, x, alu, axes, loc, keepdims=keepdims, region=region)
                 return
             if name == "all":
                 nonzero = _alloc(x.shape, _F32, sbuf, loc)
                 _ops.binary_into(nonzero, x, 0.0, "not_equal", loc)
-                _ops.reduce_into(dst, nonzero, "minimum", axes, loc, keepdims=keepdims, bx=bx)
+                _ops.reduce_into(dst, nonzero, "minimum", axes, loc, keepdims=keepdims, region=region)
                 return
-            total = _alloc(dst.shape, _F32, sbuf, loc)
+            d = _ops.clip(_ops.reduced_region(region, x.ndim, axes, keepdims), loc, dst)
+            xs = _ops.clip(region, loc, x)
+            if d and xs:
+                _mean_or_var(d[0], xs[0])
+
+        def _mean_or_var(dst, x):
+            count = 1
+            for a in axes:
+                count *= x.shape[a]
             if name == "mean":
-                _ops.reduce_into(total, x, "add", axes, loc, keepdims=keepdims, bx=bx)
+                total = _alloc(dst.shape, _F32, sbuf, loc)
+                _ops.reduce_into(total, x, "add", axes, loc, keepdims=keepdims)
                 _emit(loc, "tensor_scalar", dst=dst, data=total, op0="multiply", operand0=1.0 / count)
                 return
             # var: mean of (x - mean)^2 over all free dims (population variance)
-            if axes != list(range(1, x.ndim)):
-                raise _user_error("unsupported", "nl.var reduces over all free dims only in Knit", loc)
-            _ops.no_mask(mask, "nl.var", loc)
             neg_mean = _alloc((x.shape[0], 1), _F32, sbuf, loc)
             _emit(loc, "tensor_reduce", dst=neg_mean, op="add", data=x, axis=axes, negate=True, keepdims=True)
             _emit(loc, "tensor_scalar", dst=neg_mean, data=neg_mean, op0="multiply", operand0=1.0 / count)
@@ -565,7 +677,7 @@ def _reduction(name, alu):
                   bias=neg_mean)
             _emit(loc, "tensor_scalar", dst=dst, data=ssq, op0="multiply", operand0=1.0 / count)
 
-        return _ops.pending(shape, d, sbuf, loc, emit_fn, mask=bx)
+        return _ops.pending(shape, d, sbuf, loc, emit_fn, mask=region)
 
     fn.__name__ = name
     return fn
