@@ -204,6 +204,10 @@ class NkiTensor:
         return self._derive(_core.view_slice, int(dim), int(start), int(end), int(step))
 
     def select(self, dim, index):
+        if isinstance(index, NkiTensor):  # a 1x1 int tensor: a runtime index
+            from .isa import scalar_load
+
+            index = scalar_load(index)
         if isinstance(index, RegExpr):
             loc = user_location()
             b = _trace.current().builder
@@ -272,9 +276,22 @@ class NkiTensor:
             view = _trace.core_call(_core.view_indirect, b, view, dim, vector_offset._view, loc)
         return NkiTensor(view)
 
-    @property
     def is_indirect(self):
         return self._view.is_indirect
+
+    def vector_select(self, dim, vector_offset):
+        """Rows of an HBM tensor picked by an SBUF index tile (P, 1): the result has P partitions,
+        row p being self[vector_offset[p]] (a DMA gather / scatter operand)."""
+        loc = user_location()
+        if int(dim) != 0:
+            raise user_error("indirect", "vector_select works on dim 0 only", loc)
+        if not isinstance(vector_offset, NkiTensor):
+            raise user_error("indirect", "vector_offset must be an int32/uint32 SBUF tensor of row indices", loc)
+        b = _trace.current().builder
+        pattern = [list(p) for p in self._view.pattern]
+        pattern[0][1] = vector_offset.size
+        view = _trace.core_call(_core.view_ap, b, self._view, pattern, None, None, loc)
+        return NkiTensor(_trace.core_call(_core.view_indirect, b, view, 0, vector_offset._view, loc))
 
     def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
         """einops-style: src_pattern names each dim (a tuple groups dims that are split), e.g.

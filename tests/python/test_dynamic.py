@@ -240,3 +240,39 @@ def test_register_index_on_the_partition_dim_is_rejected():
         bad(np.zeros((128, 4), np.float32))
     assert info.value.rule == "dynamic-partition"
     assert info.value.file.endswith("test_dynamic.py")
+
+
+@nki.jit
+def gather_by_vector_select(table, idx):
+    n = idx.shape[0]
+    it = nl.ndarray((n, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=it, src=idx)
+    rows = table.vector_select(0, it)
+    assert rows.is_indirect() and not table.is_indirect()
+    t = nl.ndarray((n, table.shape[1]), table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=rows)
+    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_vector_select_gathers_more_rows_than_the_table_has():
+    table = np.random.default_rng(5).standard_normal((6, 16)).astype(np.float32)
+    idx = np.random.default_rng(6).integers(0, 6, size=(64, 1)).astype(np.int32)
+    np.testing.assert_array_equal(gather_by_vector_select(table, idx), table[idx[:, 0]])
+
+
+@nki.jit
+def select_row_at(a, where):
+    w = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w, src=where)
+    t = nl.ndarray((1, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a.select(0, w))  # a 1x1 tensor as a runtime index
+    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_select_with_a_tensor_index():
+    a = np.arange(40, dtype=np.float32).reshape(5, 8)
+    np.testing.assert_array_equal(select_row_at(a, np.array([[3]], np.int32)), a[3:4])
