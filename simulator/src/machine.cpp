@@ -485,12 +485,17 @@ void Machine::run_cores() {
   }
 }
 
+namespace {
+// The synchronization instruction of type Op that core `rank` waits at, or null.
+template <class Op, class Cores>
+const Op* waiting_at(const Kernel& k, const Cores& cores, int64_t rank) {
+  if (rank < 0 || rank >= static_cast<int64_t>(cores.size()) || cores[rank].done()) return nullptr;
+  return std::get_if<Op>(&k.body[cores[rank].pc].op);
+}
+}  // namespace
+
 bool Machine::release_barriers(std::vector<Core>& cores) {
-  const auto& body = kernel_.body;
-  auto barrier_of = [&](int64_t rank) -> const CoreBarrier* {
-    if (rank < 0 || rank >= static_cast<int64_t>(cores.size()) || cores[rank].done()) return nullptr;
-    return std::get_if<CoreBarrier>(&body[cores[rank].pc].op);
-  };
+  auto barrier_of = [&](int64_t rank) { return waiting_at<CoreBarrier>(kernel_, cores, rank); };
   std::vector<size_t> ready;
   for (size_t c = 0; c < cores.size(); ++c) {
     const CoreBarrier* b = barrier_of(static_cast<int64_t>(c));
@@ -510,10 +515,7 @@ bool Machine::release_barriers(std::vector<Core>& cores) {
 // before any dst is written, so crossing transfers see the values from before the exchange.
 bool Machine::exchange(std::vector<Core>& cores) {
   const auto& body = kernel_.body;
-  auto sendrecv_of = [&](int64_t rank) -> const SendRecv* {
-    if (rank < 0 || rank >= static_cast<int64_t>(cores.size()) || cores[rank].done()) return nullptr;
-    return std::get_if<SendRecv>(&body[cores[rank].pc].op);
-  };
+  auto sendrecv_of = [&](int64_t rank) { return waiting_at<SendRecv>(kernel_, cores, rank); };
   std::vector<size_t> ready;
   for (size_t c = 0; c < cores.size(); ++c) {
     const SendRecv* s = sendrecv_of(static_cast<int64_t>(c));
