@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "knit/ir/liveness.h"
 #include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
 
@@ -109,7 +110,6 @@ Machine::Machine(const Kernel& kernel, std::vector<HostTensor>& args, const Inte
   const size_t n = kernel.tensors.size();
   hbm_.resize(n);
   placement_.resize(n);
-  match_blocks();
   compute_liveness();
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
@@ -304,62 +304,16 @@ void Machine::set_reg(int id, int64_t value) {
   reg_set_[id] = 1;
 }
 
-// match_: loop/while -> its end; if -> its else (if any) else its end; else -> the end;
-// end -> the loop/while/if that opened the block.
-void Machine::match_blocks() {
-  const auto& body = kernel_.body;
-  match_.assign(body.size(), 0);
-  loop_stop_.assign(body.size(), 0);
-  std::vector<size_t> open, else_of(body.size(), 0);  // verified: blocks nest properly
-  for (size_t i = 0; i < body.size(); ++i) {
-    switch (body[i].opcode()) {
-      case Opcode::loop: case Opcode::while_: case Opcode::if_: open.push_back(i); break;
-      case Opcode::else_: else_of[open.back()] = i; break;
-      case Opcode::end: {
-        const size_t opener = open.back();
-        open.pop_back();
-        if (else_of[opener]) {
-          match_[opener] = else_of[opener];
-          match_[else_of[opener]] = i;
-        } else {
-          match_[opener] = i;
-        }
-        match_[i] = opener;
-        break;
-      }
-      default: break;
-    }
-  }
-}
-
-// Liveness over body indices. A tensor used inside a block is live for the whole block: a loop
-// body reuses its tensors across iterations (one static allocation, as on hardware) and a
-// branch that is skipped must not leave a tensor unplaced.
 void Machine::compute_liveness() {
-  const auto& body = kernel_.body;
-  const size_t n = kernel_.tensors.size();
-  std::vector<int64_t> first(n, -1), last(n, -1);
-  for (size_t i = 0; i < body.size(); ++i)
-    for_each_view(body[i], [&](const char*, const View& v) {
-      if (first[v.tensor] < 0) first[v.tensor] = static_cast<int64_t>(i);
-      last[v.tensor] = static_cast<int64_t>(i);
-    });
-  // Blocks in order of their end index: inner blocks before the blocks around them.
-  for (size_t e = 0; e < body.size(); ++e) {
-    if (body[e].opcode() != Opcode::end) continue;
-    const size_t b = match_[e];
-    for (size_t id = 0; id < n; ++id)
-      if (first[id] >= 0 && first[id] <= static_cast<int64_t>(e) && last[id] >= static_cast<int64_t>(b)) {
-        first[id] = std::min<int64_t>(first[id], b);
-        last[id] = std::max<int64_t>(last[id], e);
-      }
-  }
-  place_at_.assign(body.size(), {});
-  release_at_.assign(body.size(), {});
-  for (size_t id = 0; id < n; ++id) {
-    if (first[id] < 0 || !is_on_chip(kernel_.tensors[id].buffer)) continue;
-    place_at_[first[id]].push_back(static_cast<int>(id));
-    release_at_[last[id]].push_back(static_cast<int>(id));
+  match_ = match_blocks(kernel_);
+  loop_stop_.assign(kernel_.body.size(), 0);
+  const std::vector<LiveRange> live = live_ranges(kernel_, match_);
+  place_at_.assign(kernel_.body.size(), {});
+  release_at_.assign(kernel_.body.size(), {});
+  for (size_t id = 0; id < live.size(); ++id) {
+    if (!live[id].used() || !is_on_chip(kernel_.tensors[id].buffer)) continue;
+    place_at_[live[id].first].push_back(static_cast<int>(id));
+    release_at_[live[id].last].push_back(static_cast<int>(id));
   }
 }
 

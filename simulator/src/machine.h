@@ -133,8 +133,8 @@ class Machine {
   };
   void place(int id);
   void release(int id);
+  // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
-  void match_blocks();
   // Executes body[pc] and returns the next pc (control-flow instructions jump).
   size_t step(size_t pc);
   size_t control(size_t pc, const ir::Instruction& inst);

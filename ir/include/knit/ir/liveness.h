@@ -1,0 +1,27 @@
+// Program structure shared by every consumer of a kernel body: which block instructions match,
+// and over which body indices each tensor is live. The reference interpreter places tensors with
+// it and codegen allocates SBUF/PSUM with it, so both agree on lifetimes.
+#pragma once
+
+#include <vector>
+
+#include "knit/ir/ir.h"
+
+namespace knit::ir {
+
+// For a verified kernel: loop/while -> its end; if -> its else (if any) else its end; else -> the
+// end; end -> the loop/while/if that opened the block. Other instructions map to 0.
+std::vector<size_t> match_blocks(const Kernel& k);
+
+// [first, last] body indices at which a tensor is live; first = -1 if the body never uses it.
+// A tensor used inside a block is live for the whole block: a loop body reuses its tensors
+// across iterations (one static allocation, as on hardware), and a branch that is skipped must
+// not leave a tensor unplaced.
+struct LiveRange {
+  int64_t first = -1, last = -1;
+  bool used() const { return first >= 0; }
+  bool overlaps(const LiveRange& o) const { return used() && o.used() && first <= o.last && o.first <= last; }
+};
+std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& matches);
+
+}  // namespace knit::ir

@@ -1,0 +1,59 @@
+#include "knit/ir/liveness.h"
+
+#include <algorithm>
+
+namespace knit::ir {
+
+std::vector<size_t> match_blocks(const Kernel& k) {
+  const auto& body = k.body;
+  std::vector<size_t> match(body.size(), 0);
+  std::vector<size_t> open, else_of(body.size(), 0);
+  for (size_t i = 0; i < body.size(); ++i) {
+    switch (body[i].opcode()) {
+      case Opcode::loop: case Opcode::while_: case Opcode::if_: open.push_back(i); break;
+      case Opcode::else_:
+        if (open.empty()) internal_error("match_blocks: kernel not verified (else without if)");
+        else_of[open.back()] = i;
+        break;
+      case Opcode::end: {
+        if (open.empty()) internal_error("match_blocks: kernel not verified (end without block)");
+        const size_t opener = open.back();
+        open.pop_back();
+        if (else_of[opener]) {
+          match[opener] = else_of[opener];
+          match[else_of[opener]] = i;
+        } else {
+          match[opener] = i;
+        }
+        match[i] = opener;
+        break;
+      }
+      default: break;
+    }
+  }
+  return match;
+}
+
+std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& matches) {
+  const auto& body = k.body;
+  std::vector<LiveRange> live(k.tensors.size());
+  for (size_t i = 0; i < body.size(); ++i)
+    for_each_view(body[i], [&](const char*, const View& v) {
+      LiveRange& r = live[v.tensor];
+      if (!r.used()) r.first = static_cast<int64_t>(i);
+      r.last = static_cast<int64_t>(i);
+    });
+  // Blocks in order of their end index: inner blocks before the blocks around them.
+  for (size_t e = 0; e < body.size(); ++e) {
+    if (body[e].opcode() != Opcode::end) continue;
+    const auto b = static_cast<int64_t>(matches[e]), end = static_cast<int64_t>(e);
+    for (LiveRange& r : live)
+      if (r.used() && r.first <= end && r.last >= b) {
+        r.first = std::min(r.first, b);
+        r.last = std::max(r.last, end);
+      }
+  }
+  return live;
+}
+
+}  // namespace knit::ir
