@@ -365,6 +365,16 @@ View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t c
   return r;
 }
 
+View shift_dynamic(const TensorDecl& t, const View& v, int dim, int64_t amount, const SourceLoc& loc) {
+  if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
+    user_error(loc, "view-dim", "dim " + std::to_string(dim) + " is out of range for a " +
+                                    std::to_string(v.dims.size()) + "-D view");
+  if (v.dynamic.empty()) internal_error("shift_dynamic on a static view of '" + t.name + "'");
+  View r = v;
+  r.offset += amount * v.dims[dim].step;
+  return r;
+}
+
 View make_indirect(const TensorDecl& t, const View& v, int dim, const View& index, const SourceLoc& loc) {
   if (!is_hbm(t.buffer))
     user_error(loc, "indirect", "vector_offset indexes rows of an HBM tensor; '" + t.name + "' is in " +

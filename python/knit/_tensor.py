@@ -34,23 +34,24 @@ def _static_slice(start, stop, loc):
     if size.terms:
         raise user_error("view-index", "a slice's size must be known while tracing (stop - start may not "
                          "depend on a register); use nl.ds(start, size)", loc)
-    start = RegExpr.of(start)
-    return start.const, start.const + size.const, RegExpr(0, start.terms)
+    return 0, size.const, RegExpr.of(start)
 
 
 def _subscript(item, loc):
-    """(subscript for the C++ view algebra, runtime offset expression or None)."""
+    """(subscript for the C++ view algebra, runtime start or None). A runtime subscript indexes
+    from 0 statically; its whole start (register terms and constant) is applied afterwards, so a
+    negative constant (t[i - 1]) is an offset, not Python's from-the-end index."""
+    if isinstance(item, ds) and isinstance(item.start, RegExpr):
+        return ("slice", 0, item.size, 1), item.start
     if isinstance(item, ds):
-        start = RegExpr.of(item.start) if isinstance(item.start, RegExpr) else None
-        const = start.const if start is not None else item.start
-        return ("slice", const, const + item.size, 1), (RegExpr(0, start.terms) if start is not None else None)
+        return ("slice", item.start, item.start + item.size, 1), None
     if isinstance(item, slice):
         if item.step not in (None, 1) and (isinstance(item.start, RegExpr) or isinstance(item.stop, RegExpr)):
             raise user_error("view-index", "a slice with a register bound must have step 1", loc)
         start, stop, runtime = _static_slice(item.start, item.stop, loc)
         return ("slice", start, stop, item.step), runtime
     if isinstance(item, RegExpr):
-        return ("int", item.const), RegExpr(0, item.terms)
+        return ("int", 0), item
     if isinstance(item, numbers.Integral):
         return ("int", int(item)), None
     raise user_error(
@@ -80,9 +81,11 @@ def _key_parts(key, ndim, loc):
 
 
 def _with_runtime_offset(builder, view, dim, expr, loc):
-    """view with expr's register terms added to the index along dim (ir add_dynamic)."""
+    """view moved along dim by expr: its register terms (ir add_dynamic), then its constant."""
     for reg, coeff in expr.terms.items():
         view = _trace.core_call(_core.view_add_dynamic, builder, view, dim, reg, coeff, loc)
+    if expr.const and expr.terms:
+        view = _trace.core_call(_core.view_shift_dynamic, builder, view, dim, expr.const, loc)
     return view
 
 
@@ -212,7 +215,7 @@ class NkiTensor:
             loc = user_location()
             b = _trace.current().builder
             view = _with_runtime_offset(b, self._view, int(dim), index, loc)
-            return NkiTensor(_trace.core_call(_core.view_select, b, view, int(dim), index.const, loc))
+            return NkiTensor(_trace.core_call(_core.view_select, b, view, int(dim), 0, loc))
         return self._derive(_core.view_select, int(dim), int(index))
 
     def permute(self, *dims):

@@ -255,6 +255,8 @@ void bind_builder(py::module_& m) {
                                 const py::object& loc) {
     return ir::add_dynamic(decl(b, v), v, dim, reg, coeff, to_loc(loc));
   });
+  m.def("view_shift_dynamic", [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t amount,
+                                  const py::object& loc) { return ir::shift_dynamic(decl(b, v), v, dim, amount, to_loc(loc)); });
   m.def("view_indirect", [=](const frontend::Builder& b, const ir::View& v, int dim, const ir::View& index,
                              const py::object& loc) { return ir::make_indirect(decl(b, v), v, dim, index, to_loc(loc)); });
   m.def("view_ap", [=](const frontend::Builder& b, const ir::View& v, const py::object& pattern,

@@ -1,6 +1,7 @@
 #include "machine.h"
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 #include <sstream>
 
@@ -328,15 +329,18 @@ void Machine::execute(const Instruction& inst) {
 
 Instruction Machine::concretize(const Instruction& inst) const {
   Instruction c = inst;
-  std::string values;
+  std::map<int, int32_t> used;  // registers named in the message, each once
   for_each_view_mut(c, [&](View& v) {
     for (const RegTerm& t : v.dynamic) {
       const int32_t r = reg(t.reg);
       v.offset += t.coeff * r;
-      values += (values.empty() ? "" : ", ") + ("r" + std::to_string(t.reg)) + " = " + std::to_string(r);
+      used[t.reg] = r;
     }
     v.dynamic.clear();
   });
+  std::string values;
+  for (const auto& [id, value] : used)
+    values += (values.empty() ? "" : ", ") + ("r" + std::to_string(id)) + " = " + std::to_string(value);
   try {
     verify_instruction(kernel_, c);
   } catch (const Error& e) {

@@ -276,3 +276,20 @@ def select_row_at(a, where):
 def test_select_with_a_tensor_index():
     a = np.arange(40, dtype=np.float32).reshape(5, 8)
     np.testing.assert_array_equal(select_row_at(a, np.array([[3]], np.int32)), a[3:4])
+
+
+@nki.jit
+def shift_rows_up(a):
+    """out[i - 1] = a[i] for i in 1..n-1: a negative constant in a register index is an offset
+    (not Python's from-the-end index)."""
+    n, f = a.shape
+    out = nl.ndarray((n, f), a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[n - 1:n, :], src=a[0:1, :])
+    for i in nl.dynamic_range(1, n):
+        nisa.dma_copy(dst=out[i - 1, :], src=a[nl.ds(i, 1), :])
+    return out
+
+
+def test_negative_constant_in_a_register_index_is_an_offset():
+    a = np.arange(24, dtype=np.float32).reshape(6, 4)
+    np.testing.assert_array_equal(shift_rows_up(a), np.concatenate([a[1:], a[:1]]))

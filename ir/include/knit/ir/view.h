@@ -55,6 +55,10 @@ View ap(const TensorDecl& t, const View& v, const Pattern& pattern, std::optiona
 // (t[nl.ds(i * 128, 128)] with a register i). Dynamic partition offsets of on-chip tensors are
 // rejected: instructions address a static partition range.
 View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t coeff, const SourceLoc& loc);
+// Moves a view with runtime terms by `amount` indices along `dim` (the constant part of a
+// register index such as t[i - 1]): no bounds check here, the concrete view is checked when the
+// instruction runs.
+View shift_dynamic(const TensorDecl& t, const View& v, int dim, int64_t amount, const SourceLoc& loc);
 // Makes dim `dim` of an HBM view indirect: its i-th index becomes the i-th element of `index`
 // (NKI's .ap(vector_offset=index, indirect_dim=dim)).
 View make_indirect(const TensorDecl& t, const View& v, int dim, const View& index, const SourceLoc& loc);
