@@ -124,7 +124,7 @@ def test_legacy_examples_run_as_scripts():
 
 
 # ---- knit.compat --------------------------------------------------------------------------------------
-_ALIASES = ["nki", "nki.language", "nki.isa", "nki.typing", "neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language",
+_ALIASES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.lnc", "neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language",
             "neuronxcc.nki.isa", "neuronxcc.nki.typing", "neuronxcc.nki.compiler"]
 
 
@@ -186,9 +186,11 @@ def test_compat_import_nki_is_current_api(clean_compat):
     import nki as nki_mod
     import nki.isa
     import nki.language
+    import nki.lnc
     import nki.typing
 
     assert nki_mod is knit and nki.language is knit.language and nki.isa is knit.isa and nki.typing is knit.typing
+    assert nki.lnc.sendrecv is knit.isa.sendrecv
     import neuronxcc
 
     assert neuronxcc.nki is sys.modules["knit.legacy"]
