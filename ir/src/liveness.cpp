@@ -56,4 +56,20 @@ std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& m
   return live;
 }
 
+std::vector<int> tensor_cores(const Kernel& k) {
+  std::vector<int> core(k.tensors.size(), -1);
+  const bool synchronizes = std::any_of(k.body.begin(), k.body.end(), [](const Instruction& inst) {
+    return inst.opcode() == Opcode::core_barrier || inst.opcode() == Opcode::sendrecv;
+  });
+  int current = 0;
+  for (const Instruction& inst : k.body) {
+    if (const auto* p = std::get_if<Program>(&inst.op)) current = static_cast<int>(p->id);
+    for_each_view(inst, [&](const char*, const View& v) {
+      if (core[v.tensor] < 0) core[v.tensor] = synchronizes ? current : 0;
+    });
+  }
+  for (int& c : core) c = std::max(c, 0);
+  return core;
+}
+
 }  // namespace knit::ir

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "knit/codegen/allocate.h"
 #include "knit/ir/liveness.h"
 #include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
@@ -106,12 +107,16 @@ Machine::Machine(const Kernel& kernel, std::vector<HostTensor>& args, const Inte
   const TargetInfo info = target_info(kernel.target);
   sbuf_partition_bytes_ = info.sbuf_partition_bytes;
   psum_partition_bytes_ = info.psum_partition_bytes;
-  sbuf_.resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_));
-  psum_.resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_));
   const size_t n = kernel.tensors.size();
   hbm_.resize(n);
   placement_.resize(n);
   compute_liveness();
+  sbuf_.resize(static_cast<size_t>(plan_.cores));
+  psum_.resize(static_cast<size_t>(plan_.cores));
+  for (int c = 0; c < plan_.cores; ++c) {
+    sbuf_[c].resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_));
+    psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_));
+  }
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
     for_each_register(inst, [&](const char*, int r) { max_reg = std::max(max_reg, r); });
@@ -151,52 +156,16 @@ void Machine::warn(const std::string& message) {
   if (options_.on_warning) options_.on_warning(text);
 }
 
+// Addresses come from codegen's allocation (the one the engine program uses), computed once
+// for the whole kernel; placing a tensor at its first use starts its life there.
 void Machine::place(int id) {
   const TensorDecl& t = kernel_.tensor(id);
-  const bool sbuf = t.buffer == Buffer::sbuf;
-  Memory& mem = sbuf ? sbuf_ : psum_;
-  const int64_t capacity = sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
-  const int64_t bytes = t.partition_elements() * dtype_size(t.dtype);
-  const int64_t align = sbuf ? 64 : target_info(kernel_.target).psum_bank_bytes;
-  const int64_t parts = t.partitions();
-  auto overlaps = [&](int64_t p0, int64_t off) {
-    for (size_t o = 0; o < placement_.size(); ++o) {
-      const Placement& q = placement_[o];
-      if (!q.live || q.mem != &mem) continue;
-      const int64_t qp = kernel_.tensors[o].partitions();
-      if (p0 < q.partition + qp && q.partition < p0 + parts && off < q.offset + q.partition_bytes &&
-          q.offset < off + bytes)
-        return true;
-    }
-    return false;
-  };
-  Placement pl{&mem, 0, -1, bytes, true};
-  if (t.address) {
-    pl.partition = (*t.address)[0];
-    pl.offset = (*t.address)[1];  // pinned: aliasing with live tensors is the kernel's choice
-  } else {
-    std::vector<int64_t> candidates{0};
-    for (const Placement& q : placement_)
-      if (q.live && q.mem == &mem) candidates.push_back((q.offset + q.partition_bytes + align - 1) / align * align);
-    std::sort(candidates.begin(), candidates.end());
-    for (int64_t off : candidates)
-      if (off + bytes <= capacity && !overlaps(0, off)) {
-        pl.offset = off;
-        break;
-      }
-  }
-  if (pl.offset < 0) {
-    std::ostringstream msg;
-    msg << "tensor '" << t.name << "' needs " << bytes << " bytes per partition but " << to_string(t.buffer)
-        << " has no free range that large (" << capacity << " bytes per partition on " << to_string(kernel_.target)
-        << "). Tensors alive here:";
-    for (size_t o = 0; o < placement_.size(); ++o)
-      if (placement_[o].live && placement_[o].mem == &mem)
-        msg << "\n    '" << kernel_.tensors[o].name << "' " << placement_[o].partition_bytes << " bytes at "
-            << kernel_.tensors[o].loc.file << ':' << kernel_.tensors[o].loc.line;
-    msg << "\n  Use smaller tiles or let tensors die earlier (allocate them inside the loop that uses them).";
-    user_error(t.loc, "capacity", msg.str());
-  }
+  if (!plan_.tensors[id]) internal_error("tensor '" + t.name + "' has no allocation");
+  const codegen::Allocation& a = *plan_.tensors[id];
+  Memory& mem = (t.buffer == Buffer::sbuf ? sbuf_ : psum_)[a.core];
+  const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+  const int64_t bytes = a.bytes, parts = a.partitions;
+  Placement pl{&mem, a.partition, a.offset, bytes, true};
   placement_[id] = pl;
   // A pinned tensor sees whatever its bytes hold (aliasing through address= is the kernel's
   // explicit choice; never-written bytes are still caught by the bitmap). An automatically
@@ -309,6 +278,7 @@ void Machine::compute_liveness() {
   match_ = match_blocks(kernel_);
   loop_stop_.assign(kernel_.body.size(), 0);
   const std::vector<LiveRange> live = live_ranges(kernel_, match_);
+  plan_ = codegen::allocate(kernel_, live);
   place_at_.assign(kernel_.body.size(), {});
   release_at_.assign(kernel_.body.size(), {});
   for (size_t id = 0; id < live.size(); ++id) {

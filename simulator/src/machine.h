@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "knit/codegen/allocate.h"
 #include "knit/ir/ir.h"
 #include "knit/ir/numerics.h"
 #include "knit/sim/interpreter.h"
@@ -158,10 +159,11 @@ class Machine {
   std::vector<HostTensor>& args_;
   InterpretOptions options_;
   std::vector<std::string> warnings_;
-  Memory sbuf_, psum_;
+  std::vector<Memory> sbuf_, psum_;  // one per core (codegen::MemoryPlan::cores)
   int64_t sbuf_partition_bytes_, psum_partition_bytes_;
   std::vector<Memory> hbm_;  // one per tensor id (unused for on-chip tensors)
   std::vector<Placement> placement_;
+  codegen::MemoryPlan plan_;  // SBUF/PSUM addresses of every on-chip tensor
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
   std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener
   std::vector<int64_t> loop_stop_;   // per loop instruction: its stop bound, read at entry

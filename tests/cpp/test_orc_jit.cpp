@@ -6,7 +6,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
-#include "knit/codegen/orc_jit.h"
+#include "knit/jit/orc_jit.h"
 #include "knit/ir/error.h"
 
 namespace {

@@ -24,4 +24,10 @@ struct LiveRange {
 };
 std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& matches);
 
+// The core (grid instance) each tensor belongs to: in a kernel whose instances synchronize
+// (core_barrier / sendrecv) they run as separate NeuronCores, each with its own SBUF and PSUM,
+// and a tensor belongs to the instance whose instructions first use it. 0 for every tensor of a
+// kernel that does not synchronize (its instances run one after another on one core).
+std::vector<int> tensor_cores(const Kernel& k);
+
 }  // namespace knit::ir

@@ -1,4 +1,4 @@
-#include "knit/codegen/orc_jit.h"
+#include "knit/jit/orc_jit.h"
 
 #include <map>
 #include <mutex>

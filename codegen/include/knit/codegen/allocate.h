@@ -1,0 +1,40 @@
+// SBUF / PSUM allocation: every on-chip tensor gets a partition range and a byte offset inside
+// each of its partitions, for the whole of its live range (ir/liveness.h). Tensors whose live
+// ranges do not overlap may share addresses; an address= pin is honoured as written (aliasing
+// through a pin is the kernel's explicit choice).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "knit/ir/ir.h"
+#include "knit/ir/liveness.h"
+
+namespace knit::codegen {
+
+struct Allocation {
+  int core = 0;           // whose SBUF/PSUM (ir::tensor_cores)
+  int64_t partition = 0;  // first partition
+  int64_t partitions = 0;
+  int64_t offset = 0;     // byte offset inside each partition
+  int64_t bytes = 0;      // bytes per partition
+  bool pinned = false;    // placed by address=
+  bool overlaps(const Allocation& o) const {
+    return core == o.core && partition < o.partition + o.partitions && o.partition < partition + partitions && offset < o.offset + o.bytes &&
+           o.offset < offset + bytes;
+  }
+};
+
+struct MemoryPlan {
+  int cores = 1;  // NeuronCores the kernel runs on (each with its own SBUF and PSUM)
+  std::vector<std::optional<Allocation>> tensors;  // by tensor id; set for used on-chip tensors
+  int64_t sbuf_high_water = 0;  // bytes per partition, the largest over the cores
+  int64_t psum_high_water = 0;
+};
+
+// First fit in order of live-range start: SBUF offsets aligned to 64 bytes, PSUM tensors
+// starting on a 2 KiB bank. Running out of space is a user error at the tensor's declaration,
+// naming the tensors alive there, their bytes and source lines, and the target's capacity.
+MemoryPlan allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live);
+
+}  // namespace knit::codegen

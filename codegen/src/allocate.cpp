@@ -1,0 +1,94 @@
+#include "knit/codegen/allocate.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "knit/ir/verifier.h"
+
+namespace knit::codegen {
+
+using namespace knit::ir;
+
+namespace {
+
+constexpr int64_t kSbufAlign = 64;
+
+int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+[[noreturn]] void out_of_space(const Kernel& k, int id, const Allocation& want, const std::vector<int>& alive,
+                               const MemoryPlan& plan, int64_t capacity) {
+  const TensorDecl& t = k.tensor(id);
+  std::ostringstream msg;
+  int64_t used = 0;
+  for (int o : alive) used += plan.tensors[o]->bytes;
+  msg << "tensor '" << t.name << "' needs " << want.bytes << " bytes per partition but "
+      << to_string(t.buffer) << " has no free range that large: " << capacity << " bytes per partition on "
+      << to_string(k.target) << ", " << used << " held by the tensors alive here:";
+  for (int o : alive) {
+    const TensorDecl& a = k.tensor(o);
+    msg << "\n    '" << a.name << "' " << plan.tensors[o]->bytes << " bytes at byte " << plan.tensors[o]->offset
+        << " (" << a.loc.file << ':' << a.loc.line << ')';
+  }
+  msg << "\n  Use smaller tiles or let tensors die earlier (allocate them inside the loop that uses them).";
+  user_error(t.loc, "capacity", msg.str());
+}
+
+}  // namespace
+
+MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
+  const TargetInfo info = target_info(k.target);
+  MemoryPlan plan;
+  plan.tensors.resize(k.tensors.size());
+  const std::vector<int> core = tensor_cores(k);
+  std::vector<int> order;
+  for (size_t id = 0; id < k.tensors.size(); ++id)
+    if (is_on_chip(k.tensors[id].buffer) && live[id].used()) order.push_back(static_cast<int>(id));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return live[a].first < live[b].first; });
+
+  std::vector<int> alive;  // allocated tensors whose live range has not ended
+  for (int id : order) {
+    const TensorDecl& t = k.tensor(id);
+    const bool sbuf = t.buffer == Buffer::sbuf;
+    std::erase_if(alive, [&](int o) { return live[o].last < live[id].first; });
+    std::vector<int> same;  // alive tensors in the same buffer of the same core
+    for (int o : alive)
+      if (k.tensor(o).buffer == t.buffer && core[o] == core[id]) same.push_back(o);
+
+    Allocation a;
+    a.core = core[id];
+    plan.cores = std::max(plan.cores, a.core + 1);
+    a.partitions = t.partitions();
+    a.bytes = t.partition_elements() * dtype_size(t.dtype);
+    const int64_t capacity = sbuf ? info.sbuf_partition_bytes : info.psum_partition_bytes;
+    const int64_t align = sbuf ? kSbufAlign : info.psum_bank_bytes;
+    if (t.address) {
+      a.partition = (*t.address)[0];
+      a.offset = (*t.address)[1];
+      a.pinned = true;
+    } else {
+      // Candidates: the start, and just past each live neighbour (first fit by offset).
+      std::vector<int64_t> candidates{0};
+      for (int o : same) candidates.push_back(align_up(plan.tensors[o]->offset + plan.tensors[o]->bytes, align));
+      std::sort(candidates.begin(), candidates.end());
+      a.offset = -1;
+      for (int64_t off : candidates) {
+        Allocation trial = a;
+        trial.offset = off;
+        if (off + a.bytes > capacity) break;
+        if (std::none_of(same.begin(), same.end(), [&](int o) { return plan.tensors[o]->overlaps(trial); })) {
+          a.offset = off;
+          break;
+        }
+      }
+      if (a.offset < 0) out_of_space(k, id, a, same, plan, capacity);
+    }
+    plan.tensors[id] = a;
+    alive.push_back(id);
+    int64_t& high = sbuf ? plan.sbuf_high_water : plan.psum_high_water;
+    high = std::max(high, a.offset + a.bytes);
+  }
+  return plan;
+}
+
+}  // namespace knit::codegen
