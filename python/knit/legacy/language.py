@@ -6,8 +6,9 @@ matmuls with ``psum += nl.matmul(...)``. Every call lowers to Knit's dst-first i
 same core as ``knit.language`` / ``knit.isa``), so rules are verified at the calling line.
 
 Masks (``mask=``, operand masking ``t[pred]``, non-rectangular predicates) are lowered in
-``_ops`` (``run_masked``). Not supported (clear errors): ``|`` in a mask, ``atomic_rmw``,
-``all_reduce`` across launch-grid instances, ``dropout``, ``rand``, dynamic (tile-valued) indices.
+``_ops`` (``run_masked``); an index tile in an HBM subscript (``data[idx_tile, i_f]``) is an
+indirect DMA view (``_tensor.IndirectRows``). Not supported (clear errors): ``|`` in a mask,
+``atomic_rmw``, ``all_reduce`` across launch-grid instances, ``dropout``, ``rand``.
 """
 import ast as _ast
 import linecache as _linecache
