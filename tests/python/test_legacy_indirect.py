@@ -1,5 +1,6 @@
 """G1 indirect (tile-valued) indices: ``nl.load(data[idx_tile[i_p, 0], i_f])`` gathers HBM rows,
-``nl.store`` scatters them. Every kernel is checked against NumPy fancy indexing."""
+``nl.store`` scatters them, ``nl.atomic_rmw`` and ``nisa.dma_copy(dst_rmw_op=np.add)`` scatter-add
+(repeated rows accumulate). Every kernel is checked against NumPy fancy indexing / ``np.add.at``."""
 import numpy as np
 import pytest
 
@@ -141,6 +142,74 @@ def test_store_scatters_rows():
     np.testing.assert_array_equal(got, want)
 
 
+# ---- scatter-add: nl.atomic_rmw, dma_copy(dst_rmw_op=np.add) ------------------------------------------
+@nki.jit
+def scatter_add(data, idx, vals):
+    n, d = vals.shape
+    i_p, i_f = nl.mgrid[0:n, 0:d]
+    idx_tile = nl.load(idx[i_p[:, 0:1]])
+    nl.atomic_rmw(data[idx_tile, i_f], value=nl.load(vals), op=np.add)
+    return None
+
+
+def test_atomic_rmw_accumulates_repeated_rows_like_np_add_at():
+    data, vals = _randn(16, 24), _randn(128, 24, seed=1)
+    idx = _indices(128, 16)  # every row repeats ~8 times
+    got = data.copy()
+    scatter_add(got, idx, vals)
+    want = data.copy()
+    np.add.at(want, idx, vals)  # same order of fp32 adds
+    np.testing.assert_array_equal(got, want)
+
+
+def test_atomic_rmw_with_a_mask_a_number_and_a_bf16_table():
+    @nki.jit
+    def kernel(data, idx):
+        i_p, i_f = nl.mgrid[0:32, 0:8]
+        idx_tile = nl.load(idx)
+        nl.atomic_rmw(data[idx_tile[i_p, 0], i_f], value=1.0, op=nl.add, mask=(i_p < 20) & (i_f >= 2))
+        return None
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    data = np.zeros((4, 8), ml_dtypes.bfloat16)
+    idx = np.arange(32, dtype=np.int32).reshape(32, 1) % 4
+    kernel(data, idx)
+    want = np.zeros((4, 8), np.float32)
+    np.add.at(want, idx[:20, 0], np.pad(np.ones((20, 6), np.float32), ((0, 0), (2, 0))))
+    np.testing.assert_array_equal(data.astype(np.float32), want)
+
+
+def test_dma_copy_dst_rmw_op_scatter_adds_into_indirect_rows():
+    @nki.jit
+    def kernel(data, idx, vals):
+        i_p, i_f = nl.mgrid[0:64, 0:16]
+        v = nl.load(vals)
+        nisa.dma_copy(dst=data[nl.load(idx)[i_p, 0], i_f], src=v, dst_rmw_op=np.add)
+        return None
+
+    data, vals = _randn(8, 16), _randn(64, 16, seed=1)
+    idx = _indices(64, 8).reshape(64, 1)
+    got = data.copy()
+    kernel(got, idx, vals)
+    want = data.copy()
+    np.add.at(want, idx[:, 0], vals)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_atomic_rmw_into_a_plain_hbm_view():
+    @nki.jit
+    def kernel(data, vals):
+        nl.atomic_rmw(data[0:128, 8:40], value=nl.load(vals), op=np.add)
+        return None
+
+    data, vals = _randn(128, 64), _randn(128, 32, seed=1)
+    got = data.copy()
+    kernel(got, vals)
+    want = data.copy()
+    want[:, 8:40] += vals
+    np.testing.assert_array_equal(got, want)
+
+
 # ---- what stays unsupported --------------------------------------------------------------------------
 def _error(body, *arrays):
     @nki.jit
@@ -155,6 +224,15 @@ def _error(body, *arrays):
 
 
 _DATA, _IDX = np.zeros((16, 4), np.float32), np.zeros((8, 1), np.int32)
+
+
+def test_atomic_rmw_other_ops_are_rejected():
+    def body(data, idx, i_p, i_f):
+        nl.atomic_rmw(data[nl.load(idx), i_f], value=nl.load(data[i_p, i_f]), op=np.multiply)  # RMW-MUL
+        return 0.0
+
+    e = _error(body, _DATA, _IDX)
+    assert e.rule == "unsupported" and e.line == _line("# RMW-MUL") and "np.add" in str(e)
 
 
 @pytest.mark.parametrize("case,rule,text", [

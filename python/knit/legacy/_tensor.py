@@ -39,6 +39,7 @@ sbuf, psum, hbm, shared_hbm = _nl.sbuf, _nl.psum, _nl.hbm, _nl.shared_hbm
 _DEFAULTS = {
     "dma_copy": {"oob_mode": "error", "dge_mode": "unknown", "engine": "unknown"},
     "dma_transpose": {"axes": [], "dge_mode": "unknown", "oob_mode": "error"},
+    "dma_compute": {"reduce_op": "add", "scales": [], "unique_indices": True, "oob_mode": "error"},
     "nc_matmul": {"is_stationary_onezero": False, "is_moving_onezero": False, "is_transpose": False,
                   "accumulate": "auto", "tile_position": [], "tile_size": [], "perf_mode": "none"},
     "nc_transpose": {"engine": "unknown"},
@@ -549,7 +550,7 @@ class IndirectRows(LegacyTensor):
 
     def _index(self, key, loc):
         raise user_error("unsupported", "a tensor indexed with an index tile (data[idx_tile, ...]) is used as it is: "
-                         "by nl.load, nl.store or nisa.dma_copy; index it in one subscript", loc)
+                         "by nl.load, nl.store, nl.atomic_rmw or nisa.dma_copy; index it in one subscript", loc)
 
 
 class MaskedTile:
