@@ -754,21 +754,6 @@ def test_partition_broadcast_and_unsupported_names():
     assert e.value.line == _line("# UNSUPPORTED-DROPOUT") and "not supported" in str(e.value)
 
 
-def test_indirect_indexing_is_rejected_clearly():
-    @nki.jit
-    def kernel(data, idx):
-        out = nl.ndarray((64, 32), dtype=data.dtype, buffer=nl.shared_hbm)
-        i_p = nl.arange(64)[:, None]
-        i_f = nl.arange(32)[None, :]
-        idx_tile = nl.load(idx[i_p])
-        nl.store(out, nl.load(data[idx_tile[i_p, 0], i_f]))  # INDIRECT
-        return out
-
-    with pytest.raises(NkiValidationError) as e:
-        kernel(np.zeros((128, 32), np.float32), np.arange(64, dtype=np.int32))
-    assert e.value.line == _line("# INDIRECT") and "indirect" in str(e.value)
-
-
 def test_ragged_tile_computed_whole_after_masked_load():
     # G1 kernels load the last tile with a mask, compute on the whole tile, store with the mask:
     # the masked-off rows of the loaded tile are defined (zero-filled), so nothing reads

@@ -570,16 +570,7 @@ def test_operand_mask_rejected_where_the_grids_differ():
     assert e.value.line == _line("# OPERAND-MASK-TRANSPOSE") and "pass mask= here instead" in str(e.value)
 
 
-def test_disjunctive_masks_and_other_g1_calls_stay_rejected():
+def test_disjunctive_masks_stay_rejected():
     i_p, i_f = nl.mgrid[0:128, 0:64]
     with pytest.raises(TypeError, match="conjunctions"):
         (i_p < 3) | (i_f < 2)
-
-    @nki.jit
-    def kernel(a):
-        nl.atomic_rmw(a, value=nl.load(a), op=np.add)  # ATOMIC
-        return None
-
-    with pytest.raises(NkiValidationError) as e:
-        kernel(np.zeros((128, 64), np.float32))
-    assert e.value.line == _line("# ATOMIC") and e.value.rule == "unsupported"

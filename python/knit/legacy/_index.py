@@ -12,6 +12,7 @@ import numbers
 from fractions import Fraction
 from math import ceil, floor
 
+from .._tensor import ds
 from ..errors import user_error
 
 
@@ -317,6 +318,56 @@ def advanced_pattern(key, shape, steps, offset, on_chip, loc):
             step = steps[r]  # keeps an on-chip partition step exact for a size-1 partition dim
         pattern.append([step, sizes[r]])
     return pattern, base
+
+
+def tile_index_key(key, at, partitions, shape, loc):
+    """The key of ``data[idx_tile, ...]`` (the index tile at position `at`, one index per
+    partition) for :func:`advanced_pattern`, with the tile replaced by the partition index p: the
+    view then reads row p, and making it indirect (ir ``make_indirect``) reads row idx_tile[p]
+    instead. With index expressions the tile is a ``[P, 1]`` index array on the partition dim
+    (NumPy broadcasting); the other indices may not vary along it, since the indirect row replaces
+    that dim's whole step. Without them (``data[idx_tile, :]``, ``data[idx_tile]``), ints and
+    slices index the row as in NumPy's ``data[idx, :]``: each slice is a free dim, in order."""
+    key = key if isinstance(key, tuple) else (key,)
+    rest = [k for d, k in enumerate(key) if d != at]
+    advanced = any(isinstance(k, IndexExpr) for k in rest)
+    if advanced:
+        if any(not isinstance(k, IndexExpr) and not _is_int(k) for k in rest):
+            raise user_error("view-index", "with an index tile and nl.arange/nl.mgrid expressions, the other indices "
+                             "must be index expressions or ints (G1 rule: no slices among them)", loc)
+        rank = max([2] + [k.ndim for k in rest if isinstance(k, IndexExpr)])
+        for d, k in enumerate(key):
+            if d != at and isinstance(k, IndexExpr) and ((0,) * (rank - k.ndim) + k.coefs)[0] != 0:
+                raise user_error("view-index", f"the index of dim {d} varies along the partition dim, whose rows come "
+                                 "from the index tile; index within a row with free-dim expressions only (i_f, not i_p)",
+                                 loc)
+        out = list(key)
+    else:
+        if any(k is Ellipsis for k in key):
+            i = next(d for d, k in enumerate(key) if k is Ellipsis)
+            key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
+        key = key + (slice(None),) * (len(shape) - len(key))
+        free = sum(1 for d, k in enumerate(key) if d != at and not _is_int(k))
+        rank = 1 + max(free, 1)  # on-chip results keep a free dim
+        out, g = [], 1
+        for d, k in enumerate(key):
+            if d == at or _is_int(k):
+                out.append(k)
+                continue
+            if isinstance(k, ds) and _is_int(k.start):
+                k = slice(k.start, k.start + k.size)
+            if not isinstance(k, slice) or not all(v is None or _is_int(v) for v in (k.start, k.stop, k.step)):
+                raise user_error("view-index", f"cannot index a row picked by an index tile with {k!r}; use ints, "
+                                 "slices with int bounds or nl.arange/nl.mgrid expressions", loc)
+            r = range(shape[d])[k]
+            if not len(r):
+                raise user_error("view-index", f"the slice {k.start}:{k.stop} of dim {d} (size {shape[d]}) is empty", loc)
+            sizes, coefs = [1] * rank, [0] * rank
+            sizes[g], coefs[g] = len(r), r.step
+            out.append(IndexExpr(sizes, coefs, r.start))
+            g += 1
+    out[at] = IndexExpr((partitions,) + (1,) * (rank - 1), (1,) + (0,) * (rank - 1))
+    return tuple(out)
 
 
 class Region:

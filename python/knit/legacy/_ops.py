@@ -577,6 +577,27 @@ def assign(dst, value, loc, region=None):
         raise user_error("view-assign", f"cannot assign {type(value).__name__} to a tensor", loc)
 
 
+def accumulate_into(dst, value, loc, region, what, oob_mode="error"):
+    """dst += value (a tile or a number, broadcast into dst) in one DMA accumulate (dma_compute:
+    fp32 adds, the sum cast to dst's dtype). With an index tile in dst (``t[idx_tile, i_f]``) it
+    is a scatter-add in which repeated rows accumulate in order (unique_indices=False). The mask
+    (a Region over dst's indices) must be rectangular."""
+    rect_only(region, what, loc)
+    if not isinstance(value, (NkiTensor, BlockTensor)):
+        imm = operand(value, "value", loc)
+        value = alloc(dst.shape, F32, sbuf, loc)
+        fill(value, imm, loc)
+    value = tensor_arg(value, "value", loc)
+    if value.buffer is psum:
+        value = to_sbuf(value, loc)
+    if value.size != dst.size:
+        value = broadcast(value, dst.shape, loc)
+    args = clip(region, loc, dst, value)
+    if args:
+        d, v = args
+        emit(loc, "dma_compute", dst=d, srcs=[d._view, v._view], unique_indices=False, oob_mode=oob_mode)
+
+
 def pending(shape, dtype, buffer, loc, fn, kind="vector", mask=None):
     """A deferred result: fn(dst, **kw) emits the instruction(s) that write `dst`. With a mask
     (`mask` is its Region), a fresh result tile is zero-filled first: G1 kernels go on computing

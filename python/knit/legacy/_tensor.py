@@ -39,6 +39,7 @@ sbuf, psum, hbm, shared_hbm = _nl.sbuf, _nl.psum, _nl.hbm, _nl.shared_hbm
 _DEFAULTS = {
     "dma_copy": {"oob_mode": "error", "dge_mode": "unknown", "engine": "unknown"},
     "dma_transpose": {"axes": [], "dge_mode": "unknown", "oob_mode": "error"},
+    "dma_compute": {"reduce_op": "add", "scales": [], "unique_indices": True, "oob_mode": "error"},
     "nc_matmul": {"is_stationary_onezero": False, "is_moving_onezero": False, "is_transpose": False,
                   "accumulate": "auto", "tile_position": [], "tile_size": [], "perf_mode": "none"},
     "nc_transpose": {"engine": "unknown"},
@@ -277,19 +278,48 @@ class LegacyTensor(NkiTensor):
                 raise user_error("view-index", "operand masking takes one predicate (t[(i_p < m) & (i_f < n)]); "
                                  "index the tile first, then mask it", loc)
             return MaskedTile(self, preds[0])
-        if any(isinstance(k, NkiTensor) for k in (key if isinstance(key, tuple) else (key,))):
-            raise user_error(
-                "unsupported",
-                "indexing with a tile's values (indirect / dynamic indexing such as data[idx_tile[i_p, 0], i_f]) "
-                "is not supported by Knit yet",
-                loc,
-            )
+        tiles = [d for d, k in enumerate(key if isinstance(key, tuple) else (key,)) if isinstance(k, NkiTensor)]
+        if tiles:
+            return self._index_rows(key if isinstance(key, tuple) else (key,), tiles, loc)
         if _index.has_index_expr(key):
             raw = self._raw
             pattern, off = _index.advanced_pattern(key, self.shape, [s for s, _ in raw.pattern], raw.offset,
                                                    self.buffer.on_chip, loc)
             return self._derive_at(loc, _core.view_ap, pattern, off, None)
         return self._derive_at(loc, _core.view_index, _key(key, self.ndim, loc))
+
+    def _index_rows(self, key, tiles, loc):
+        """``data[idx_tile, ...]``: the HBM rows named by an SBUF index tile (G1 indirect DMA)."""
+        if len(tiles) != 1 or tiles[0] != 0:
+            raise user_error("unsupported", "an index tile (data[idx_tile[i_p, 0], i_f]) must be the first index, and "
+                             "only one per subscript: it picks rows of the tensor's first dim", loc)
+        if self.buffer.on_chip:
+            raise user_error("unsupported", f"indexing an on-chip ({self.buffer.name}) tile with a tile's values is not supported: "
+                             "indirect rows are a DMA feature of HBM tensors (on-chip, gather with nisa.nc_n_gather "
+                             "or nl.gather_flattened)", loc)
+        idx = wrap(key[0])
+        if not isinstance(idx, LegacyTensor):
+            raise user_error("operand", f"the index tile must be a tile, got {type(idx).__name__}", loc)
+        if idx.buffer is not sbuf or str(idx.dtype) not in ("int32", "uint32"):
+            raise user_error("indirect", f"the index tile is {idx.dtype} in {idx.buffer.name}; indirect rows take "
+                             "an int32 or uint32 SBUF tile (nl.load(idx, dtype=nl.int32), or nl.copy(...) it)", loc)
+        if idx.ndim < 2 or any(n != 1 and step != 0 for step, n in idx._raw.pattern[1:]):
+            raise user_error("indirect", f"the index tile has shape {list(idx.shape)}; it needs one row index per "
+                             "partition, [P, 1]: pick a column with idx_tile[i_p, j]", loc)
+        if idx.shape[1:] != (1,):  # idx_tile[i_p, 0] with an nl.mgrid i_p repeats the column along the free dims
+            idx = idx._derive_at(loc, _core.view_ap, [list(idx._raw.pattern[0]), [1, 1]], idx._raw.offset, None)
+        raw = self._raw
+        steps = [s for s, _ in raw.pattern]
+        total = 1
+        for n in self._info[3]:
+            total *= n
+        if raw.offset != 0 or self.shape[0] * steps[0] != total:
+            raise user_error("unsupported", f"an index tile indexes the rows of a whole HBM tensor; this view "
+                             f"{list(self.shape)} of '{self._info[0]}' {list(self._info[3])} is a part of it or "
+                             "reordered (index the kernel argument itself, or reshape it to rows first)", loc)
+        key = _index.tile_index_key(key, 0, idx.shape[0], self.shape, loc)
+        pattern, off = _index.advanced_pattern(key, self.shape, steps, raw.offset, False, loc)
+        return IndirectRows(self._derive_at(loc, _core.view_ap, pattern, off, None), idx, steps[0], loc)
 
     def __setitem__(self, key, value):
         """``t[key] = value``: writes an instruction result straight into the view, copies a tile
@@ -466,6 +496,61 @@ class Pending(LegacyTensor):
         if self.pending:
             return f"nki.tensor(pending {self._p_buffer.name} {self._p_dtype}{list(self._p_shape)})"
         return LegacyTensor.__repr__(self)
+
+
+class IndirectRows(LegacyTensor):
+    """``data[idx_tile, ...]``: view partition p reads HBM row ``idx_tile[p]`` (an indirect DMA
+    view, ir ``make_indirect``; rows out of range are a runtime error). `rows` is the direct view
+    that reads row p; it and the index tile are sliced together (a mask= clipping the operands),
+    and the indirect view is made from them when an instruction takes it. `row_size` is the
+    number of elements in one row of the tensor."""
+
+    __slots__ = ("_rows", "_idx", "_row_size", "_loc")
+
+    def __init__(self, rows, idx, row_size, loc):
+        LegacyTensor.__init__(self, None)
+        self._rows, self._idx, self._row_size, self._loc = rows, idx, row_size, loc
+
+    @property
+    def _raw(self):
+        rows = self._rows._raw
+        lo = hi = rows.offset  # the elements each partition reads, counted from its row's start
+        for step, num in rows.pattern[1:]:
+            span = step * (num - 1)
+            lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+        if lo < 0 or hi >= self._row_size:
+            raise user_error("view-out-of-range", f"the indices after the index tile reach elements {lo}..{hi} of each row, "
+                             f"which has {self._row_size} (0..{self._row_size - 1}); cut the ragged part with mask=", self._loc)
+        b = _trace.current().builder
+        return _trace.core_call(_core.view_indirect, b, rows, 0, self._idx._raw, self._loc)
+
+    @property
+    def shape(self):
+        return self._rows.shape
+
+    @property
+    def dtype(self):
+        return self._rows.dtype
+
+    @property
+    def _info(self):
+        return self._rows._info
+
+    def same_view(self, other):
+        return other is self
+
+    def _derive_at(self, loc, fn, *args):
+        """Only slices (a mask= clipping the operands): on the partition dim they slice the index
+        tile too."""
+        if fn is not _core.view_slice:
+            self._index(None, loc)
+        rows = self._rows._derive_at(loc, fn, *args)
+        idx = self._idx._derive_at(loc, fn, *args) if args[0] == 0 else self._idx
+        return IndirectRows(rows, idx, self._row_size, self._loc)
+
+    def _index(self, key, loc):
+        raise user_error("unsupported", "a tensor indexed with an index tile (data[idx_tile, ...]) is used as it is: "
+                         "by nl.load, nl.store, nl.atomic_rmw or nisa.dma_copy; index it in one subscript", loc)
 
 
 class MaskedTile:

@@ -610,7 +610,8 @@ def nc_n_gather(data, indices, *, mask=None, dtype=None, **kwargs):
 def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error,
              dge_mode=dge_mode.unknown, **kwargs):
     """In place: copy src into dst (HBM/SBUF either side; dtypes convert through fp32).
-    ``dst_rmw_op=np.add`` accumulates into dst. The earliest G1 releases took ``(src, dst)``
+    ``dst_rmw_op=np.add`` accumulates into dst (one DMA accumulate; repeated rows of an indirect
+    dst accumulate too). The earliest G1 releases took ``(src, dst)``
     positionally; that order is accepted too."""
     loc = _loc()
     _flush()
@@ -627,22 +628,9 @@ def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=oob
         return
     if _op(dst_rmw_op, "alu", "dst_rmw_op", loc) != "add":
         raise _user_error("unsupported", "dma_copy(dst_rmw_op=...) supports np.add / nl.add only", loc)
-    _ops.rect_only(region, "nisa.dma_copy with dst_rmw_op", loc)
-    args = _ops.clip(region, loc, d, s)
-    if not args:
-        return
-    d, s = args
-    acc = d if d.buffer is _sbuf else _alloc(d.shape, d.dtype, _sbuf, loc)
-    if acc is not d:
-        _emit(loc, "dma_copy", dst=acc, src=d, **fields)
-    if s.buffer.on_chip:
-        addend = s
-    else:
-        addend = _alloc(s.shape, s.dtype, _sbuf, loc)
-        _emit(loc, "dma_copy", dst=addend, src=s, **fields)
-    _emit(loc, "tensor_tensor", dst=acc, data1=acc, data2=addend, op="add")
-    if acc is not d:
-        _emit(loc, "dma_copy", dst=d, src=acc, **fields)
+    if d.buffer is _psum:
+        raise _user_error("buffer", "dma_copy(dst_rmw_op=np.add) accumulates into HBM or SBUF; dst is in psum", loc)
+    _ops.accumulate_into(d, s, loc, region, "nisa.dma_copy with dst_rmw_op", fields["oob_mode"])
 
 
 def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):

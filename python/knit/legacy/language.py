@@ -6,8 +6,9 @@ matmuls with ``psum += nl.matmul(...)``. Every call lowers to Knit's dst-first i
 same core as ``knit.language`` / ``knit.isa``), so rules are verified at the calling line.
 
 Masks (``mask=``, operand masking ``t[pred]``, non-rectangular predicates) are lowered in
-``_ops`` (``run_masked``). Not supported (clear errors): ``|`` in a mask, ``atomic_rmw``,
-``all_reduce`` across launch-grid instances, ``dropout``, ``rand``, dynamic (tile-valued) indices.
+``_ops`` (``run_masked``); an index tile in an HBM subscript (``data[idx_tile, i_f]``) is an
+indirect DMA view (``_tensor.IndirectRows``). Not supported (clear errors): ``|`` in a mask,
+``all_reduce`` across launch-grid instances, ``dropout``, ``rand``.
 """
 import ast as _ast
 import linecache as _linecache
@@ -241,14 +242,19 @@ def shared_identity_matrix(n, dtype=uint8, **kwargs):
 
 
 # ---- data movement -----------------------------------------------------------------------------------
+def _in_hbm(x, what, does, hint, loc):
+    """Tile argument `what` of a call that `does` HBM ("nl.load reads"); on-chip, an error with `hint`."""
+    t = _ops.tensor_arg(x, what, loc)
+    if t.buffer.on_chip:
+        raise _user_error("buffer", f"{does} HBM; {what} is in {t.buffer.name} ({hint})", loc)
+    return t
+
+
 def load(src, *, mask=None, dtype=None, **kwargs):
     """HBM -> a new SBUF tile (dim 0 of the indexed view is the partition dim)."""
     loc = _loc()
     _flush()
-    src = _ops.tensor_arg(src, "src", loc)
-    if src.buffer.on_chip:
-        raise _user_error("buffer", f"nl.load reads HBM; src is in {src.buffer.name} (use nl.copy for on-chip tiles)",
-                          loc)
+    src = _in_hbm(src, "src", "nl.load reads", "use nl.copy for on-chip tiles", loc)
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
@@ -261,12 +267,22 @@ def store(dst, value, *, mask=None, **kwargs):
     """value (an SBUF/PSUM tile or a number) -> HBM view `dst`."""
     loc = _loc()
     _flush()
-    dst = _ops.tensor_arg(dst, "dst", loc)
-    if dst.buffer.on_chip:
-        raise _user_error("buffer", f"nl.store writes HBM; dst is in {dst.buffer.name} (assign on-chip tiles with "
-                          "t[...] = value)", loc)
+    dst = _in_hbm(dst, "dst", "nl.store writes", "assign on-chip tiles with t[...] = value", loc)
     mask, (value,) = _ops.unmask(mask, value, shape=dst.shape, loc=loc)
     _ops.assign(dst, value, loc, _ops.mask_region(mask, loc))
+
+
+def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+    """HBM read-modify-write ``dst = op(dst, value)``; G1 has op=np.add only. With an index tile in
+    dst (``t[idx_tile, i_f]``) rows that repeat accumulate, like ``np.add.at``."""
+    loc = _loc()
+    _flush()
+    dst = _in_hbm(dst, "dst", "nl.atomic_rmw updates", "add into on-chip tiles with t[...] += value", loc)
+    if _ops.op_name(op, "alu", "op", loc) != "add":
+        raise _user_error("unsupported", "nl.atomic_rmw supports op=np.add / nl.add only (the DMA accumulates by "
+                          "adding); for other ops load the rows, compute and store them", loc)
+    mask, (value,) = _ops.unmask(mask, value, shape=dst.shape, loc=loc)
+    _ops.accumulate_into(dst, value, loc, _ops.mask_region(mask, loc), "nl.atomic_rmw")
 
 
 def _pe_transpose(x, loc):
@@ -456,7 +472,6 @@ def _unsupported(name, why=""):
     return fn
 
 
-atomic_rmw = _unsupported("atomic_rmw")
 dropout = _unsupported("dropout")
 rand = _unsupported("rand")
 random_seed = _unsupported("random_seed")
