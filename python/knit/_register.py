@@ -18,10 +18,7 @@ _RUNTIME_HINT = ("its value exists only on the device, so Python control flow ca
 
 
 def new_register():
-    trace = _trace.current()
-    rid = trace.register_count
-    trace.register_count += 1
-    return rid
+    return _trace.current().builder.new_register()  # numbered by the builder, as for C++ kernels
 
 
 def _emit(opname, **fields):

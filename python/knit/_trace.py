@@ -22,7 +22,6 @@ class Trace:
         self.constants = []  # (tensor id, numpy array) for nl.shared_constant & co.
         self.prints = []  # (prefix, tensor id) for nl.device_print
         self.tensor_count = 0
-        self.register_count = 0  # registers r0, r1, ... handed out so far
         self.shared_tensors = {}  # (name, shape, dtype) -> tensor id, shared across grid instances
 
 

@@ -1,7 +1,6 @@
 // Registers, loop / while / if blocks, dynamic view offsets, indirect views and dma_compute, run
 // on the reference interpreter from IR text. Expected values are computed here with plain loops.
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include <catch2/catch.hpp>
@@ -12,20 +11,10 @@
 
 using namespace knit;
 using DT = ir::DType;
+using test::ints;
+using test::ints_of;
 
 namespace {
-
-sim::HostTensor ints(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
-  sim::HostTensor h = sim::HostTensor::zeros(DT::int32, std::move(shape));
-  std::memcpy(h.bytes.data(), values.data(), values.size() * 4);
-  return h;
-}
-
-std::vector<int32_t> ints_of(const sim::HostTensor& h) {
-  std::vector<int32_t> v(static_cast<size_t>(h.num_elements()));
-  std::memcpy(v.data(), h.bytes.data(), v.size() * 4);
-  return v;
-}
 
 std::vector<sim::HostTensor> run(const std::string& text, std::vector<sim::HostTensor> args,
                                  sim::InterpretOptions options = {}) {

@@ -109,3 +109,22 @@ TEST_CASE("example transpose moves every element exactly", "[examples]") {
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) REQUIRE(out[0].get(j * M + i) == x[i * N + j]);
 }
+
+TEST_CASE("example gather_rows copies the indexed table rows exactly", "[examples]") {
+  const int64_t V = 1000, D = 64, N = 300;  // two full 128-id tiles (the device loop) and a tail of 44
+  std::vector<int32_t> ids(N);
+  std::mt19937 rng(61);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % V);
+  for (ir::DType d : {ir::DType::float32, ir::DType::bfloat16}) {
+    ir::Kernel k = trace("gather_rows", examples::gather_rows, {arg({V, D}, d, "table"), arg({N}, nl::int32, "ids")});
+    const auto table = rounded(d, random_values(V * D, 62));
+    auto out = run(k, {host(d, {V, D}, table), test::ints({N}, ids)});
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t c = 0; c < D; ++c) REQUIRE(out[0].get(r * D + c) == table[ids[r] * D + c]);
+  }
+  ids[200] = static_cast<int32_t>(V);  // one id past the table: a run-time error naming it
+  ir::Kernel k =
+      trace("gather_rows", examples::gather_rows, {arg({V, D}, nl::float32, "table"), arg({N}, nl::int32, "ids")});
+  CHECK_THROWS_WITH(run(k, {host(ir::DType::float32, {V, D}, random_values(V * D, 63)), test::ints({N}, ids)}),
+                    Catch::Contains("index 1000"));
+}

@@ -1,6 +1,7 @@
 // Small helpers shared by the Catch2 tests.
 #pragma once
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -18,6 +19,18 @@ inline std::vector<float> random_values(size_t n, unsigned seed, float lo = -2.0
 
 inline HostTensor host(ir::DType dtype, std::vector<int64_t> shape, const std::vector<float>& values) {
   return HostTensor::from_floats(dtype, std::move(shape), values);
+}
+
+// int32 tensors: built from values, and read back.
+inline HostTensor ints(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
+  HostTensor h = HostTensor::zeros(ir::DType::int32, std::move(shape));
+  std::memcpy(h.bytes.data(), values.data(), values.size() * 4);
+  return h;
+}
+inline std::vector<int32_t> ints_of(const HostTensor& h) {
+  std::vector<int32_t> v(static_cast<size_t>(h.num_elements()));
+  std::memcpy(v.data(), h.bytes.data(), v.size() * 4);
+  return v;
 }
 
 // Values as the kernel sees them after rounding to dtype.

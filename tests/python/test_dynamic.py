@@ -1,5 +1,8 @@
 """Registers, device loops and branches, register-offset views, indirect DMA and dma_compute
 (NKI §3.6-3.7, §2.7), checked against NumPy / plain Python."""
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
@@ -293,3 +296,13 @@ def shift_rows_up(a):
 def test_negative_constant_in_a_register_index_is_an_offset():
     a = np.arange(24, dtype=np.float32).reshape(6, 4)
     np.testing.assert_array_equal(shift_rows_up(a), np.concatenate([a[1:], a[:1]]))
+
+def test_ir_text_matches_the_golden_shared_with_the_cpp_kernels():
+    """tests/golden holds these kernels' IR without source locations; test_dsl_dynamic.cpp checks
+    that the same kernels written in C++ trace to the same text."""
+    golden = pathlib.Path(__file__).resolve().parents[1] / "golden"
+    cases = [("add_one_by_tiles", add_one_by_tiles, np.zeros((512, 64), np.float32)),
+             ("collatz_steps", collatz_steps, np.array([[6]], np.int32))]
+    for name, kernel, arg in cases:
+        text = re.sub(r' @ "[^"]*":\d+(:\d+)?$', "", nki.compile(kernel, arg).ir, flags=re.M)
+        assert text == (golden / f"{name}.tir").read_text()

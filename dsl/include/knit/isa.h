@@ -32,12 +32,7 @@ struct operand {
 namespace detail {
 template <class Op>
 void emit(Op op, const std::string& name, const std::source_location& l) {
-  const SourceLoc loc = loc_of(l);
-  ir::Instruction inst;
-  inst.op = std::move(op);
-  inst.loc = loc;
-  inst.name = name;
-  frontend::Builder::current(loc).append(std::move(inst));
+  knit::detail::append(std::move(op), loc_of(l), name);
 }
 inline std::optional<ir::View> view_or_none(const std::optional<nl::tensor>& t) {
   return t ? std::optional<ir::View>(t->view()) : std::nullopt;
@@ -56,6 +51,24 @@ struct DmaOptions {
 };
 inline void dma_copy(const nl::tensor& dst, const nl::tensor& src, DmaOptions o = {}, KNIT_HERE) {
   detail::emit(ir::DmaCopy{dst.view(), src.view(), o.oob_mode, o.dge_mode, o.engine}, o.name, l);
+}
+
+// dst = srcs[0] + srcs[1] + ... in fp32 on a DMA queue (reduce_op combines them). An indirect dst
+// with srcs[0] the same view is a scatter-add: isa::dma_compute(rows, {rows, v}, {.unique_indices = false}).
+struct DmaComputeOptions {
+  nl::Op reduce_op = nl::add;
+  std::vector<double> scales;
+  bool unique_indices = true;  // a promise that no index repeats (checked when run)
+  ir::OobMode oob_mode = ir::OobMode::error;
+  std::string name;
+};
+inline void dma_compute(const nl::tensor& dst, const std::vector<nl::tensor>& srcs, DmaComputeOptions o = {},
+                        KNIT_HERE) {
+  ir::ViewList views;
+  for (const nl::tensor& s : srcs) views.push_back(s.view());
+  detail::emit(ir::DmaCompute{dst.view(), std::move(views), detail::alu(o.reduce_op, l), std::move(o.scales),
+                              o.unique_indices, o.oob_mode},
+               o.name, l);
 }
 
 struct DmaTransposeOptions {
@@ -313,6 +326,47 @@ inline void nc_matmul_mx(const nl::tensor& dst, const nl::tensor& stationary, co
   op.accumulate = !o.accumulate ? ir::Accumulate::auto_ : *o.accumulate ? ir::Accumulate::on : ir::Accumulate::off;
   detail::emit(std::move(op), o.name, l);
 }
+
+// ---- registers (NKI's VirtualRegister / NkiScalar; arithmetic on nl::reg is in control.h) ----
+using nl::reg;
+
+namespace detail {
+// The register a register_* instruction writes: a reg that is exactly one register.
+inline ir::Reg target(const reg& r, const char* what, const SourceLoc& loc) {
+  if (r.id() < 0)
+    user_error(loc, "operand", std::string(what) + " must be a register (isa::register_alloc()), not an expression");
+  return ir::Reg{r.id()};
+}
+}  // namespace detail
+
+// A new register, set to `init` (an int or a reg) when given.
+inline reg register_alloc(std::optional<reg> init = std::nullopt, KNIT_HERE) {
+  const SourceLoc loc = loc_of(l);
+  const int id = knit::detail::new_register(loc);
+  if (init) detail::emit(ir::RegisterMove{ir::Reg{id}, init->operand(loc)}, "", l);
+  return reg::of(id);
+}
+// dst = src (an int or a reg).
+inline void register_move(const reg& dst, const reg& src, KNIT_HERE) {
+  const SourceLoc loc = loc_of(l);
+  detail::emit(ir::RegisterMove{detail::target(dst, "dst", loc), src.operand(loc)}, "", l);
+}
+// dst = the single element of the integer tensor `src`.
+inline void register_load(const reg& dst, const nl::tensor& src, KNIT_HERE) {
+  detail::emit(ir::RegisterLoad{detail::target(dst, "dst", loc_of(l)), src.view()}, "", l);
+}
+// The single element of the integer tensor `dst` = src (an int or a reg; an expression is
+// computed into a register first).
+inline void register_store(const nl::tensor& dst, const reg& src, KNIT_HERE) {
+  detail::emit(ir::RegisterStore{dst.view(), ir::Reg{src.materialize(loc_of(l))}}, "", l);
+}
+// The NkiScalar (G3) spelling: a new register holding the single element of `src`, and its store.
+inline reg scalar_load(const nl::tensor& src, KNIT_HERE) {
+  const reg r = reg::of(knit::detail::new_register(loc_of(l)));
+  register_load(r, src, l);
+  return r;
+}
+inline void scalar_store(const nl::tensor& dst, const reg& value, KNIT_HERE) { register_store(dst, value, l); }
 
 #undef KNIT_HERE
 

@@ -10,16 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "knit/control.h"
 #include "knit/frontend/builder.h"
 #include "knit/ir/view.h"
 
-namespace knit {
-
-inline SourceLoc loc_of(const std::source_location& l) {
-  return SourceLoc{l.file_name(), static_cast<int>(l.line()), static_cast<int>(l.column())};
-}
-
-namespace nl {
+namespace knit::nl {
 
 using ir::DType;
 #define KNIT_X(id, text, bytes, kind) inline constexpr DType id = DType::id;
@@ -89,11 +84,13 @@ inline ir::ActFunc act_func(const Op& op, const SourceLoc& loc) {
   return static_cast<ir::ActFunc>(op.act);
 }
 
-// Subscripts: t(i, nl::ds(k * 128, 128), nl::all, nl::slice(0, 64, 2)).
+// Subscripts: t(i, nl::ds(k * 128, 128), nl::all, nl::slice(0, 64, 2)). A reg start (or a reg
+// subscript) moves the view at run time: its register terms become dynamic offset terms.
 struct ds_t {
-  int64_t start, size;
+  reg start;
+  int64_t size;
 };
-inline ds_t ds(int64_t start, int64_t size) { return {start, size}; }
+inline ds_t ds(reg start, int64_t size) { return {std::move(start), size}; }
 struct all_t {};
 inline constexpr all_t all{};
 struct slice_t {
@@ -104,20 +101,26 @@ inline slice_t slice(std::optional<int64_t> start, std::optional<int64_t> stop, 
   return {start, stop, step};
 }
 
-// One subscript. The source location is captured where the subscript is written.
+// One subscript: its static part and the register terms of its start. The source location is
+// captured where the subscript is written.
 struct Index {
   ir::Index index;
+  std::vector<ir::RegTerm> dynamic;
   SourceLoc loc;
   Index(int64_t i, std::source_location l = std::source_location::current())
       : index(ir::Index::at(i)), loc(loc_of(l)) {}
   Index(int i, std::source_location l = std::source_location::current())
       : index(ir::Index::at(i)), loc(loc_of(l)) {}
-  Index(ds_t d, std::source_location l = std::source_location::current())
-      : index(ir::Index::ds(d.start, d.size)), loc(loc_of(l)) {}
+  Index(const reg& i, std::source_location l = std::source_location::current())
+      : index(ir::Index::at(i.constant())), dynamic(i.terms()), loc(loc_of(l)) {}
+  Index(const ds_t& d, std::source_location l = std::source_location::current())
+      : index(ir::Index::ds(d.start.constant(), d.size)), dynamic(d.start.terms()), loc(loc_of(l)) {}
   Index(all_t, std::source_location l = std::source_location::current()) : index(ir::Index::all()), loc(loc_of(l)) {}
   Index(slice_t s, std::source_location l = std::source_location::current())
       : index(ir::Index::range(s.start, s.stop, s.step)), loc(loc_of(l)) {}
 };
+
+struct ApOptions;
 
 // A tensor handle: a view of one tensor of the kernel being traced. Copying is free; every view
 // method returns a new handle on the same storage.
@@ -146,8 +149,10 @@ class tensor {
                std::source_location l = std::source_location::current()) const {
     return with(ir::slice(decl(), view_, dim, start, end, step, loc_of(l)));
   }
-  tensor select(int dim, int64_t index, std::source_location l = std::source_location::current()) const {
-    return with(ir::select(decl(), view_, dim, index, loc_of(l)));
+  // Drops dim `dim` at `index`; a reg index moves the view at run time.
+  tensor select(int dim, const reg& index, std::source_location l = std::source_location::current()) const {
+    const SourceLoc loc = loc_of(l);
+    return with(ir::select(decl(), moved(view_, dim, index.terms(), loc), dim, index.constant(), loc));
   }
   tensor permute(std::vector<int> order, std::source_location l = std::source_location::current()) const {
     return with(ir::permute(decl(), view_, order, loc_of(l)));
@@ -180,18 +185,62 @@ class tensor {
             std::source_location l = std::source_location::current()) const {
     return with(ir::ap(decl(), view_, pattern, offset, dtype, loc_of(l)));
   }
+  // The same with NKI's runtime offsets (ApOptions, below):
+  //   table.ap({{f, n}, {1, f}}, 0, {.vector_offset = idx})        gathers rows idx[0], idx[1], ...
+  //   a.ap({{f, 4}, {1, f}}, 0, {.scalar_offset = isa::scalar_load(s)})   rows s .. s+3
+  tensor ap(std::vector<ir::ApDim> pattern, std::optional<int64_t> offset, const ApOptions& options,
+            std::source_location l = std::source_location::current()) const;
 
  private:
   const ir::TensorDecl& decl() const { return frontend::Builder::current({}).tensor(id_); }
   tensor with(ir::View v) const { return tensor(id_, std::move(v)); }
+  // v with register terms added to the index along `dim`.
+  ir::View moved(ir::View v, int dim, const std::vector<ir::RegTerm>& terms, const SourceLoc& loc) const {
+    for (const ir::RegTerm& t : terms) v = ir::add_dynamic(decl(), v, dim, t.reg, t.coeff, loc);
+    return v;
+  }
+  // Register terms apply before indexing, while subscript k still names view dim k.
   tensor subscript(std::initializer_list<Index> subs) const {
     std::vector<ir::Index> key;
-    for (const Index& s : subs) key.push_back(s.index);
-    return with(ir::index(decl(), view_, key, subs.begin()->loc));
+    ir::View v = view_;
+    int dim = 0;
+    for (const Index& s : subs) {
+      key.push_back(s.index);
+      v = moved(std::move(v), dim++, s.dynamic, s.loc);
+    }
+    return with(ir::index(decl(), v, key, subs.begin()->loc));
   }
   int id_ = -1;
   ir::View view_;
 };
+
+// The runtime parts of tensor::ap (NKI's .ap(scalar_offset=, vector_offset=, indirect_dim=)).
+struct ApOptions {
+  std::optional<reg> scalar_offset;     // moves the start along pattern dim indirect_dim (a tensor
+                                        // value: isa::scalar_load(t))
+  std::optional<tensor> vector_offset;  // int32/uint32 SBUF indices: dim indirect_dim's i-th index
+                                        // becomes vector_offset's i-th element (DMA gather/scatter)
+  int indirect_dim = 0;
+  std::optional<DType> dtype;
+};
+
+inline tensor tensor::ap(std::vector<ir::ApDim> pattern, std::optional<int64_t> offset, const ApOptions& o,
+                         std::source_location l) const {
+  const SourceLoc loc = loc_of(l);
+  const int dim = o.indirect_dim;
+  if (o.scalar_offset) {
+    if (dim < 0 || dim >= static_cast<int>(pattern.size()))
+      user_error(loc, "view-ap", "indirect_dim " + std::to_string(dim) + " is not a dim of the " +
+                                     std::to_string(pattern.size()) + "-D pattern");
+    // The known part of the offset goes into the static offset, so ir::ap bounds-checks it.
+    if (o.scalar_offset->constant() != 0)
+      offset = offset.value_or(view_.offset) + o.scalar_offset->constant() * pattern[dim].step;
+  }
+  ir::View v = ir::ap(decl(), view_, pattern, offset, o.dtype, loc);
+  if (o.scalar_offset) v = moved(std::move(v), dim, o.scalar_offset->terms(), loc);
+  if (o.vector_offset) v = ir::make_indirect(decl(), v, dim, o.vector_offset->view(), loc);
+  return with(std::move(v));
+}
 
 // nl.ndarray(shape, dtype, buffer=sbuf, name='', address=None): an uninitialized tensor.
 inline tensor ndarray(std::vector<int64_t> shape, DType dtype, ir::Buffer buffer = sbuf, std::string name = "",
@@ -203,5 +252,4 @@ inline tensor ndarray(std::vector<int64_t> shape, DType dtype, ir::Buffer buffer
   return tensor(id, ir::full_view(b.tensor(id), id));
 }
 
-}  // namespace nl
-}  // namespace knit
+}  // namespace knit::nl

@@ -22,4 +22,8 @@ nl::tensor rmsnorm(nl::tensor x, nl::tensor w);
 // out[N, M] = x[M, N].T via the Tensor Engine, 128x128 tiles (M, N multiples of 128).
 nl::tensor transpose(nl::tensor x);
 
+// Embedding lookup: out[r, :] = table[ids[r], :] for table [vocab, dim] and int32 ids [n].
+// Gathers 128 rows per indirect DMA (vector_offset) in a device loop.
+nl::tensor gather_rows(nl::tensor table, nl::tensor ids);
+
 }  // namespace knit::examples

@@ -23,6 +23,9 @@ class Builder {
   // Verifies and appends one instruction.
   void append(ir::Instruction inst);
   void set_outputs(std::vector<int> tensor_ids);
+  // A fresh register id. Registers r0, r1, ... are numbered per kernel in the order the front
+  // end asks for them, so both front ends number a kernel's registers alike.
+  int new_register() { return register_count_++; }
   const ir::Kernel& kernel() const { return kernel_; }
   const ir::TensorDecl& tensor(int id) const { return kernel_.tensor(id); }
   // Verifies the whole kernel and hands it over.
@@ -46,6 +49,7 @@ class Builder {
 
  private:
   ir::Kernel kernel_;
+  int register_count_ = 0;
 };
 
 }  // namespace knit::frontend
