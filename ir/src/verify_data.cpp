@@ -89,16 +89,24 @@ void check(Checker& c, const NcMatmul& op) {
   c.buffer_in(op.stationary, "stationary", {Buffer::sbuf});
   c.buffer_in(op.moving, "moving", {Buffer::sbuf});
   c.buffer_in(op.dst, "dst", {Buffer::psum});
-  const int64_t K = c.partitions(op.stationary), M = c.free_size(op.stationary);
-  const int64_t Km = c.partitions(op.moving), N = c.free_size(op.moving);
+  const bool double_row = op.perf_mode == MatmulPerfMode::double_row;
+  // double_row: operands [P, 2, M] / [P, 2, N]; the contraction runs over both rows (K = 2P).
+  const int64_t rows = double_row ? 2 : 1;
+  const int64_t K = c.partitions(op.stationary), M = c.free_size(op.stationary) / rows;
+  const int64_t Km = c.partitions(op.moving), N = c.free_size(op.moving) / rows;
   if (K != Km)
     c.fail("matmul-shape", "contraction (partition) sizes differ: stationary has K=" + std::to_string(K) +
                                ", moving has K=" + std::to_string(Km));
-  if (op.perf_mode == MatmulPerfMode::double_row) {
+  if (double_row) {
     c.requires_gen(3);
     if (!is_fp8(op.stationary.dtype) || !is_fp8(op.moving.dtype))
       c.fail("dtype", "perf_mode=double_row needs fp8 inputs");
-    c.fail("unsupported", "perf_mode=double_row is not supported by Knit yet");
+    for (const View* v : {&op.stationary, &op.moving})
+      if (v->dims.size() != 3 || v->dims[1].num != 2)
+        c.fail("matmul-shape", "perf_mode=double_row takes [P, 2, free] operands (stationary [K, 2, M], moving "
+                               "[K, 2, N]); got a " + std::to_string(v->dims.size()) + "-D view");
+    if (!op.tile_position.empty() || !op.tile_size.empty())
+      c.fail("matmul-tiling", "perf_mode=double_row cannot be combined with tile_position / tile_size");
   }
   const MatmulTile tile = check_matmul_tiling(c, op.tile_position, op.tile_size);
   if (K > tile.rows)

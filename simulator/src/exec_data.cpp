@@ -115,8 +115,11 @@ void exec(Machine& m, const NcMatmul& op) {
   Tile dst = m.tile(op.dst, "dst");
   // Transpose mode (is_transpose, moving = identity) passes values through: zero entries of
   // moving contribute nothing, so NaN/Inf in stationary move bit for bit (v3+ behaviour).
-  const std::vector<float> partial =
-      matmul_partials(stat.read_all(), mov.read_all(), stat.P, stat.F, mov.F, op.is_transpose);
+  // double_row: the [P, 2, M] operand read partition-major is a [2P, M] matrix whose row 2p + j
+  // is (p, j), so the same K-sum covers K = 2P.
+  const int64_t rows = op.perf_mode == MatmulPerfMode::double_row ? 2 : 1;
+  const std::vector<float> partial = matmul_partials(stat.read_all(), mov.read_all(), stat.P * rows, stat.F / rows,
+                                                     mov.F / rows, op.is_transpose);
   write_matmul_result(m, dst, partial, op.accumulate);
 }
 

@@ -431,7 +431,7 @@ TEST_CASE("nc_matmul: tile_position / tile_size", "[core][verifier]") {
   check_failure(trace_failure(kernel({0, 0}, {32, 32}, 32), {}, Target::trn1), "target", line, {"gen3", "trn1"});
 }
 
-TEST_CASE("nc_matmul: perf_mode=double_row is rejected", "[core][verifier]") {
+TEST_CASE("nc_matmul: perf_mode=double_row rules", "[core][verifier]") {
   int line = 0;
   auto kernel = [&](ir::DType t) {
     return [&line, t]() {
@@ -442,7 +442,7 @@ TEST_CASE("nc_matmul: perf_mode=double_row is rejected", "[core][verifier]") {
     };
   };
   check_failure(trace_failure(kernel(nl::bfloat16), {}), "dtype", line, {"fp8"});
-  check_failure(trace_failure(kernel(nl::float8_e4m3), {}), "unsupported", line, {"double_row"});
+  check_failure(trace_failure(kernel(nl::float8_e4m3), {}), "matmul-shape", line, {"[P, 2, free]"});
   check_failure(trace_failure(kernel(nl::float8_e4m3), {}, Target::trn1), "target", line, {"gen3"});
 }
 
