@@ -27,6 +27,7 @@ import knit.legacy as nki  # noqa: E402
 import knit.legacy.isa as nisa  # noqa: E402
 import knit.legacy.language as nl  # noqa: E402
 from knit.errors import KnitError, NkiValidationError  # noqa: E402
+from kernel_test_util import source_line  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python", "legacy")
@@ -39,11 +40,7 @@ DTYPES = {"float32": np.dtype(np.float32), "bfloat16": BF16}
 
 def _line(marker):
     """Line number (in this file) of the first source line containing `marker`."""
-    with open(__file__) as f:
-        for i, text in enumerate(f, 1):
-            if marker in text and "_line(" not in text:
-                return i
-    raise AssertionError(marker)
+    return source_line(__file__, marker)
 
 
 # ---- the legacy example kernels -------------------------------------------------------------------

@@ -11,20 +11,17 @@ import knit.legacy as nki  # noqa: E402
 import knit.legacy.isa as nisa  # noqa: E402
 import knit.legacy.language as nl  # noqa: E402
 from knit.errors import NkiValidationError  # noqa: E402
+from kernel_test_util import source_line, randn  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _line(marker):
-    with open(__file__) as f:
-        for i, text in enumerate(f, 1):
-            if marker in text and "_line(" not in text:
-                return i
-    raise AssertionError(marker)
+    """Line number (in this file) of the first source line containing `marker`."""
+    return source_line(__file__, marker)
 
 
-def _randn(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+_randn = randn
 
 
 def _grid(p, f):

@@ -8,18 +8,15 @@ import knit.legacy as nki
 import knit.legacy.isa as nisa
 import knit.legacy.language as nl
 from knit.errors import KnitError, NkiValidationError
+from kernel_test_util import source_line, randn  # noqa: E402
 
 
 def _line(marker):
-    with open(__file__) as f:
-        for i, text in enumerate(f, 1):
-            if marker in text and "_line(" not in text:
-                return i
-    raise AssertionError(marker)
+    """Line number (in this file) of the first source line containing `marker`."""
+    return source_line(__file__, marker)
 
 
-def _randn(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+_randn = randn
 
 
 def _indices(n, high, seed=1):
