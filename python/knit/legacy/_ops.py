@@ -13,6 +13,7 @@ import numpy as np
 from .. import _core
 from .._dtypes import ALL, to_dtype
 from .._tensor import NkiTensor
+from .._source import user_location
 from ..errors import user_error
 from . import _index
 from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, emit, op_name, psum, sbuf, wrap
@@ -605,3 +606,12 @@ def pending(shape, dtype, buffer, loc, fn, kind="vector", mask=None):
     p = Pending(shape, dtype, buffer, fn, loc, kind)
     p.prefill = mask is not None and mask.masked
     return p
+
+
+def unsupported(qualified_name):
+    """A stand-in for a G1 call Knit does not implement: raises `unsupported` at the kernel line."""
+    def fn(*args, **kwargs):
+        raise user_error("unsupported", f"{qualified_name} is not supported by Knit's legacy API yet", user_location())
+
+    fn.__name__ = qualified_name.rsplit(".", 1)[-1]
+    return fn

@@ -657,15 +657,7 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
                         mask=region)
 
 
-def _unsupported(name):
-    def fn(*args, **kwargs):
-        raise _user_error("unsupported", f"nisa.{name} is not supported by Knit's legacy API yet", _loc())
-
-    fn.__name__ = name
-    return fn
-
-
-dropout = _unsupported("dropout")
-builtin_custom_op = _unsupported("builtin_custom_op")
-tensor_copy_dynamic_src = _unsupported("tensor_copy_dynamic_src")
-tensor_copy_dynamic_dst = _unsupported("tensor_copy_dynamic_dst")
+dropout = _ops.unsupported("nisa.dropout")
+builtin_custom_op = _ops.unsupported("nisa.builtin_custom_op")
+tensor_copy_dynamic_src = _ops.unsupported("nisa.tensor_copy_dynamic_src")
+tensor_copy_dynamic_dst = _ops.unsupported("nisa.tensor_copy_dynamic_dst")

@@ -464,17 +464,9 @@ def device_print(prefix, x, *, mask=None, **kwargs):
         _knl.device_print(prefix, t)
 
 
-def _unsupported(name, why=""):
-    def fn(*args, **kwargs):
-        raise _user_error("unsupported", f"nl.{name} is not supported by Knit's legacy API yet{why}", _loc())
-
-    fn.__name__ = name
-    return fn
-
-
-dropout = _unsupported("dropout")
-rand = _unsupported("rand")
-random_seed = _unsupported("random_seed")
+dropout = _ops.unsupported("nl.dropout")
+rand = _ops.unsupported("nl.rand")
+random_seed = _ops.unsupported("nl.random_seed")
 
 
 def _statement_target(frame):
