@@ -1,6 +1,7 @@
 #include "knit/codegen/allocate.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <sstream>
 
@@ -47,6 +48,7 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return live[a].first < live[b].first; });
 
   std::vector<int> alive;  // allocated tensors whose live range has not ended
+  std::map<std::pair<bool, int>, int64_t> next_fit;  // (sbuf?, core) -> end of the latest placement
   for (int id : order) {
     const TensorDecl& t = k.tensor(id);
     const bool sbuf = t.buffer == Buffer::sbuf;
@@ -67,20 +69,27 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
       a.offset = (*t.address)[1];
       a.pinned = true;
     } else {
-      // Candidates: the start, and just past each live neighbour (first fit by offset).
+      // Candidates: the start, and just past each live neighbour. Next fit: the first candidate
+      // at or after where the previous tensor of this buffer ended, else the first from the
+      // start. Not reusing the bytes just freed lets the next tile's load overlap the last use
+      // of the previous one (rotating buffers) instead of waiting for it.
       std::vector<int64_t> candidates{0};
       for (int o : same) candidates.push_back(align_up(plan.tensors[o]->offset + plan.tensors[o]->bytes, align));
+      const int64_t cursor = align_up(next_fit[{t.buffer == Buffer::sbuf, a.core}], align);
+      candidates.push_back(cursor);
       std::sort(candidates.begin(), candidates.end());
+      std::stable_partition(candidates.begin(), candidates.end(), [&](int64_t off) { return off >= cursor; });
       a.offset = -1;
       for (int64_t off : candidates) {
         Allocation trial = a;
         trial.offset = off;
-        if (off + a.bytes > capacity) break;
+        if (off + a.bytes > capacity) continue;
         if (std::none_of(same.begin(), same.end(), [&](int o) { return plan.tensors[o]->overlaps(trial); })) {
           a.offset = off;
           break;
         }
       }
+      next_fit[{t.buffer == Buffer::sbuf, a.core}] = a.offset + a.bytes;
       if (a.offset < 0) out_of_space(k, id, a, same, plan, capacity);
     }
     plan.tensors[id] = a;

@@ -66,7 +66,10 @@ def _arg_key(x):
 
 class Compiled:
     """A traced, verified kernel for one set of argument shapes/dtypes/constants and a target.
-    ``.ir`` is its IR text; calling it runs it on the simulator."""
+    ``.ir`` is its IR text, ``.asm`` the engine program's disassembly and ``.stats`` its
+    statistics (docs/codegen.md). Calling it runs the engine program on the simulator;
+    ``.run(..., schedule=, seed=)`` picks the queue interleaving and ``.reference(...)`` runs the
+    IR on the reference interpreter instead."""
 
     def __init__(self, kernel, core_kernel, trace, param_positions, target, num_outputs, single):
         self.kernel = kernel
@@ -77,13 +80,41 @@ class Compiled:
         self._param_positions = param_positions
         self._num_outputs = num_outputs  # the kernel's results; device_print outputs follow them
         self._single = single  # the kernel returned one tensor (not a tuple)
+        self._program = None
 
     @property
     def ir(self):
         return self.core.text
 
+    @property
+    def program(self):
+        """The engine program (codegen pipeline output), built on first use."""
+        if self._program is None:
+            self._program = _trace.core_call(self.core.lower)
+        return self._program
+
+    @property
+    def asm(self):
+        return self.program.asm
+
+    @property
+    def stats(self):
+        """dict: instructions per queue (pe/act/dve/pool/dma0..3, sync), semaphore_waits,
+        dependences, dma_bytes, sbuf_high_water / psum_high_water (bytes per partition), summary."""
+        return self.program.stats()
+
     def __call__(self, *args, **kwargs):
         return self.kernel._run(self, args, kwargs)
+
+    def run(self, *args, schedule="round_robin", seed=0, check_races=True, **kwargs):
+        """Run the engine program with a chosen queue interleaving: "program_order",
+        "round_robin" or "random" (with `seed`)."""
+        return self.kernel._run(self, args, kwargs, runner=lambda hosts, uninit: self.program.run(
+            hosts, uninit, schedule, seed, check_races))
+
+    def reference(self, *args, **kwargs):
+        """Run the IR on the reference interpreter (program order, no engine program)."""
+        return self.kernel._run(self, args, kwargs, runner=self.core.run)
 
 
 class Kernel:
@@ -168,7 +199,7 @@ class Kernel:
                              f"{type(results).__name__}", loc)
         return [r._view.tensor for r in items]
 
-    def _run(self, compiled, args, kwargs):
+    def _run(self, compiled, args, kwargs, runner=None):
         hosts, originals, any_torch = [], [], None
         specs = compiled.core.param_specs()
         for n, i in enumerate(compiled._param_positions):
@@ -186,7 +217,9 @@ class Kernel:
         for tid, const in compiled._constants:
             hosts.append((str(to_dtype(const.dtype)), list(const.shape), const.tobytes()))
         uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
-        outs, after, warnings = _trace.core_call(compiled.core.run, hosts, uninit_error)
+        if runner is None:
+            runner = lambda h, u: compiled.program.run(h, u)  # noqa: E731
+        outs, after, warnings = _trace.core_call(runner, hosts, uninit_error)
         for w in warnings:
             print(w)
         # Inputs the kernel wrote to are written back in place.

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "knit/codegen/lower.h"
 #include "knit/frontend/builder.h"
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
@@ -185,7 +186,68 @@ void bind_builder(py::module_& m) {
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true,
           "Run on the reference interpreter. Returns (outputs, args after the run, warnings), tensors as "
-          "(dtype, shape, bytes)");
+          "(dtype, shape, bytes)")
+      .def(
+          "lower",
+          [](const ir::Kernel& k, const std::optional<std::string>& target) {
+            codegen::LowerOptions options;
+            if (target) options.target = enum_from<ir::Target>(py::str(*target), "target");
+            py::gil_scoped_release release;
+            return codegen::lower(k, options);
+          },
+          py::arg("target") = py::none(), "Run the codegen pipeline; returns the EngineProgram");
+
+  py::class_<codegen::EngineProgram>(m, "EngineProgram")
+      .def_property_readonly("asm", &codegen::EngineProgram::disassemble)
+      .def_property_readonly("target", [](const codegen::EngineProgram& p) { return std::string(ir::to_string(p.kernel.target)); })
+      .def_property_readonly("text", [](const codegen::EngineProgram& p) { return ir::print(p.kernel); })
+      .def("stats", [](const codegen::EngineProgram& p) {
+        const codegen::ProgramStats s = p.stats();
+        py::dict instructions;
+        for (int q = 0; q < codegen::kNumQueues; ++q)
+          instructions[codegen::queue_name(static_cast<codegen::Queue>(q))] = s.instructions[q];
+        instructions["sync"] = s.barriers;
+        py::dict d;
+        d["instructions"] = instructions;
+        d["semaphore_waits"] = s.waits;
+        d["dependences"] = s.dependences;
+        d["dma_bytes"] = s.dma_bytes;
+        d["sbuf_high_water"] = s.sbuf_high_water;
+        d["psum_high_water"] = s.psum_high_water;
+        d["summary"] = s.summary();
+        return d;
+      })
+      .def("to_binary", [](const codegen::EngineProgram& p) {
+        const std::vector<uint8_t> b = p.to_binary();
+        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+      })
+      .def_static("from_binary", [](const py::bytes& b) {
+        const std::string raw = b;
+        return codegen::EngineProgram::from_binary(std::vector<uint8_t>(raw.begin(), raw.end()));
+      })
+      .def(
+          "run",
+          [](const codegen::EngineProgram& p, const py::list& args, bool uninitialized_is_error, const std::string& schedule,
+             uint64_t seed, bool check_races) {
+            std::vector<sim::HostTensor> hosts = host_tensors_from(args);
+            sim::InterpretOptions options;
+            options.uninitialized_read_is_error = uninitialized_is_error;
+            options.schedule = schedule == "program_order" ? sim::Schedule::program_order
+                               : schedule == "random"      ? sim::Schedule::random
+                                                           : sim::Schedule::round_robin;
+            options.seed = seed;
+            options.check_races = check_races;
+            sim::RunResult r;
+            {
+              py::gil_scoped_release release;
+              r = sim::run_program(p, hosts, options);
+            }
+            return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings);
+          },
+          py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",
+          py::arg("seed") = 0, py::arg("check_races") = true,
+          "Run the engine program on the functional simulator (queues interleaved by `schedule`: "
+          "program_order | round_robin | random with `seed`)");
 
   py::class_<frontend::Builder>(m, "Builder")
       .def(py::init([](const std::string& name, const std::string& target) {

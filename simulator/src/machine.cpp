@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "knit/codegen/allocate.h"
+#include "knit/codegen/lower.h"
 #include "knit/ir/liveness.h"
 #include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
@@ -99,8 +100,16 @@ bool Tile::is_initialized(int64_t i) const { return mem_->init[offset_[i]] != 0;
 // ---- Machine --------------------------------------------------------------------------------
 
 Machine::Machine(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options)
-    : kernel_(kernel), args_(args), options_(options) {
+    : Machine(kernel, nullptr, args, options) {}
+
+Machine::Machine(const codegen::EngineProgram& program, std::vector<HostTensor>& args, const InterpretOptions& options)
+    : Machine(program.kernel, &program, args, options) {}
+
+Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, std::vector<HostTensor>& args,
+                 const InterpretOptions& options)
+    : program_(program), kernel_(kernel), args_(args), options_(options), rng_state_(options.seed) {
   verify(kernel);
+  if (program) codegen::check_structure(*program);
   if (args.size() != kernel.params.size())
     user_error({}, "kernel-args", "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
                                       " tensors but was given " + std::to_string(args.size()));
@@ -278,14 +287,11 @@ void Machine::compute_liveness() {
   match_ = match_blocks(kernel_);
   loop_stop_.assign(kernel_.body.size(), 0);
   const std::vector<LiveRange> live = live_ranges(kernel_, match_);
-  plan_ = codegen::allocate(kernel_, live);
-  place_at_.assign(kernel_.body.size(), {});
+  plan_ = program_ ? program_->plan : codegen::allocate(kernel_, live);
+  place_at_ = codegen::placements(kernel_, live);
   release_at_.assign(kernel_.body.size(), {});
-  for (size_t id = 0; id < live.size(); ++id) {
-    if (!live[id].used() || !is_on_chip(kernel_.tensors[id].buffer)) continue;
-    place_at_[live[id].first].push_back(static_cast<int>(id));
-    release_at_[live[id].last].push_back(static_cast<int>(id));
-  }
+  for (size_t id = 0; id < live.size(); ++id)
+    if (live[id].used() && is_on_chip(kernel_.tensors[id].buffer)) release_at_[live[id].last].push_back(static_cast<int>(id));
 }
 
 void Machine::execute(const Instruction& inst) {
@@ -354,34 +360,52 @@ size_t Machine::control(size_t pc, const Instruction& inst) {
 }
 
 size_t Machine::step(size_t pc) {
+  if (program_ && program_->region_at[pc] >= 0) {
+    const codegen::Region& region = program_->regions[program_->region_at[pc]];
+    const size_t next = run_region(region);
+    for (size_t i = pc; i < next; ++i)
+      for (int id : release_at_[i]) release(id);
+    return next;
+  }
   const Instruction& inst = kernel_.body[pc];
-  current_ = &inst;
-  if (++executed_ > options_.max_instructions)
-    fail("instruction-limit", "the kernel executed more than " + std::to_string(options_.max_instructions) +
-                                  " instructions; is a while loop's condition register never cleared?");
-  for (int id : place_at_[pc])
-    if (!placement_[id].live) place(id);
-  const Opcode op = inst.opcode();
   size_t next = pc + 1;
+  const Opcode op = inst.opcode();
   if (op == Opcode::loop || op == Opcode::while_ || op == Opcode::if_ || op == Opcode::else_ || op == Opcode::end) {
+    current_ = &inst;
+    count_executed();
+    for (int id : place_at_[pc])
+      if (!placement_[id].live) place(id);
     next = control(pc, inst);
   } else {
-    bool dynamic = false;
-    for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.dynamic.empty(); });
-    if (dynamic) {
-      const Instruction concrete = concretize(inst);
-      current_ = &concrete;
-      execute(concrete);
-      current_ = &inst;
-    } else {
-      execute(inst);
-    }
+    execute_at(pc);
   }
   // Leaving instructions forward (also by jumping past a block) ends the lives that end there;
   // a backward jump stays inside every live range (ranges cover whole blocks).
   for (size_t i = pc; i < next && i < release_at_.size(); ++i)
     for (int id : release_at_[i]) release(id);
   return next;
+}
+
+void Machine::count_executed() {
+  if (++executed_ > options_.max_instructions)
+    fail("instruction-limit", "the kernel executed more than " + std::to_string(options_.max_instructions) +
+                                  " instructions; is a while loop's condition register never cleared?");
+}
+
+void Machine::execute_at(size_t pc, const std::function<void(const std::vector<codegen::Access>&)>& check) {
+  const Instruction& inst = kernel_.body[pc];
+  current_ = &inst;
+  count_executed();
+  for (int id : place_at_[pc])
+    if (!placement_[id].live) place(id);
+  bool dynamic = false;
+  for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.dynamic.empty(); });
+  const Instruction concrete = dynamic ? concretize(inst) : Instruction{};
+  const Instruction& run = dynamic ? concrete : inst;
+  if (check) check(codegen::instruction_accesses(kernel_, plan_, run, place_at_[pc]));
+  current_ = &run;
+  execute(run);
+  current_ = &inst;
 }
 
 namespace {

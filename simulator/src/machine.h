@@ -5,12 +5,15 @@
 
 #include <array>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "knit/codegen/access.h"
 #include "knit/codegen/allocate.h"
+#include "knit/codegen/engine_program.h"
 #include "knit/ir/ir.h"
 #include "knit/ir/numerics.h"
 #include "knit/sim/interpreter.h"
@@ -98,6 +101,9 @@ class Tile {
 class Machine {
  public:
   Machine(const ir::Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options);
+  // Runs an engine program instead: its regions' queues interleave as the semaphores allow
+  // (engine_run.cpp), with its allocation.
+  Machine(const codegen::EngineProgram& program, std::vector<HostTensor>& args, const InterpretOptions& options);
 
   // Executes the whole body, then copies outputs and written-back arguments out.
   RunResult run();
@@ -125,6 +131,8 @@ class Machine {
   std::array<float, 128> vector_acc{};
 
  private:
+  Machine(const ir::Kernel& kernel, const codegen::EngineProgram* program, std::vector<HostTensor>& args,
+          const InterpretOptions& options);
   struct Placement {
     Memory* mem = nullptr;
     int64_t partition = 0;   // first partition (on-chip)
@@ -136,8 +144,18 @@ class Machine {
   void release(int id);
   // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
-  // Executes body[pc] and returns the next pc (control-flow instructions jump).
+  // Executes body[pc] and returns the next pc (control-flow instructions jump; with an engine
+  // program, a region's start runs the whole region and returns its end).
   size_t step(size_t pc);
+  // Places the tensors that start living at body[pc], then executes it (registers folded in).
+  // `check`, when given, sees the byte ranges the concrete instruction touches before it runs.
+  void execute_at(size_t pc, const std::function<void(const std::vector<codegen::Access>&)>& check = {});
+  void count_executed();
+  size_t run_region(const codegen::Region& region);
+  [[noreturn]] void race(const codegen::Access& a, const codegen::Epoch& earlier, bool earlier_wrote, size_t pc,
+                         int queue);
+  [[noreturn]] void semaphore_deadlock(const codegen::Region& region, const std::array<size_t, codegen::kNumQueues>& head,
+                                       const codegen::QueueCounts& done);
   size_t control(size_t pc, const ir::Instruction& inst);
   // Multi-core kernels (core_barrier / sendrecv): each grid instance's instructions run in
   // order as one core; cores interleave only at their synchronization instructions.
@@ -155,6 +173,7 @@ class Machine {
   // concrete values (bounds and partition rules).
   ir::Instruction concretize(const ir::Instruction& inst) const;
 
+  const codegen::EngineProgram* program_ = nullptr;  // null: the reference interpreter
   const ir::Kernel& kernel_;
   std::vector<HostTensor>& args_;
   InterpretOptions options_;
@@ -167,6 +186,8 @@ class Machine {
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
   std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener
   std::vector<int64_t> loop_stop_;   // per loop instruction: its stop bound, read at entry
+  codegen::AccessTracker races_;  // accesses of the running region, for the race checker
+  uint64_t rng_state_ = 0;         // Schedule::random
   std::vector<int32_t> regs_;
   std::vector<uint8_t> reg_set_;
   int64_t executed_ = 0;

@@ -32,8 +32,9 @@ struct MemoryPlan {
   int64_t psum_high_water = 0;
 };
 
-// First fit in order of live-range start: SBUF offsets aligned to 64 bytes, PSUM tensors
-// starting on a 2 KiB bank. Running out of space is a user error at the tensor's declaration,
+// Next fit in order of live-range start (each tensor goes after the previous one of its buffer,
+// wrapping to the lowest free range): SBUF offsets aligned to 64 bytes, PSUM tensors starting on
+// a 2 KiB bank. Running out of space is a user error at the tensor's declaration,
 // naming the tensors alive there, their bytes and source lines, and the target's capacity.
 MemoryPlan allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live);
 

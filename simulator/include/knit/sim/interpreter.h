@@ -2,7 +2,7 @@
 //
 // It executes a kernel's IR in program order on real bytes: HBM tensors are host buffers; SBUF
 // and PSUM are per-partition byte arrays of the target's sizes, where each on-chip tensor is
-// placed (its address= pin, else first fit) when first used and released after its last use;
+// placed (its address= pin, else by codegen::allocate) when first used and released after its last use;
 // an automatically placed tensor starts fresh, a pinned one sees what its bytes hold (aliasing).
 // Fresh tensors are filled with NaN / 4 and a per-byte "initialized" bitmap catches reads of
 // never-written memory. Each instruction reads all its inputs before writing its outputs.
@@ -13,10 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "knit/codegen/engine_program.h"
 #include "knit/ir/ir.h"
 #include "knit/sim/host_tensor.h"
 
 namespace knit::sim {
+
+// How run_program picks the next queue among those whose next instruction may start:
+// program_order reproduces the IR's order; round_robin and random (seeded) explore other legal
+// interleavings, which must give the same results for a correctly synchronized program.
+enum class Schedule : uint8_t { program_order, round_robin, random };
 
 struct InterpretOptions {
   // A read of never-written memory is a runtime error (true) or a warning (false).
@@ -26,6 +32,12 @@ struct InterpretOptions {
   std::function<void(const std::string&)> on_warning;
   // Executed-instruction budget: a kernel whose while loop never ends fails instead of hanging.
   int64_t max_instructions = 1'000'000'000;
+  // Engine programs only (run_program):
+  Schedule schedule = Schedule::round_robin;
+  uint64_t seed = 0;
+  // Report two accesses from different queues to overlapping bytes (one a write) that no
+  // semaphore wait orders, with both source lines.
+  bool check_races = true;
 };
 
 struct RunResult {
@@ -36,5 +48,11 @@ struct RunResult {
 // Runs `kernel` on `args` (one per kernel parameter, matching shape and dtype). Arguments the
 // kernel writes to are updated in place. Throws knit::Error for user and runtime errors.
 RunResult interpret(const ir::Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options = {});
+
+// Runs an engine program (codegen::lower) the way a NeuronCore would: barriers in order, each
+// region's queues interleaved in any order the semaphores allow (options.schedule). Results
+// equal interpret()'s bit for bit when the program is correctly synchronized.
+RunResult run_program(const codegen::EngineProgram& program, std::vector<HostTensor>& args,
+                      const InterpretOptions& options = {});
 
 }  // namespace knit::sim

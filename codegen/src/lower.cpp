@@ -1,0 +1,275 @@
+// The lowering pipeline, top-down: lower() runs the passes in order; each pass follows under
+// its own header. See lower.h for the contracts and docs/codegen.md for the walk-through.
+#include "knit/codegen/lower.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "knit/codegen/access.h"
+#include "knit/ir/text.h"
+#include "knit/ir/verifier.h"
+
+namespace knit::codegen {
+
+using namespace knit::ir;
+
+namespace {
+
+// Numbered dumps of what each pass produced (KNIT_DEBUG=1).
+class Dumper {
+ public:
+  Dumper(const Kernel& k, std::string dir) {
+    if (dir.empty()) {
+      const char* debug = std::getenv("KNIT_DEBUG");
+      if (!debug || std::string(debug) != "1") return;
+      const char* d = std::getenv("KNIT_DEBUG_DIR");
+      dir = d && *d ? d : "knit-debug";
+    }
+    dir_ = std::filesystem::path(dir) / k.name;
+    std::filesystem::create_directories(dir_);
+  }
+  void operator()(const std::string& pass, const std::string& text) {
+    if (dir_.empty()) return;
+    char prefix[16];
+    std::snprintf(prefix, sizeof prefix, "%02d-", ++count_);
+    std::ofstream(dir_ / (prefix + pass + ".txt")) << text;
+  }
+  bool on() const { return !dir_.empty(); }
+
+ private:
+  std::filesystem::path dir_;
+  int count_ = 0;
+};
+
+std::string plan_text(const Kernel& k, const MemoryPlan& plan) {
+  std::ostringstream out;
+  out << "# sbuf high-water " << plan.sbuf_high_water << " B/partition, psum " << plan.psum_high_water
+      << " B/partition, cores " << plan.cores << '\n';
+  for (size_t id = 0; id < plan.tensors.size(); ++id) {
+    if (!plan.tensors[id]) continue;
+    const Allocation& a = *plan.tensors[id];
+    out << k.tensors[id].name << " (t" << id << ") " << to_string(k.tensors[id].buffer) << " core " << a.core
+        << " partitions [" << a.partition << ", " << a.partition + a.partitions << ") bytes [" << a.offset << ", "
+        << a.offset + a.bytes << ")" << (a.pinned ? " pinned" : "") << '\n';
+  }
+  return out.str();
+}
+
+template <class Note>
+std::string annotated(const Kernel& k, Note&& note) {
+  std::ostringstream out;
+  for (size_t i = 0; i < k.body.size(); ++i) out << i << ": " << print(k, k.body[i]) << "  # " << note(i) << '\n';
+  return out.str();
+}
+
+}  // namespace
+
+EngineProgram lower(const Kernel& input, const LowerOptions& options) {
+  Dumper dump(input, options.debug_dir);
+  verify(input);
+  if (dump.on()) dump("verify", print(input));
+
+  Kernel k = legalize(input, options.target.value_or(input.target));
+  if (dump.on()) dump("legalize", print(k));
+
+  const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
+  MemoryPlan plan = allocate(k, live);
+  if (dump.on()) dump("allocate", plan_text(k, plan));
+
+  const std::vector<Queue> queues = assign_engines(k);
+  if (dump.on()) dump("engines", annotated(k, [&](size_t i) { return is_barrier(k.body[i]) ? "sync" : queue_name(queues[i]); }));
+
+  const std::vector<Dependence> deps = dependences(k, plan, queues);
+  if (dump.on()) {
+    std::vector<std::string> notes(k.body.size());
+    static const char* kinds[] = {"raw", "war", "waw"};
+    for (const Dependence& d : deps) notes[d.to] += std::string(kinds[static_cast<int>(d.kind)]) + " on " + std::to_string(d.from) + " ";
+    dump("dependences", annotated(k, [&](size_t i) { return notes[i]; }));
+  }
+
+  EngineProgram program = build_program(k, std::move(plan), queues, deps);
+  if (dump.on()) dump("program", program.disassemble());
+  return program;
+}
+
+// ---- legalize ------------------------------------------------------------------------------
+
+Kernel legalize(Kernel k, Target target) {
+  k.target = target;
+  verify(k);
+  return k;
+}
+
+// ---- engines -------------------------------------------------------------------------------
+
+namespace {
+
+Queue engine_queue(Engine e) {
+  switch (e) {
+    case Engine::tensor: return Queue::pe;
+    case Engine::scalar: return Queue::act;
+    case Engine::gpsimd: return Queue::pool;
+    default: return Queue::dve;
+  }
+}
+
+// The engine an instruction names (engine= field), or unknown.
+Engine explicit_engine(const Instruction& inst) {
+  Engine e = Engine::unknown;
+  for_each_field(inst, [&](const char* name, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, Engine>)
+      if (std::string_view(name) == "engine") e = value;
+  });
+  return e;
+}
+
+Queue default_queue(const Instruction& inst) {
+  switch (inst.opcode()) {
+    case Opcode::nc_matmul:
+    case Opcode::nc_matmul_mx:
+    case Opcode::nc_transpose:
+      return Queue::pe;
+    case Opcode::activation:
+    case Opcode::activation_reduce:
+      return Queue::act;
+    case Opcode::iota:
+    case Opcode::affine_select:
+    case Opcode::local_gather:
+    case Opcode::nc_n_gather:
+    case Opcode::tensor_partition_reduce:
+      return Queue::pool;
+    case Opcode::tensor_tensor:
+      return std::get<TensorTensor>(inst.op).op == AluOp::power ? Queue::pool : Queue::dve;
+    default:
+      return Queue::dve;
+  }
+}
+
+bool is_dma(Opcode op) { return op == Opcode::dma_copy || op == Opcode::dma_compute || op == Opcode::dma_transpose; }
+
+}  // namespace
+
+std::vector<Queue> assign_engines(const Kernel& k) {
+  std::vector<Queue> queues(k.body.size(), Queue::pe);
+  int dma = 0;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const Instruction& inst = k.body[i];
+    if (is_barrier(inst)) continue;
+    if (is_dma(inst.opcode())) {
+      queues[i] = static_cast<Queue>(kFirstDmaQueue + dma++ % kNumDmaQueues);
+      continue;
+    }
+    const Engine e = explicit_engine(inst);
+    queues[i] = e == Engine::unknown ? default_queue(inst) : engine_queue(e);
+  }
+  return queues;
+}
+
+// ---- dependences ---------------------------------------------------------------------------
+
+std::vector<std::vector<int>> placements(const Kernel& k, const std::vector<LiveRange>& live) {
+  std::vector<std::vector<int>> at(k.body.size());
+  for (size_t id = 0; id < live.size(); ++id)
+    if (live[id].used() && is_on_chip(k.tensors[id].buffer)) at[live[id].first].push_back(static_cast<int>(id));
+  return at;
+}
+
+std::vector<Dependence> dependences(const Kernel& k, const MemoryPlan& plan, const std::vector<Queue>& queues) {
+  const std::vector<std::vector<int>> places = placements(k, live_ranges(k, match_blocks(k)));
+  std::vector<Dependence> out;
+  AccessTracker tracker;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    if (is_barrier(k.body[i])) {
+      tracker.clear();  // a barrier drains every queue
+      continue;
+    }
+    const int q = static_cast<int>(queues[i]);
+    // The latest conflicting instruction per other queue, and how it conflicts.
+    std::array<int64_t, kNumQueues> latest;
+    std::array<Dependence::Kind, kNumQueues> kind{};
+    latest.fill(-1);
+    for (const Access& a : instruction_accesses(k, plan, k.body[i], places[i])) {
+      tracker.record(a, Epoch{q, 0, static_cast<uint32_t>(i)}, [&](const Epoch& e, bool was_write) {
+        if (e.queue == q || static_cast<int64_t>(e.ir) <= latest[e.queue]) return;
+        latest[e.queue] = e.ir;
+        kind[e.queue] = !was_write ? Dependence::Kind::war : a.write ? Dependence::Kind::waw : Dependence::Kind::raw;
+      });
+    }
+    for (int other = 0; other < kNumQueues; ++other)
+      if (latest[other] >= 0) out.push_back({static_cast<uint32_t>(latest[other]), static_cast<uint32_t>(i), kind[other]});
+  }
+  return out;
+}
+
+// ---- synchronize and build the engine program ----------------------------------------------
+
+namespace {
+
+void join(QueueCounts& into, const QueueCounts& other) {
+  for (int q = 0; q < kNumQueues; ++q) into[q] = std::max(into[q], other[q]);
+}
+
+}  // namespace
+
+EngineProgram build_program(const Kernel& k, MemoryPlan plan, const std::vector<Queue>& queues,
+                            const std::vector<Dependence>& deps) {
+  EngineProgram p;
+  p.kernel = k;
+  p.plan = std::move(plan);
+  std::vector<std::vector<uint32_t>> deps_of(k.body.size());
+  for (const Dependence& d : deps) deps_of[d.to].push_back(d.from);
+  // Per body index: position in its queue, and what is known complete once it completes.
+  std::vector<int32_t> pos(k.body.size(), 0);
+  std::vector<QueueCounts> known(k.body.size());
+  Region* region = nullptr;
+  QueueCounts last{};  // per queue: body index + 1 of its latest instruction in the region
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    if (is_barrier(k.body[i])) {
+      region = nullptr;
+      continue;
+    }
+    if (!region) {
+      p.regions.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(i), {}});
+      region = &p.regions.back();
+      last.fill(0);
+    }
+    region->end = static_cast<uint32_t>(i + 1);
+    const int q = static_cast<int>(queues[i]);
+    auto& queue = region->queues[q];
+    pos[i] = static_cast<int32_t>(queue.size());
+    QueueCounts vc{};
+    if (last[q]) vc = known[last[q] - 1];
+    // Needed count per other queue, then the waits that are not implied by the rest.
+    QueueCounts need{};
+    for (uint32_t from : deps_of[i]) {
+      const int fq = static_cast<int>(queues[from]);
+      need[fq] = std::max(need[fq], pos[from] + 1);
+    }
+    std::vector<Wait> waits;
+    for (int o = 0; o < kNumQueues; ++o)
+      if (need[o] > vc[o]) waits.push_back({static_cast<Queue>(o), need[o]});
+    auto after = [&](const Wait& w) -> const QueueCounts& {
+      return known[region->queues[static_cast<int>(w.queue)][w.count - 1].ir];
+    };
+    for (size_t w = 0; w < waits.size();) {
+      QueueCounts others = vc;
+      for (size_t o = 0; o < waits.size(); ++o)
+        if (o != w) join(others, after(waits[o]));
+      if (others[static_cast<int>(waits[w].queue)] >= waits[w].count) waits.erase(waits.begin() + static_cast<long>(w));
+      else ++w;
+    }
+    for (const Wait& w : waits) join(vc, after(w));
+    vc[q] = pos[i] + 1;
+    known[i] = vc;
+    p.dependences += static_cast<int64_t>(deps_of[i].size());
+    queue.push_back({static_cast<uint32_t>(i), queues[i], std::move(waits)});
+    last[q] = static_cast<int32_t>(i + 1);
+  }
+  index_regions(p);
+  return p;
+}
+
+}  // namespace knit::codegen
