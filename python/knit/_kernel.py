@@ -200,13 +200,27 @@ class Kernel:
         return [r._view.tensor for r in items]
 
     def _run(self, compiled, args, kwargs, runner=None):
+        hosts, originals, any_torch = self._hosts(compiled, args)
+        uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
+        if runner is None:
+            runner = lambda h, u: compiled.program.run(h, u)  # noqa: E731
+        outs, after, warnings = _trace.core_call(runner, hosts, uninit_error)
+        return self._results(compiled, outs, after, warnings, originals, any_torch)
+
+    @staticmethod
+    def _hosts(compiled, args, shapes_only=False):
+        """The kernel's inputs as (dtype, shape, bytes) for the C++ core; with shapes_only,
+        nt.tensor placeholders are allowed and every input goes without its bytes."""
         hosts, originals, any_torch = [], [], None
         specs = compiled.core.param_specs()
         for n, i in enumerate(compiled._param_positions):
             a = args[i]
+            if shapes_only:
+                hosts.append((specs[n][0], list(specs[n][1]), b""))
+                continue
             if isinstance(a, TensorType):
-                raise user_error("kernel-args", "shape/dtype placeholders only trace (knit.compile); running "
-                                 "needs real arrays", None)
+                raise user_error("kernel-args", "shape/dtype placeholders only trace or time (knit.compile, "
+                                 "knit.benchmark, knit.profile); running needs real arrays", None)
             arr, was_torch = _to_numpy(a)
             if was_torch and any_torch is None:
                 any_torch = a
@@ -215,11 +229,11 @@ class Kernel:
             hosts.append((specs[n][0], list(arr.shape), arr.tobytes()))
             originals.append((a, arr))
         for tid, const in compiled._constants:
-            hosts.append((str(to_dtype(const.dtype)), list(const.shape), const.tobytes()))
-        uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
-        if runner is None:
-            runner = lambda h, u: compiled.program.run(h, u)  # noqa: E731
-        outs, after, warnings = _trace.core_call(runner, hosts, uninit_error)
+            hosts.append((str(to_dtype(const.dtype)), list(const.shape), b"" if shapes_only else const.tobytes()))
+        return hosts, originals, any_torch
+
+    @staticmethod
+    def _results(compiled, outs, after, warnings, originals, any_torch):
         for w in warnings:
             print(w)
         # Inputs the kernel wrote to are written back in place.

@@ -11,7 +11,8 @@ namespace knit::python {
 
 // Host tensors cross the boundary as (dtype name, shape, bytes) tuples: layout independent of
 // the NumPy version (see core_module.cpp).
-std::vector<sim::HostTensor> host_tensors_from(const pybind11::list& args);
+// (dtype, shape, bytes) tuples -> host tensors; with shapes_only, bytes may be empty (timing-only runs).
+std::vector<sim::HostTensor> host_tensors_from(const pybind11::list& args, bool shapes_only = false);
 pybind11::list host_tensors_to(const std::vector<sim::HostTensor>& tensors);
 
 void bind_builder(pybind11::module_& m);

@@ -11,10 +11,62 @@
 #include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
 #include "knit/sim/interpreter.h"
+#include "knit/sim/timing.h"
 
 namespace py = pybind11;
 
 namespace knit::python {
+
+namespace {
+
+// Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
+py::dict time_program(const codegen::EngineProgram& p, const py::list& args, bool timing_only, bool keep_timeline) {
+  std::vector<sim::HostTensor> hosts = host_tensors_from(args, timing_only);
+  sim::InterpretOptions options;
+  options.record_execution = true;
+  options.timing_only = timing_only;
+  options.schedule = sim::Schedule::program_order;
+  sim::RunResult run;
+  sim::TimingReport t;
+  {
+    py::gil_scoped_release release;
+    run = sim::run_program(p, hosts, options);
+    t = sim::simulate_timing(p, run.executed, keep_timeline);
+  }
+  const sim::MachineConfig& config = sim::machine_config(p.kernel.target);
+  py::dict d;
+  py::list queues;
+  for (int q = 0; q < codegen::kNumQueues; ++q) queues.append(codegen::queue_name(static_cast<codegen::Queue>(q)));
+  d["queues"] = queues;
+  d["total_ns"] = t.total_ns;
+  d["launch_ns"] = config.launch_ns;
+  d["busy_ns"] = t.busy_ns;
+  d["instructions"] = t.instructions;
+  d["stall_ns"] = t.stall_ns;
+  d["barriers"] = t.barriers;
+  d["dma_bytes"] = t.dma_bytes;
+  d["dma_active_ns"] = t.dma_active_ns;
+  d["flops"] = t.flops;
+  d["pe_array_ns"] = t.pe_array_ns;
+  d["peak_bf16_tflops"] = config.peak_bf16_tflops;
+  d["core_name"] = config.core_name;
+  py::list timeline;
+  for (const sim::TimedInstruction& x : t.timeline)
+    timeline.append(py::make_tuple(x.core, x.ir, static_cast<int>(x.queue), x.start_ns, x.end_ns, x.issue_ns, x.stall_ns,
+                                   static_cast<int>(x.stalled_on)));
+  d["timeline"] = timeline;
+  py::list source;
+  for (const ir::Instruction& inst : p.kernel.body)
+    source.append(py::make_tuple(std::string(inst.opcode_name()), inst.loc.file, inst.loc.line));
+  d["source"] = source;
+  d["outputs"] = timing_only ? py::list() : host_tensors_to(run.outputs);
+  d["args_after"] = timing_only ? py::list() : host_tensors_to(hosts);
+  d["warnings"] = run.warnings;
+  return d;
+}
+
+}  // namespace
+
 namespace {
 
 SourceLoc to_loc(const py::object& o) {
@@ -225,6 +277,8 @@ void bind_builder(py::module_& m) {
         const std::string raw = b;
         return codegen::EngineProgram::from_binary(std::vector<uint8_t>(raw.begin(), raw.end()));
       })
+      .def("time", &time_program, py::arg("args"), py::arg("timing_only"), py::arg("keep_timeline") = true,
+           "Run (or, timing_only, just walk) the engine program and time it; returns a dict")
       .def(
           "run",
           [](const codegen::EngineProgram& p, const py::list& args, bool uninitialized_is_error, const std::string& schedule,

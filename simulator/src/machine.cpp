@@ -133,7 +133,8 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   reg_set_.assign(static_cast<size_t>(max_reg + 1), 0);
   for (size_t a = 0; a < args.size(); ++a) {
     const TensorDecl& t = kernel.tensor(kernel.params[a]);
-    if (args[a].dtype != t.dtype || args[a].shape != t.shape)
+    if (args[a].dtype != t.dtype || args[a].shape != t.shape ||
+        (!options.timing_only && static_cast<int64_t>(args[a].bytes.size()) != t.size_bytes()))
       user_error(t.loc, "kernel-args", "argument " + std::to_string(a) + " ('" + t.name + "') does not match the "
                                        "kernel's parameter dtype/shape");
   }
@@ -142,11 +143,12 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     const TensorDecl& t = kernel.tensors[id];
     if (is_on_chip(t.buffer)) continue;
     Memory& mem = hbm_[id];
+    if (options.timing_only) continue;  // no data: HBM is never touched
     mem.resize(static_cast<size_t>(t.size_bytes()));
     placement_[id] = {&mem, 0, 0, t.size_bytes(), true};
     if (!t.is_param) fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
   }
-  for (size_t a = 0; a < args.size(); ++a) {
+  for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
     Memory& mem = hbm_[kernel.params[a]];
     std::memcpy(mem.bytes.data(), args[a].bytes.data(), args[a].bytes.size());
     std::memset(mem.init.data(), 1, mem.init.size());
@@ -362,7 +364,8 @@ size_t Machine::control(size_t pc, const Instruction& inst) {
 size_t Machine::step(size_t pc) {
   if (program_ && program_->region_at[pc] >= 0) {
     const codegen::Region& region = program_->regions[program_->region_at[pc]];
-    const size_t next = run_region(region);
+    if (options_.record_execution) executed_log_.push_back({core_, program_->region_at[pc], static_cast<int32_t>(pc)});
+    const size_t next = options_.timing_only ? region.end : run_region(region);
     for (size_t i = pc; i < next; ++i)
       for (int id : release_at_[i]) release(id);
     return next;
@@ -370,6 +373,13 @@ size_t Machine::step(size_t pc) {
   const Instruction& inst = kernel_.body[pc];
   size_t next = pc + 1;
   const Opcode op = inst.opcode();
+  if (options_.record_execution) executed_log_.push_back({core_, -1, static_cast<int32_t>(pc)});
+  if (options_.timing_only && op == Opcode::register_store) return next;  // no data to write
+  if (options_.timing_only && op == Opcode::register_load) {
+    current_ = &inst;
+    fail("timing-only-data", "register_load reads a value from tensor data, which a timing-only run (shape "
+                             "placeholders instead of arrays) does not have; pass real arrays");
+  }
   if (op == Opcode::loop || op == Opcode::while_ || op == Opcode::if_ || op == Opcode::else_ || op == Opcode::end) {
     current_ = &inst;
     count_executed();
@@ -426,6 +436,7 @@ void Machine::run_cores() {
   while (true) {
     bool all_done = true;
     for (Core& c : cores) {
+      core_ = static_cast<int>(c.rank);
       while (!c.done() && !is_sync(body[c.pc])) c.pc = step(c.pc);
       all_done = all_done && c.done();
     }
@@ -459,7 +470,10 @@ bool Machine::release_barriers(std::vector<Core>& cores) {
     }
     if (all_here) ready.push_back(c);
   }
-  for (size_t c : ready) cores[c].pc = step(cores[c].pc);
+  for (size_t c : ready) {
+    core_ = static_cast<int>(c);
+    cores[c].pc = step(cores[c].pc);
+  }
   return !ready.empty();
 }
 
@@ -479,19 +493,22 @@ bool Machine::exchange(std::vector<Core>& cores) {
       ready.push_back(c);
   }
   std::vector<std::vector<uint32_t>> sent(cores.size());
-  for (size_t c : ready) {
+  for (size_t c : (options_.timing_only ? std::vector<size_t>{} : ready)) {
     current_ = &body[cores[c].pc];
     for (int id : place_at_[cores[c].pc])
       if (!placement_[id].live) place(id);
     sent[c] = tile(std::get<SendRecv>(current_->op).src, "src").read_all_bits();
   }
-  for (size_t c : ready) {
+  for (size_t c : (options_.timing_only ? std::vector<size_t>{} : ready)) {
     current_ = &body[cores[c].pc];
     const SendRecv& s = std::get<SendRecv>(current_->op);
     Tile dst = tile(s.dst, "dst");
     dst.write_all_bits(sent[s.recv_from_rank]);
   }
-  for (size_t c : ready) cores[c].pc = step(cores[c].pc);  // exec(SendRecv) moves nothing
+  for (size_t c : ready) {
+    core_ = static_cast<int>(c);
+    cores[c].pc = step(cores[c].pc);  // exec(SendRecv) moves nothing
+  }
   return !ready.empty();
 }
 
@@ -525,6 +542,9 @@ RunResult Machine::run() {
   }
   current_ = nullptr;
   RunResult result;
+  result.warnings = warnings_;
+  result.executed = std::move(executed_log_);
+  if (options_.timing_only) return result;
   for (int id : kernel_.outputs) {
     const TensorDecl& t = kernel_.tensor(id);
     HostTensor h;
@@ -537,7 +557,6 @@ RunResult Machine::run() {
     const Memory& mem = hbm_[kernel_.params[a]];
     args_[a].bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
   }
-  result.warnings = warnings_;
   return result;
 }
 

@@ -186,6 +186,8 @@ class Machine {
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
   std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener
   std::vector<int64_t> loop_stop_;   // per loop instruction: its stop bound, read at entry
+  int core_ = 0;                   // the core whose instructions are executing
+  std::vector<Executed> executed_log_;
   codegen::AccessTracker races_;  // accesses of the running region, for the race checker
   uint64_t rng_state_ = 0;         // Schedule::random
   std::vector<int32_t> regs_;

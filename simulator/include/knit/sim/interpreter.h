@@ -38,11 +38,26 @@ struct InterpretOptions {
   // Report two accesses from different queues to overlapping bytes (one a write) that no
   // semaphore wait orders, with both source lines.
   bool check_races = true;
+  // Record the order in which regions and barriers ran (RunResult::executed), for timing.
+  bool record_execution = false;
+  // Run only the barriers (control flow, registers, core sync) and skip every data instruction:
+  // the timing of a kernel whose inputs are shape placeholders (arguments may then have no
+  // bytes). A register_load from tensor data is an error in this mode.
+  bool timing_only = false;
+};
+
+// One step of an engine program run: a region (region >= 0) or a barrier at body index pc,
+// on core `core` (grid instance of an LNC2 kernel; 0 otherwise).
+struct Executed {
+  int32_t core = 0;
+  int32_t region = -1;
+  int32_t pc = 0;
 };
 
 struct RunResult {
   std::vector<HostTensor> outputs;  // in the kernel's return order
   std::vector<std::string> warnings;
+  std::vector<Executed> executed;  // with options.record_execution
 };
 
 // Runs `kernel` on `args` (one per kernel parameter, matching shape and dtype). Arguments the

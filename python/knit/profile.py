@@ -1,0 +1,173 @@
+"""knit.profile and knit.benchmark: simulated NeuronCore timing of a kernel (docs/simulator.md).
+
+``knit.profile(kernel, *args, target="trn2")`` compiles the kernel to its engine program, runs it
+(real arrays: functional and timing; ``nt.tensor[...]`` placeholders: timing only) and returns a
+:class:`Profile`. ``knit.benchmark`` wraps the same simulation in ``nki.benchmark``'s interface.
+The simulator is deterministic: the same kernel, shapes and target always give the same times.
+"""
+import json
+
+from . import _trace
+from ._kernel import Kernel
+from .typing import TensorType
+
+
+class EngineStats:
+    """One queue's share of the run: busy time, utilization (busy / total) and instructions."""
+
+    def __init__(self, name, busy_ns, total_ns, instructions):
+        self.name = name
+        self.busy_ns = busy_ns
+        self.utilization = busy_ns / total_ns if total_ns else 0.0
+        self.instructions = instructions
+
+    def __repr__(self):
+        return f"EngineStats({self.name}: {self.busy_ns / 1e3:.2f} us busy, {100 * self.utilization:.1f}%, " \
+               f"{self.instructions} instructions)"
+
+
+_ENGINE_NAMES = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd"}
+
+
+class Profile:
+    """Simulated timing of one kernel run on a NeuronCore model.
+
+    total_ns / latency_us: end-to-end time including the fixed launch overhead;
+    engines: {queue: EngineStats} for pe (TensorE), act (ScalarE), dve (VectorE), pool (GpSimd)
+    and the DMA queues dma0..dma3; dma_bytes, dma_bandwidth_gbps (bytes over the whole run),
+    dma_utilization (time the DMA bandwidth was in use); mfu (model matmul FLOPs over the bf16
+    peak) and hfu (TensorE streaming time over the run); instructions (executed, loops count
+    every trip); stalls (time each queue waited for each other queue's semaphores);
+    outputs: the kernel's results (None for a timing-only run)."""
+
+    def __init__(self, compiled, data, outputs):
+        self.kernel_name = compiled.core.name
+        self.target = compiled.program.target
+        self.core_name = data["core_name"]
+        self.total_ns = data["total_ns"]
+        self.launch_ns = data["launch_ns"]
+        total = self.total_ns
+        queues = data["queues"]
+        self.engines = {q: EngineStats(q, data["busy_ns"][i], total, data["instructions"][i])
+                        for i, q in enumerate(queues)}
+        self.instructions = {q: data["instructions"][i] for i, q in enumerate(queues)}
+        self.instructions["sync"] = data["barriers"]
+        self.dma_bytes = data["dma_bytes"]
+        self.dma_bandwidth_gbps = self.dma_bytes / total if total else 0.0  # bytes/ns = GB/s
+        self.dma_utilization = data["dma_active_ns"] / total if total else 0.0
+        self.flops = data["flops"]
+        self.mfu = self.flops / (data["peak_bf16_tflops"] * 1e3 * total) if total else 0.0  # TFLOPS -> FLOP/ns
+        self.hfu = data["pe_array_ns"] / total if total else 0.0
+        self.stalls = {(queues[w], queues[p]): ns for w, row in enumerate(data["stall_ns"])
+                       for p, ns in enumerate(row) if ns > 0}
+        self._queues = queues
+        self._timeline = data["timeline"]
+        self._source = data["source"]
+        self.outputs = outputs
+
+    @property
+    def latency_us(self):
+        return self.total_ns / 1e3
+
+    def top_stalls(self, n=5):
+        """The n longest waits: (waiting queue, queue waited for, total ns), longest first."""
+        return sorted(((w, p, ns) for (w, p), ns in self.stalls.items()), key=lambda x: -x[2])[:n]
+
+    def top_stalled_instructions(self, n=5):
+        """The n instructions that waited longest: (queue, opcode, file:line, stall ns, waited-for queue)."""
+        rows = sorted(self._timeline, key=lambda t: -t[6])[:n]
+        out = []
+        for core, ir, q, start, end, issue, stall, on in rows:
+            if stall <= 0:
+                break
+            op, file, line = self._source[ir]
+            out.append((self._queues[q], op, f"{file}:{line}", stall, self._queues[on] if on >= 0 else None))
+        return out
+
+    def summary(self):
+        lines = [f"kernel {self.kernel_name} on {self.target} ({self.core_name}): "
+                 f"{self.latency_us:.2f} us (includes {self.launch_ns / 1e3:.1f} us launch overhead)",
+                 f"  {'engine':<8}{'busy us':>12}{'util':>8}{'instrs':>10}"]
+        for q, e in self.engines.items():
+            if e.instructions:
+                lines.append(f"  {q:<8}{e.busy_ns / 1e3:>12.2f}{100 * e.utilization:>7.1f}%{e.instructions:>10}")
+        lines.append(f"  DMA: {self.dma_bytes / 1e6:.2f} MB, {self.dma_bandwidth_gbps:.1f} GB/s average, "
+                     f"bandwidth in use {100 * self.dma_utilization:.1f}% of the time")
+        lines.append(f"  MFU {100 * self.mfu:.2f}%  HFU {100 * self.hfu:.2f}%  sync instructions {self.instructions['sync']}")
+        stalls = self.top_stalls()
+        if stalls:
+            lines.append("  top stalls: " + ", ".join(f"{w} waited {ns / 1e3:.2f} us on {p}" for w, p, ns in stalls))
+        for q, op, where, ns, on in self.top_stalled_instructions(3):
+            lines.append(f"    {q} {op} at {where} waited {ns / 1e3:.2f} us for {on}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return self.summary()
+
+    def trace_events(self):
+        """Chrome / Perfetto trace events: one track per engine and DMA queue (per core)."""
+        events = []
+        tracks = set()
+        for core, ir, q, start, end, issue, stall, on in self._timeline:
+            op, file, line = self._source[ir]
+            name = self._queues[q]
+            tracks.add((core, q))
+            events.append({"name": op, "cat": name, "ph": "X", "pid": core, "tid": q,
+                           "ts": start / 1e3, "dur": max(end - start, 1e-3) / 1e3,
+                           "args": {"source": f"{file}:{line}", "stall_ns": stall,
+                                    "waited_on": self._queues[on] if on >= 0 else None}})
+        for core, q in sorted(tracks):
+            label = _ENGINE_NAMES.get(self._queues[q], self._queues[q])
+            events.append({"name": "thread_name", "ph": "M", "pid": core, "tid": q, "args": {"name": label}})
+            events.append({"name": "process_name", "ph": "M", "pid": core, "tid": q,
+                           "args": {"name": f"{self.kernel_name} core {core} ({self.target})"}})
+        return events
+
+    def save_trace(self, path):
+        """Write the timeline as Chrome trace JSON (open in ui.perfetto.dev or chrome://tracing)."""
+        with open(path, "w") as f:
+            json.dump({"traceEvents": self.trace_events(), "displayTimeUnit": "ns"}, f)
+        return path
+
+    def plot(self, path):
+        """Save a PNG engine timeline (needs matplotlib: pip install matplotlib)."""
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError as e:
+            raise ImportError("Profile.plot needs matplotlib (pip install matplotlib); "
+                              "Profile.save_trace works without it") from e
+        used = sorted({q for _, _, q, *_ in self._timeline})
+        row = {q: i for i, q in enumerate(used)}
+        fig, ax = plt.subplots(figsize=(12, 0.5 + 0.5 * len(used)))
+        for core, ir, q, start, end, *_ in self._timeline:
+            ax.broken_barh([(start / 1e3, max(end - start, 1) / 1e3)], (row[q] - 0.4, 0.8), color=f"C{q % 10}")
+        ax.set_yticks(range(len(used)))
+        ax.set_yticklabels([_ENGINE_NAMES.get(self._queues[q], self._queues[q]) for q in used])
+        ax.set_xlabel("time (us)")
+        ax.set_title(f"{self.kernel_name} on {self.target}: {self.latency_us:.1f} us")
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+
+def _is_placeholder_run(args):
+    return any(isinstance(a, TensorType) for a in args)
+
+
+def profile(kernel, *args, target=None, timing_only=None, **kwargs):
+    """Simulate `kernel` on `args` for `target` and return its Profile. Placeholders
+    (``nt.tensor[[shape], dtype]``) among the arguments make it timing-only; so does
+    timing_only=True with real arrays (their values are then ignored)."""
+    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    compiled = k.compile(*args, target=target, **kwargs)
+    shapes_only = _is_placeholder_run(args) if timing_only is None else bool(timing_only)
+    hosts, originals, any_torch = Kernel._hosts(compiled, args, shapes_only=shapes_only)
+    data = _trace.core_call(compiled.program.time, hosts, shapes_only)
+    outputs = None
+    if not shapes_only:
+        outputs = Kernel._results(compiled, data["outputs"], data["args_after"], data["warnings"], originals,
+                                  any_torch)
+    return Profile(compiled, data, outputs)

@@ -1,0 +1,63 @@
+// Cycle-approximate timing of an engine program (docs/simulator.md).
+//
+// The run order of regions and barriers comes from executing the program (run_program with
+// record_execution, or timing_only for shape placeholders). Timing replays it event by event:
+// each queue runs in order; an instruction starts when its queue is free and every semaphore it
+// waits for has been raised (producer finished + sync latency); it keeps its engine busy for its
+// cost (cost.cpp, hw-model.md §5) and its result is visible after the engine's pipeline latency.
+// DMA transfers pay a fixed cost, then share the core's DMA bandwidth in issue order. A barrier
+// waits for every queue to drain. Grid instances of an LNC2 kernel are separate cores.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "knit/codegen/engine_program.h"
+#include "knit/sim/interpreter.h"
+#include "knit/sim/machine_config.h"
+
+namespace knit::sim {
+
+// What one instruction costs on its engine, in ns: `busy` keeps the engine (or, for DMA, the
+// core's DMA bandwidth) occupied; `latency` more passes before its result is visible.
+struct InstrCost {
+  double busy_ns = 0;
+  double latency_ns = 0;
+  double fixed_ns = 0;      // DMA: descriptor + trigger time before the data moves
+  double flops = 0;         // model FLOPs (matmul: 2*K*M*N)
+  double pe_array_ns = 0;   // TensorE time at full array use (for HFU)
+  int64_t dma_bytes = 0;
+  int act_table = -1;       // ScalarE function set the instruction needs (-1: none)
+};
+InstrCost instruction_cost(const ir::Kernel& k, const ir::Instruction& inst, codegen::Queue queue,
+                           const MachineConfig& config);
+
+struct TimedInstruction {
+  int32_t core = 0;
+  uint32_t ir = 0;
+  codegen::Queue queue = codegen::Queue::pe;
+  double start_ns = 0, end_ns = 0;  // engine busy (DMA: the data transfer)
+  double issue_ns = 0;              // DMA: when the queue issued it (fixed cost follows)
+  double stall_ns = 0;              // waited beyond its queue being free
+  int8_t stalled_on = -1;           // the queue whose semaphore held it longest (-1: none)
+};
+
+struct TimingReport {
+  ir::Target target = ir::Target::trn2;
+  double total_ns = 0;  // launch overhead + the slowest core
+  std::array<double, codegen::kNumQueues> busy_ns{};
+  std::array<int64_t, codegen::kNumQueues> instructions{};  // executed (loops count every trip)
+  std::array<std::array<double, codegen::kNumQueues>, codegen::kNumQueues> stall_ns{};  // [waiter][producer]
+  int64_t barriers = 0;
+  int64_t dma_bytes = 0;
+  double flops = 0;
+  double pe_array_ns = 0;
+  double dma_active_ns = 0;  // time the DMA bandwidth was in use
+  std::vector<TimedInstruction> timeline;  // with keep_timeline
+};
+
+TimingReport simulate_timing(const codegen::EngineProgram& program, const std::vector<Executed>& executed,
+                             bool keep_timeline);
+
+}  // namespace knit::sim

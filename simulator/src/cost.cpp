@@ -1,0 +1,247 @@
+// Per-instruction cost model: hw-model.md §5, one formula per instruction class. Cycles are the
+// engine's own; instruction_cost converts them to ns with the engine's clock.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "knit/ir/view.h"
+#include "knit/sim/timing.h"
+
+namespace knit::sim {
+
+using namespace knit::ir;
+using codegen::Queue;
+
+namespace {
+
+struct Operands {
+  const Kernel& k;
+  std::vector<std::pair<const char*, const View*>> views;
+
+  const View* find(const char* name) const {
+    for (const auto& [n, v] : views)
+      if (!std::strcmp(n, name)) return v;
+    return nullptr;
+  }
+  Buffer buffer(const View& v) const { return k.tensor(v.tensor).buffer; }
+  int64_t free_size(const View& v) const { return view_free_size(k.tensor(v.tensor), v); }
+  int64_t partitions(const View& v) const { return view_partitions(k.tensor(v.tensor), v); }
+  // Elements per partition the instruction streams: its largest on-chip operand.
+  int64_t stream() const {
+    int64_t n = 1;
+    for (const auto& [name, v] : views)
+      if (is_on_chip(buffer(*v))) n = std::max(n, free_size(*v));
+    return n;
+  }
+  bool all_16bit() const {
+    for (const auto& [name, v] : views)
+      if (dtype_size(v->dtype) != 2) return false;
+    return !views.empty();
+  }
+  bool any_psum() const {
+    for (const auto& [name, v] : views)
+      if (buffer(*v) == Buffer::psum) return true;
+    return false;
+  }
+  bool any_dynamic() const {
+    for (const auto& [name, v] : views)
+      if (!v->is_static()) return true;
+    return false;
+  }
+  // §5.6: an SBUF/PSUM port reading or writing with an innermost stride over 16 bytes runs at
+  // half rate.
+  bool strided() const {
+    for (const auto& [name, v] : views) {
+      if (!is_on_chip(buffer(*v))) continue;
+      for (size_t d = v->dims.size(); d-- > 1;) {
+        if (v->dims[d].num <= 1) continue;
+        if (std::abs(v->dims[d].step) * dtype_size(v->dtype) > 16) return true;
+        break;
+      }
+    }
+    return false;
+  }
+  bool contiguous() const {
+    for (const auto& [name, v] : views)
+      if (!v->dims.empty() && v->dims.back().num > 1 && v->dims.back().step != 1) return false;
+    return true;
+  }
+};
+
+Operands operands_of(const Kernel& k, const Instruction& inst) {
+  Operands o{k, {}};
+  for_each_view(inst, [&](const char* name, const View& v) { o.views.emplace_back(name, &v); });
+  return o;
+}
+
+// ScalarE function sets: functions in one set share a table (§1.5); cheap functions are in
+// every set. Knit's grouping is an estimate: exp/log family, gelu family, the rest one each.
+int act_table(ActFunc f) {
+  switch (f) {
+    case ActFunc::copy:
+    case ActFunc::relu:
+      return -1;
+    default:
+      return static_cast<int>(f);
+  }
+}
+
+double matmul_cycles(const Operands& o, const Instruction& inst, const MachineConfig& c, InstrCost& cost) {
+  const View* mov = o.find("moving");
+  const View* stat = o.find("stationary");
+  const int64_t n = mov ? o.free_size(*mov) : 1, m = stat ? o.free_size(*stat) : 1;
+  const int64_t kdim = stat ? o.partitions(*stat) : 128;
+  bool fp32 = (stat && stat->dtype == DType::float32) || (mov && mov->dtype == DType::float32);
+  double dt = fp32 ? c.fp32_factor : 1;
+  if (const auto* mm = std::get_if<NcMatmul>(&inst.op)) {
+    if (fp32 && (mm->is_stationary_onezero || mm->is_moving_onezero)) dt = c.fp32_factor / 2.0;
+    cost.flops = 2.0 * kdim * m * n * (mm->perf_mode == MatmulPerfMode::double_row ? 2 : 1);
+  } else {
+    cost.flops = 2.0 * kdim * m * n * 4;  // MX: contraction over 4x the partitions
+  }
+  const double mm_ii = std::max<double>(static_cast<double>(n), c.mm_min_cycles) * dt;
+  const double ls_ii = std::max(m / 4.0, 16.0);  // background LoadStationary (§5.2)
+  cost.pe_array_ns = static_cast<double>(n) * dt / c.pe_ghz;
+  return std::max(mm_ii, ls_ii);
+}
+
+double vector_cycles(const Operands& o, const Instruction& inst, const MachineConfig& c) {
+  const double n = static_cast<double>(o.stream());
+  const double floor = c.min_ii;
+  double cycles;
+  switch (inst.opcode()) {
+    case Opcode::tensor_tensor: {
+      const View* a = o.find("data1");
+      const View* b = o.find("data2");
+      const bool mixed = a && b && (o.buffer(*a) == Buffer::psum) != (o.buffer(*b) == Buffer::psum);
+      const bool fast16 = o.all_16bit() && !o.any_psum() && o.contiguous();
+      cycles = std::max(floor, (mixed || fast16 ? 1 : 2) * n);
+      if (c.dve_perf_mode && fast16) cycles /= 2;
+      break;
+    }
+    case Opcode::tensor_scalar:
+    case Opcode::tensor_copy: {
+      cycles = std::max(floor, n);
+      if (c.dve_perf_mode && o.all_16bit()) cycles /= (!o.any_psum() && o.contiguous()) ? 4 : 2;
+      break;
+    }
+    case Opcode::tensor_reduce: cycles = o.all_16bit() ? n / 2 : n; break;
+    case Opcode::scalar_tensor_tensor: cycles = 2 * n; break;
+    case Opcode::tensor_tensor_scan: cycles = std::max(floor, 2 * n); break;
+    case Opcode::tensor_scalar_reduce: cycles = std::max(floor, n) + 64; break;
+    case Opcode::bn_aggr: cycles = std::max(floor, 13 * n / 3); break;
+    case Opcode::reciprocal: cycles = std::max(floor, 8 * n); break;
+    case Opcode::tensor_copy_predicated: cycles = o.any_psum() ? n : 2 * n; break;
+    case Opcode::quantize_mx: cycles = std::max(floor, n / 4); break;
+    case Opcode::memset: cycles = std::max(floor, o.all_16bit() ? n / 2 : n); break;
+    default: cycles = std::max(floor, n); break;  // copies, selects, bn_stats, max8, transposes
+  }
+  return cycles;
+}
+
+double scalar_cycles(const Operands& o, const Instruction& inst, const MachineConfig& c) {
+  const double n = static_cast<double>(o.stream()) / (o.all_16bit() ? c.act_16bit_factor : 1);
+  double cycles = std::max<double>(c.min_ii, n);
+  if (inst.opcode() == Opcode::activation_reduce) cycles += 64;  // ActReadAccumulator (§1.5)
+  if (const auto* a = std::get_if<Activation>(&inst.op); a && a->reduce_res) cycles += 64;
+  return cycles;
+}
+
+double gpsimd_cycles(const Operands& o, const Instruction& inst, const MachineConfig& c) {
+  const double n = static_cast<double>(o.stream());
+  const View* dst = o.find("dst");
+  const int es = dst ? dtype_size(dst->dtype) : 4;
+  switch (inst.opcode()) {
+    case Opcode::tensor_partition_reduce: {
+      const View* data = o.find("data");
+      return c.pool_start_cycles + n * (data ? o.partitions(*data) : 128) / 128.0;
+    }
+    case Opcode::iota:
+    case Opcode::affine_select:
+    case Opcode::local_gather:
+    case Opcode::nc_n_gather:
+      return c.pool_start_cycles + n;
+    default:
+      return c.pool_start_cycles + n * std::min(1.0, es / 4.0);  // 32-bit lanes; 16/8-bit pack 2/4
+  }
+}
+
+void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c, InstrCost& cost) {
+  const View* dst = o.find("dst");
+  if (!dst) return;
+  const int64_t bytes = dst->num_elements() * dtype_size(dst->dtype);
+  // Bytes per partition of the on-chip side, capped by the HBM side's contiguous run: the
+  // size of the pieces the DMA engines move.
+  int64_t partitions = 1, run = bytes;
+  for (const auto& [name, v] : o.views) {
+    if (is_on_chip(o.buffer(*v))) {
+      partitions = std::max(partitions, o.partitions(*v));
+    } else if (!v->dims.empty()) {
+      int64_t contiguous = dtype_size(v->dtype), expect = 1;
+      for (size_t d = v->dims.size(); d-- > 0;) {
+        if (v->dims[d].num == 1) continue;
+        if (v->dims[d].step != expect) break;
+        contiguous *= v->dims[d].num;
+        expect *= v->dims[d].num;
+      }
+      run = std::min(run, contiguous);
+    }
+  }
+  const double chunk = static_cast<double>(std::min(run, std::max<int64_t>(1, bytes / partitions)));
+  const double peak = std::min(c.dma_engines * c.dma_engine_bytes_per_ns, c.hbm_bytes_per_ns);
+  double bandwidth = peak * chunk / (chunk + c.dma_half_chunk_bytes);
+  if (inst.opcode() == Opcode::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;  // §5.7
+  cost.dma_bytes = bytes;
+  cost.fixed_ns = c.dma_fixed_ns;
+  cost.busy_ns = static_cast<double>(bytes) / bandwidth;
+  cost.latency_ns = 0;
+}
+
+}  // namespace
+
+InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue, const MachineConfig& c) {
+  InstrCost cost;
+  const Operands o = operands_of(k, inst);
+  if (static_cast<int>(queue) >= codegen::kFirstDmaQueue) {
+    dma_cost(o, inst, c, cost);
+    return cost;
+  }
+  double cycles = 0, ghz = 1, pipe = 0;
+  switch (queue) {
+    case Queue::pe:
+      ghz = c.pe_ghz;
+      pipe = c.pe_pipe_cycles;
+      if (inst.opcode() == Opcode::nc_transpose) {
+        const View* data = o.find("data");
+        cycles = data ? std::max<double>(o.partitions(*data), std::min<double>(64, o.free_size(*data))) : 64;
+        cost.pe_array_ns = cycles / ghz;
+      } else {
+        cycles = matmul_cycles(o, inst, c, cost);
+      }
+      break;
+    case Queue::act:
+      ghz = c.act_ghz;
+      cycles = scalar_cycles(o, inst, c) + c.overhead_cycles;
+      if (const auto* a = std::get_if<Activation>(&inst.op)) cost.act_table = act_table(a->op);
+      if (const auto* a = std::get_if<ActivationReduce>(&inst.op)) cost.act_table = act_table(a->op);
+      pipe = 140;  // with min_ii + overhead: the 264-cycle dependent-instruction II of §5.6
+      break;
+    case Queue::dve:
+      ghz = c.dve_ghz;
+      cycles = vector_cycles(o, inst, c) + c.overhead_cycles;
+      pipe = 140;
+      break;
+    default:
+      ghz = c.pool_ghz;
+      cycles = gpsimd_cycles(o, inst, c) + c.overhead_cycles;
+      pipe = 140;
+      break;
+  }
+  if (queue != Queue::pe && o.strided()) cycles *= 2;
+  if (queue != Queue::pe && o.any_dynamic()) cycles = std::max(cycles, 600.0);  // §1.9 dynamic MIN_II
+  cost.busy_ns = cycles / ghz;
+  cost.latency_ns = pipe / ghz;
+  return cost;
+}
+
+}  // namespace knit::sim
