@@ -188,7 +188,7 @@ void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c
     }
   }
   const double chunk = static_cast<double>(std::min(run, std::max<int64_t>(1, bytes / partitions)));
-  const double peak = std::min(c.dma_engines * c.dma_engine_bytes_per_ns, c.hbm_bytes_per_ns);
+  const double peak = std::min(c.dma_engines * c.dma_engine_bytes_per_ns, c.hbm_bytes_per_ns) * c.dma_efficiency;
   double bandwidth = peak * chunk / (chunk + c.dma_half_chunk_bytes);
   if (inst.opcode() == Opcode::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;  // §5.7
   cost.dma_bytes = bytes;

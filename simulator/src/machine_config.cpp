@@ -18,7 +18,9 @@ const MachineConfig kConfigs[] = {
         /*sync_ns*/ 75,                                                       // [§5.6 estimated]
         /*dma_engines*/ 16, /*dma_engine_bytes_per_ns*/ 17,                   // [§1.8]
         /*hbm_bytes_per_ns*/ 410,                                             // [§1.1 derived]
-        /*dma_fixed_ns*/ 1300, /*dma_half_chunk_bytes*/ 512,                  // [§1.8, §5.7; cal]
+        /*dma_fixed_ns*/ 1300,                                                // [§1.8 upper bound]
+        /*dma_efficiency*/ 0.65,  // cal: §3.1 tiled / hoisted / blocked (docs/performance.md)
+        /*dma_half_chunk_bytes*/ 512,                                         // [§5.7 estimated]
         /*launch_ns*/ 15000,                                                  // [§5.8 estimated]
     },
     {
@@ -32,7 +34,9 @@ const MachineConfig kConfigs[] = {
         75,                   // [§5.6]
         16, 23,               // [§1.8, verified 23.1 B/ns]
         362,                  // [§1.1 derived]
-        1300, 512,            // [§1.8, §5.7; cal]
+        1300,                 // [§1.8]
+        1.0,                  // cal: §3.2 fp32 tiled reaches the HBM-per-core peak
+        512,                  // [§5.7]
         15000,                // [§5.8]
     },
     {
@@ -46,7 +50,9 @@ const MachineConfig kConfigs[] = {
         75,                  // [§5.6]
         16, 33,              // [§1.8]
         612,                 // [§1.1 derived]
-        1300, 512,           // [§1.8, §5.7; cal]
+        1300,                // [§1.8]
+        1.0,                 // no published trn3 figure: as trn2 (estimated)
+        512,                 // [§5.7]
         15000,               // [§5.8]
     },
 };

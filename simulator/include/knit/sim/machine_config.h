@@ -37,7 +37,8 @@ struct MachineConfig {
   double dma_engine_bytes_per_ns;  // practical peak per engine (documented; v3 verified)
   double hbm_bytes_per_ns;     // per core (derived: device bandwidth / cores)
   double dma_fixed_ns;         // per transfer: descriptors + semaphores (documented range; calibrated)
-  double dma_half_chunk_bytes; // bytes per partition at which a transfer reaches half its peak (calibrated)
+  double dma_efficiency;       // fraction of the peak large transfers reach (calibrated on §3.1/§3.2)
+  double dma_half_chunk_bytes; // per-row descriptor overhead, as bytes (estimated)
 
   // Whole kernel (§5.8): launch, start-up, tear-down (estimated).
   double launch_ns;
