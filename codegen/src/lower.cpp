@@ -126,12 +126,13 @@ Engine explicit_engine(const Instruction& inst) {
   return e;
 }
 
-Queue default_queue(const Instruction& inst) {
+Queue default_queue(const Kernel& k, const Instruction& inst) {
   switch (inst.opcode()) {
     case Opcode::nc_matmul:
     case Opcode::nc_matmul_mx:
-    case Opcode::nc_transpose:
       return Queue::pe;
+    case Opcode::nc_transpose:
+      return engine_queue(nc_transpose_engine(k, std::get<NcTranspose>(inst.op)));
     case Opcode::activation:
     case Opcode::activation_reduce:
       return Queue::act;
@@ -163,7 +164,7 @@ std::vector<Queue> assign_engines(const Kernel& k) {
       continue;
     }
     const Engine e = explicit_engine(inst);
-    queues[i] = e == Engine::unknown ? default_queue(inst) : engine_queue(e);
+    queues[i] = e == Engine::unknown ? default_queue(k, inst) : engine_queue(e);
   }
   return queues;
 }

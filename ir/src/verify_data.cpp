@@ -133,6 +133,13 @@ void check(Checker& c, const NcMatmul& op) {
   check_matmul_dst(c, op.dst, M, N);
 }
 
+Engine nc_transpose_engine(const Kernel& k, const NcTranspose& op) {
+  if (op.engine != Engine::unknown) return op.engine;
+  // SBUF -> PSUM is a Tensor Engine transpose, anything else the Vector Engine's.
+  return k.tensor_of(op.data).buffer == Buffer::sbuf && k.tensor_of(op.dst).buffer == Buffer::psum ? Engine::tensor
+                                                                                                     : Engine::vector;
+}
+
 void check(Checker& c, const NcTranspose& op) {
   c.engine_in(op.engine, {Engine::tensor, Engine::vector});
   c.same_dtype(op.dst, "dst", op.data, "data");
@@ -140,11 +147,7 @@ void check(Checker& c, const NcTranspose& op) {
   if (c.partitions(op.dst) != F || c.free_size(op.dst) != P)
     c.fail("transpose-shape", "dst must be [" + std::to_string(F) + ", " + std::to_string(P) + "] (data is [" +
                                   std::to_string(P) + ", " + std::to_string(F) + "])");
-  Engine e = op.engine;
-  // engine=unknown: SBUF -> PSUM is a Tensor Engine transpose, anything else the Vector Engine's.
-  if (e == Engine::unknown)
-    e = (c.buffer(op.data) == Buffer::sbuf && c.in_psum(op.dst)) ? Engine::tensor : Engine::vector;
-  if (e == Engine::tensor) {
+  if (nc_transpose_engine(c.kernel(), op) == Engine::tensor) {
     c.buffer_in(op.data, "data", {Buffer::sbuf});
     c.buffer_in(op.dst, "dst", {Buffer::psum});
     if (P > 128 || F > 128) c.fail("transpose-shape", "the Tensor Engine transposes at most [128, 128]");

@@ -37,6 +37,25 @@ void Machine::race(const codegen::Access& a, const codegen::Epoch& earlier, bool
   fail("race", msg.str());
 }
 
+// An instruction that runs before the one that starts a tensor's life (and so places it) is
+// as unordered as a race, and is reported as one.
+void Machine::check_placed(size_t pc, int queue) {
+  for_each_view(kernel_.body[pc], [&](const char* operand, const View& v) {
+    if (!is_on_chip(kernel_.tensor(v.tensor).buffer) || placement_[v.tensor].live) return;
+    for (size_t first = 0; first < place_at_.size(); ++first)
+      for (int id : place_at_[first])
+        if (id == v.tensor && first != pc) {
+          std::ostringstream msg;
+          msg << "race: " << where(kernel_.body[pc]) << " on queue " << codegen::queue_name(static_cast<codegen::Queue>(queue))
+              << " uses tensor '" << kernel_.tensor(v.tensor).name << "' (" << operand << ") before "
+              << where(kernel_.body[first]) << ", the first instruction of its life, has run, and no semaphore wait "
+                 "orders the two; the engine program is missing synchronization";
+          current_ = &kernel_.body[pc];
+          fail("race", msg.str());
+        }
+  });
+}
+
 size_t Machine::run_region(const codegen::Region& region) {
   std::array<size_t, kNumQueues> head{};
   QueueCounts done{};
@@ -92,6 +111,7 @@ size_t Machine::run_region(const codegen::Region& region) {
           });
       };
     }
+    if (options_.check_races) check_placed(e.ir, pick);
     execute_at(e.ir, check);
     known[pick] = static_cast<int32_t>(head[pick] + 1);
     clock[pick].push_back(known);

@@ -152,6 +152,7 @@ class Machine {
   void execute_at(size_t pc, const std::function<void(const std::vector<codegen::Access>&)>& check = {});
   void count_executed();
   size_t run_region(const codegen::Region& region);
+  void check_placed(size_t pc, int queue);
   [[noreturn]] void race(const codegen::Access& a, const codegen::Epoch& earlier, bool earlier_wrote, size_t pc,
                          int queue);
   [[noreturn]] void semaphore_deadlock(const codegen::Region& region, const std::array<size_t, codegen::kNumQueues>& head,

@@ -20,6 +20,9 @@ TargetInfo target_info(Target t);
 void verify_tensor(const Kernel& k, const TensorDecl& t);
 // One instruction: its operands' views are in bounds and its ISA rules hold.
 void verify_instruction(const Kernel& k, const Instruction& inst);
+// The engine an nc_transpose runs on: its engine=, else TensorE for SBUF -> PSUM and VectorE
+// (32 x 32 blocks) otherwise.
+Engine nc_transpose_engine(const Kernel& k, const NcTranspose& op);
 // The whole kernel: declarations, outputs (shared_hbm, declared), and every instruction.
 void verify(const Kernel& k);
 
