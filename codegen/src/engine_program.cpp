@@ -240,6 +240,30 @@ struct Reader {
   }
 };
 
+// Every allocation inside its target's SBUF/PSUM, of its tensor's size; every on-chip tensor
+// the body uses allocated. A checksum only catches accidents; this keeps a crafted program from
+// reaching memory outside the simulator's buffers.
+void check_plan(const EngineProgram& p, const Reader& in) {
+  const TargetInfo info = target_info(p.kernel.target);
+  if (p.plan.cores < 1 || p.plan.cores > 1024) in.corrupt();
+  std::vector<char> used(p.kernel.tensors.size(), 0);
+  for (const Instruction& inst : p.kernel.body)
+    for_each_view(inst, [&](const char*, const View& v) { used[v.tensor] = 1; });
+  for (size_t id = 0; id < p.kernel.tensors.size(); ++id) {
+    const TensorDecl& t = p.kernel.tensors[id];
+    const auto& a = id < p.plan.tensors.size() ? p.plan.tensors[id] : std::nullopt;
+    if (!a) {
+      if (is_on_chip(t.buffer) && used[id]) in.corrupt();
+      continue;
+    }
+    const int64_t capacity = t.buffer == Buffer::sbuf ? info.sbuf_partition_bytes : info.psum_partition_bytes;
+    if (!is_on_chip(t.buffer) || a->core < 0 || a->core >= p.plan.cores || a->partition < 0 ||
+        a->partitions != t.partitions() || a->partition + a->partitions > kMaxPartitions || a->offset < 0 ||
+        a->bytes != t.partition_elements() * dtype_size(t.dtype) || a->offset + a->bytes > capacity)
+      in.corrupt();
+  }
+}
+
 }  // namespace
 
 std::vector<uint8_t> EngineProgram::to_binary() const {
@@ -334,6 +358,7 @@ EngineProgram EngineProgram::from_binary(const std::vector<uint8_t>& bytes) {
   }
   if (in.at != bytes.size()) in.corrupt();
   verify(p.kernel);
+  check_plan(p, in);
   check_structure(p);
   index_regions(p);
   return p;

@@ -194,9 +194,12 @@ std::vector<Dependence> dependences(const Kernel& k, const MemoryPlan& plan, con
     latest.fill(-1);
     for (const Access& a : instruction_accesses(k, plan, k.body[i], places[i])) {
       tracker.record(a, Epoch{q, 0, static_cast<uint32_t>(i)}, [&](const Epoch& e, bool was_write) {
-        if (e.queue == q || static_cast<int64_t>(e.ir) <= latest[e.queue]) return;
+        if (e.queue == q || static_cast<int64_t>(e.ir) < latest[e.queue]) return;
+        const Dependence::Kind k = !was_write ? Dependence::Kind::war : a.write ? Dependence::Kind::waw : Dependence::Kind::raw;
+        // One dependence per producer; a read of what it wrote (raw) names it best.
+        if (static_cast<int64_t>(e.ir) == latest[e.queue] && kind[e.queue] == Dependence::Kind::raw) return;
+        if (static_cast<int64_t>(e.ir) > latest[e.queue] || k == Dependence::Kind::raw) kind[e.queue] = k;
         latest[e.queue] = e.ir;
-        kind[e.queue] = !was_write ? Dependence::Kind::war : a.write ? Dependence::Kind::waw : Dependence::Kind::raw;
       });
     }
     for (int other = 0; other < kNumQueues; ++other)

@@ -286,9 +286,10 @@ void bind_builder(py::module_& m) {
             std::vector<sim::HostTensor> hosts = host_tensors_from(args);
             sim::InterpretOptions options;
             options.uninitialized_read_is_error = uninitialized_is_error;
-            options.schedule = schedule == "program_order" ? sim::Schedule::program_order
-                               : schedule == "random"      ? sim::Schedule::random
-                                                           : sim::Schedule::round_robin;
+            if (schedule == "program_order") options.schedule = sim::Schedule::program_order;
+            else if (schedule == "random") options.schedule = sim::Schedule::random;
+            else if (schedule == "round_robin") options.schedule = sim::Schedule::round_robin;
+            else throw py::value_error("schedule must be \"program_order\", \"round_robin\" or \"random\", not \"" + schedule + "\"");
             options.seed = seed;
             options.check_races = check_races;
             sim::RunResult r;

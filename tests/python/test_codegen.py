@@ -669,10 +669,6 @@ def test_program_without_waits_is_caught_by_the_race_checker():
     assert info.value.rule == "race" and "no semaphore wait orders the two" in info.value.message
 
 
-@pytest.mark.xfail(strict=True, reason="knit bug: with its waits removed, the matmul program run round robin "
-                   "fails with an internal error ('tensor ... used while not placed') instead of a race report: "
-                   "the engine runner places a tensor at its first-use instruction and reads an unplaced one "
-                   "before the race checker sees the unordered access")
 def test_program_without_waits_is_a_race_under_round_robin_too():
     _, compiled, inputs, _ = compiled_case("matmul", "trn2")
     stripped = without_waits(compiled.program)
@@ -698,10 +694,6 @@ except _core.KnitError as e:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="knit bug: EngineProgram.from_binary checks the regions and queues but "
-                   "not the memory plan; a program (valid checksum) whose first allocation lies outside SBUF "
-                   "(offset 2**40, or partition 1000) is accepted and running it writes out of bounds "
-                   "(segfault for the offset, silent heap overflow for the partition)")
 @pytest.mark.parametrize("field,value", [("offset", 2 ** 40), ("partition", 1000)])
 def test_program_with_an_allocation_outside_sbuf_is_rejected(field, value, tmp_path):
     _, compiled, _, _ = compiled_case("matmul", "trn2")
@@ -714,7 +706,7 @@ def test_program_with_an_allocation_outside_sbuf_is_rejected(field, value, tmp_p
     r = subprocess.run([sys.executable, "-c", _RUN_DECODED, str(path)], capture_output=True, text=True, env=env,
                        timeout=120)
     assert r.returncode == 0, f"crashed with exit code {r.returncode}: {r.stderr[-500:]}"
-    assert r.stdout.startswith("KnitError"), r.stdout
+    assert r.stdout.startswith("KnitError corrupt-program"), r.stdout
 
 
 # ---- KNIT_DEBUG dumps -------------------------------------------------------------------------------------
@@ -775,3 +767,9 @@ def test_target_comes_from_the_environment_unless_given(monkeypatch):
     pinned = knit.jit(platform_target="trn3")(_fresh_kernel().fn)
     assert knit.compile(pinned, a).program.target == "trn3"  # jit's platform_target beats the environment
     assert knit.compile(pinned, a, target="trn2").program.target == "trn2"
+
+
+def test_unknown_schedule_name_is_an_error():
+    _, compiled, inputs, _ = compiled_case("matmul", "trn2")
+    with pytest.raises(ValueError, match="program_order"):
+        compiled.run(*inputs, schedule="randm")
