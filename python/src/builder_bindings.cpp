@@ -1,6 +1,10 @@
 // Bindings the Python front end traces through: the one C++ Builder, the view algebra of
 // ir/view.h, and a generic instruction constructor driven by each op's `fields` list (so adding
 // an instruction to ir/ops.h makes it constructible from Python with no binding code).
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -19,6 +23,39 @@ namespace knit::python {
 
 namespace {
 
+// A progress line on stderr for simulations that take more than a second (KNIT_PROGRESS=0
+// turns it off): a bar when the kernel has no device loops (its length is known), else a count.
+std::function<void(int64_t)> progress_bar(const ir::Kernel& k) {
+  const char* env = std::getenv("KNIT_PROGRESS");
+  if (env && std::string(env) == "0") return {};
+  bool loops = false;
+  for (const ir::Instruction& inst : k.body)
+    loops = loops || inst.opcode() == ir::Opcode::loop || inst.opcode() == ir::Opcode::while_;
+  const int64_t total = loops ? 0 : static_cast<int64_t>(k.body.size());
+  const auto start = std::chrono::steady_clock::now();
+  auto last = std::make_shared<double>(0.0);
+  return [=](int64_t done) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (t < 1.0 || t - *last < 0.25) return;
+    *last = t;
+    std::string line = "\rknit: simulating " + k.name + " ";
+    if (total > 0) {
+      const int filled = static_cast<int>(30.0 * static_cast<double>(done) / static_cast<double>(total));
+      line += "[" + std::string(std::min(filled, 30), '#') + std::string(30 - std::min(filled, 30), '.') + "] ";
+    }
+    line += std::to_string(done) + (total > 0 ? "/" + std::to_string(total) : "") + " instructions, " +
+            std::to_string(static_cast<int>(t)) + " s";
+    py::gil_scoped_acquire gil;
+    py::module_::import("sys").attr("stderr").attr("write")(line);
+    py::module_::import("sys").attr("stderr").attr("flush")();
+  };
+}
+
+void end_progress_line(double seconds) {
+  if (seconds < 1.0) return;
+  py::module_::import("sys").attr("stderr").attr("write")("\n");
+}
+
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
 py::dict time_program(const codegen::EngineProgram& p, const py::list& args, bool timing_only, bool keep_timeline) {
   std::vector<sim::HostTensor> hosts = host_tensors_from(args, timing_only);
@@ -26,13 +63,16 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
   options.record_execution = true;
   options.timing_only = timing_only;
   options.schedule = sim::Schedule::program_order;
+  options.on_progress = progress_bar(p.kernel);
   sim::RunResult run;
   sim::TimingReport t;
+  const auto start = std::chrono::steady_clock::now();
   {
     py::gil_scoped_release release;
     run = sim::run_program(p, hosts, options);
     t = sim::simulate_timing(p, run.executed, keep_timeline);
   }
+  end_progress_line(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   const sim::MachineConfig& config = sim::machine_config(p.kernel.target);
   py::dict d;
   py::list queues;
@@ -292,11 +332,14 @@ void bind_builder(py::module_& m) {
             else throw py::value_error("schedule must be \"program_order\", \"round_robin\" or \"random\", not \"" + schedule + "\"");
             options.seed = seed;
             options.check_races = check_races;
+            options.on_progress = progress_bar(p.kernel);
             sim::RunResult r;
+            const auto start = std::chrono::steady_clock::now();
             {
               py::gil_scoped_release release;
               r = sim::run_program(p, hosts, options);
             }
+            end_progress_line(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
             return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",

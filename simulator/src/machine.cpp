@@ -397,6 +397,7 @@ size_t Machine::step(size_t pc) {
 }
 
 void Machine::count_executed() {
+  if (options_.on_progress && (executed_ & 4095) == 0) options_.on_progress(executed_);
   if (++executed_ > options_.max_instructions)
     fail("instruction-limit", "the kernel executed more than " + std::to_string(options_.max_instructions) +
                                   " instructions; is a while loop's condition register never cleared?");

@@ -44,6 +44,8 @@ struct InterpretOptions {
   // the timing of a kernel whose inputs are shape placeholders (arguments may then have no
   // bytes). A register_load from tensor data is an error in this mode.
   bool timing_only = false;
+  // Called every few thousand executed instructions with the count so far (a progress bar).
+  std::function<void(int64_t executed)> on_progress;
 };
 
 // One step of an engine program run: a region (region >= 0) or a barrier at body index pc,
