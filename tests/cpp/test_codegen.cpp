@@ -361,3 +361,96 @@ TEST_CASE("an in-place update depends on its input's producer as a RAW", "[codeg
 )");
   CHECK(deps_into(p.deps, 1) == std::set<std::string>{"0->1 raw"});
 }
+
+// ---- synchronization and statistics -----------------------------------------------------------
+
+// A on dma0 -> B on act -> C on pool, where C also reads A's tile; then a same-queue consumer of C
+// and a store. Positions: 0 dma0.0, 1 act.0, 2 pool.0, 3 pool.1, 4 dma1.0.
+const char* const kSync = R"(kernel "sync" target=trn2 {
+  param %0 "x" hbm float32[128, 64]
+  tensor %1 "out" shared_hbm float32[128, 64]
+  tensor %2 "a" sbuf float32[128, 64] @ "sync.py":3
+  tensor %3 "b" sbuf float32[128, 64] @ "sync.py":4
+  tensor %4 "c" sbuf float32[128, 64] @ "sync.py":5
+  dma_copy dst=%2@0[[64,128],[1,64]] src=%0@0[[64,128],[1,64]] @ "sync.py":10
+  activation dst=%3@0[[64,128],[1,64]] op=exp data=%2@0[[64,128],[1,64]] @ "sync.py":11
+  tensor_tensor dst=%4@0[[64,128],[1,64]] data1=%2@0[[64,128],[1,64]] data2=%3@0[[64,128],[1,64]] op=add engine=gpsimd @ "sync.py":12
+  tensor_scalar dst=%4@0[[64,128],[1,64]] data=%4@0[[64,128],[1,64]] op0=multiply operand0=2 engine=gpsimd @ "sync.py":13
+  dma_copy dst=%1@0[[64,128],[1,64]] src=%4@0[[64,128],[1,64]] @ "sync.py":14
+  return %1
+}
+)";
+
+TEST_CASE("waits enforce cross-queue dependences only, and drop waits implied by others", "[codegen]") {
+  const Passes p = run_passes(kSync);
+  // C (2) depends on A (0) and B (1); 3 depends only on 2, on its own queue: no dependence.
+  CHECK(dep_set(p.deps) == std::set<std::string>{"0->1 raw", "0->2 raw", "1->2 raw", "3->4 raw"});
+  CHECK(waits_of(p.program, 0).empty());
+  CHECK(waits_of(p.program, 1) == std::vector<std::string>{"dma0>=1"});
+  // B waited for A, so C waiting for B implies A: the dma0 wait is dropped.
+  CHECK(waits_of(p.program, 2) == std::vector<std::string>{"act>=1"});
+  CHECK(waits_of(p.program, 3).empty());  // same queue as its producer
+  // The store waits for pool's second instruction: position 1 + 1.
+  CHECK(waits_of(p.program, 4) == std::vector<std::string>{"pool>=2"});
+  CHECK(p.program.dependences == 4);
+
+  const codegen::ProgramStats s = p.program.stats();
+  const std::array<int64_t, codegen::kNumQueues> per_queue = {/*pe*/ 0, /*act*/ 1, /*dve*/ 0, /*pool*/ 2,
+                                                              /*dma0*/ 1, /*dma1*/ 1, /*dma2*/ 0, /*dma3*/ 0};
+  CHECK(s.instructions == per_queue);
+  CHECK(s.waits == 3);
+  CHECK(s.dependences == 4);
+  CHECK(s.barriers == 0);
+  CHECK(s.dma_bytes == 2 * 128 * 64 * 4);
+  CHECK(s.sbuf_high_water == 3 * 256);  // three 256-byte tiles alive together
+  CHECK(s.psum_high_water == 0);
+  CHECK_THAT(s.summary(), Catch::Contains("pool=2") && Catch::Contains("semaphore waits: 3 (for 4 cross-queue"));
+
+  // The disassembly shows the waits on the waiting instructions.
+  const std::string asm_text = p.program.disassemble();
+  CHECK_THAT(asm_text, Catch::Contains("pool.0   wait act>=1; tensor_tensor"));
+  CHECK_THAT(asm_text, Catch::Contains("dma1.0   wait pool>=2; dma_copy"));
+}
+
+TEST_CASE("a wait already implied by the waiter's own queue is not repeated", "[codegen]") {
+  // Two act instructions both read the tile dma0 loads: only the first waits for it.
+  const Passes p = run_passes(R"(kernel "chain" target=trn2 {
+  param %0 "x" hbm float32[128, 64]
+  tensor %1 "out" shared_hbm float32[128, 64]
+  tensor %2 "a" sbuf float32[128, 64]
+  tensor %3 "b" sbuf float32[128, 64]
+  tensor %4 "c" sbuf float32[128, 64]
+  dma_copy dst=%2@0[[64,128],[1,64]] src=%0@0[[64,128],[1,64]]
+  dma_copy dst=%3@0[[64,128],[1,64]] src=%0@0[[64,128],[1,64]]
+  activation dst=%4@0[[64,128],[1,64]] op=exp data=%2@0[[64,128],[1,64]]
+  activation dst=%4@0[[64,128],[1,64]] op=exp data=%2@0[[64,128],[1,64]]
+  tensor_tensor dst=%4@0[[64,128],[1,64]] data1=%2@0[[64,128],[1,64]] data2=%3@0[[64,128],[1,64]] op=add
+  dma_copy dst=%1@0[[64,128],[1,64]] src=%4@0[[64,128],[1,64]]
+  return %1
+}
+)");
+  // 0 dma0.0, 1 dma1.0, 2 act.0, 3 act.1, 4 dve.0, 5 dma2.0.
+  CHECK(waits_of(p.program, 2) == std::vector<std::string>{"dma0>=1"});
+  CHECK(waits_of(p.program, 3).empty());  // act.0 already waited for dma0
+  // 4 reads a (dma0) and b (dma1) and overwrites c (act.1): act>=2 implies dma0>=1, not dma1.
+  CHECK(waits_of(p.program, 4) == std::vector<std::string>{"act>=2", "dma1>=1"});
+  CHECK(waits_of(p.program, 5) == std::vector<std::string>{"dve>=1"});
+  const codegen::ProgramStats s = p.program.stats();
+  CHECK(s.waits == 4);
+  CHECK(s.dependences == p.program.dependences);
+  CHECK(s.dependences == static_cast<int64_t>(p.deps.size()));
+}
+
+TEST_CASE("stats count a loop body once and barriers separately", "[codegen]") {
+  const Passes p = run_passes(kEngines);
+  const codegen::ProgramStats s = p.program.stats();
+  // kEngines: pe 1 (matmul), act 2 (activation, scalar tensor_scalar), dve 2, pool 4 (iota,
+  // affine_select, gpsimd tensor_tensor, power), DMAs 0/11/13 ... round robin: dma0 {0, 13},
+  // dma1 {1, 17}, dma2 {11}, dma3 {12}.
+  const std::array<int64_t, codegen::kNumQueues> per_queue = {1, 2, 2, 4, 2, 2, 1, 1};
+  CHECK(s.instructions == per_queue);
+  CHECK(s.barriers == 3);
+  // Six [128, 64] float32 DMA destinations.
+  CHECK(s.dma_bytes == 6 * 128 * 64 * 4);
+  CHECK(s.psum_high_water == 64 * 4);
+}
