@@ -643,3 +643,119 @@ TEST_CASE("allocate reports over-subscription with the tensors alive and the cap
     CHECK(p.plan.sbuf_high_water == 212992);
   }
 }
+
+// ---- binary form -------------------------------------------------------------------------------
+
+namespace {
+
+void check_round_trip(const EngineProgram& p) {
+  const std::vector<uint8_t> bytes = p.to_binary();
+  REQUIRE(bytes.size() > 16);
+  CHECK(std::string(bytes.begin(), bytes.begin() + 4) == "KNEP");
+  const EngineProgram q = EngineProgram::from_binary(bytes);
+  CHECK(q.disassemble() == p.disassemble());
+  CHECK(q.regions == p.regions);
+  CHECK(q.region_at == p.region_at);
+  CHECK(q.kernel == p.kernel);
+  CHECK(q.dependences == p.dependences);
+  CHECK(q.stats().summary() == p.stats().summary());
+  REQUIRE(q.plan.tensors.size() == p.plan.tensors.size());
+  for (size_t id = 0; id < p.plan.tensors.size(); ++id) {
+    REQUIRE(q.plan.tensors[id].has_value() == p.plan.tensors[id].has_value());
+    if (!p.plan.tensors[id]) continue;
+    CHECK(q.plan.tensors[id]->offset == p.plan.tensors[id]->offset);
+    CHECK(q.plan.tensors[id]->partition == p.plan.tensors[id]->partition);
+    CHECK(q.plan.tensors[id]->bytes == p.plan.tensors[id]->bytes);
+    CHECK(q.plan.tensors[id]->pinned == p.plan.tensors[id]->pinned);
+  }
+  CHECK(q.to_binary() == bytes);
+}
+
+// from_binary on `bytes` must throw knit::Error with rule corrupt-program (and nothing else).
+void expect_corrupt(const std::vector<uint8_t>& bytes, const std::string& what) {
+  INFO(what);
+  try {
+    (void)EngineProgram::from_binary(bytes);
+  } catch (const Error& e) {
+    INFO(e.what());
+    REQUIRE(e.rule() == "corrupt-program");
+    return;
+  }
+  FAIL("from_binary accepted a corrupt program");
+}
+
+}  // namespace
+
+TEST_CASE("engine programs round-trip through the binary form", "[codegen]") {
+  check_round_trip(run_passes(kSync).program);
+  check_round_trip(codegen::lower(ir::parse(kEngines)));
+  check_round_trip(codegen::lower(ir::parse(kBig), {.target = ir::Target::trn3}));
+}
+
+TEST_CASE("a flipped byte or a truncated buffer is a corrupt-program error", "[codegen]") {
+  const std::vector<uint8_t> bytes = codegen::lower(ir::parse(kEngines)).to_binary();
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::vector<uint8_t> flipped = bytes;
+    flipped[i] ^= 0x01;
+    expect_corrupt(flipped, "bit 0 of byte " + std::to_string(i) + " flipped");
+    flipped[i] ^= 0x81;
+    expect_corrupt(flipped, "bit 7 of byte " + std::to_string(i) + " flipped");
+  }
+  for (size_t n = 0; n < bytes.size(); ++n)
+    expect_corrupt(std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<long>(n)),
+                   "truncated to " + std::to_string(n) + " bytes");
+  std::vector<uint8_t> longer = bytes;
+  longer.push_back(0);
+  expect_corrupt(longer, "one byte appended");
+}
+
+// ---- KNIT_DEBUG dumps ---------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> files_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  if (!std::filesystem::is_directory(dir)) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+const std::vector<std::string> kDumpFiles = {"01-verify.txt",  "02-legalize.txt",     "03-allocate.txt",
+                                             "04-engines.txt", "05-dependences.txt", "06-program.txt"};
+
+}  // namespace
+
+TEST_CASE("lower writes numbered per-pass dumps to debug_dir/<kernel>", "[codegen]") {
+  TempDir tmp("dumps");
+  const ir::Kernel k = ir::parse(kSync);
+  const EngineProgram p = codegen::lower(k, {.debug_dir = tmp.path.string()});
+  const std::filesystem::path dir = tmp.path / "sync";
+  CHECK(files_in(tmp.path) == std::vector<std::string>{"sync"});
+  REQUIRE(files_in(dir) == kDumpFiles);
+
+  const std::string listing = p.disassemble();
+  const std::string first_line = listing.substr(0, listing.find('\n'));
+  CHECK_THAT(first_line, Catch::StartsWith("# engine program of kernel 'sync' for trn2"));
+  CHECK_THAT(read_text(dir / "06-program.txt"), Catch::Contains(first_line));
+  CHECK(read_text(dir / "06-program.txt") == listing);
+  CHECK(read_text(dir / "01-verify.txt") == ir::print(k));
+  // Instruction 1 (activation) is on act and reads what 0 loaded.
+  CHECK_THAT(read_text(dir / "04-engines.txt"), Catch::Contains("  # act\n"));
+  CHECK_THAT(read_text(dir / "05-dependences.txt"), Catch::Contains("# raw on 0"));
+  CHECK_THAT(read_text(dir / "03-allocate.txt"), Catch::Contains("c (t4) sbuf core 0 partitions [0, 128) bytes [512, 768)"));
+}
+
+TEST_CASE("KNIT_DEBUG=1 turns the dumps on, into KNIT_DEBUG_DIR", "[codegen]") {
+  TempDir tmp("env");
+  const ir::Kernel k = ir::parse(kSync);
+  ::setenv("KNIT_DEBUG_DIR", tmp.path.string().c_str(), 1);
+  ::unsetenv("KNIT_DEBUG");
+  codegen::lower(k);
+  CHECK(files_in(tmp.path).empty());  // off without KNIT_DEBUG=1
+  ::setenv("KNIT_DEBUG", "1", 1);
+  codegen::lower(k);
+  ::unsetenv("KNIT_DEBUG");
+  ::unsetenv("KNIT_DEBUG_DIR");
+  CHECK(files_in(tmp.path / "sync") == kDumpFiles);
+}
