@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "kernels.h"
 #include "knit/codegen/access.h"
 #include "knit/codegen/allocate.h"
 #include "knit/codegen/engine_program.h"
@@ -364,6 +365,64 @@ TEST_CASE("an in-place update depends on its input's producer as a RAW", "[codeg
   CHECK(deps_into(p.deps, 1) == std::set<std::string>{"0->1 raw"});
 }
 
+// ---- byte-range accesses -----------------------------------------------------------------------
+
+TEST_CASE("instruction_accesses gives each operand's byte range inside a partition", "[codegen]") {
+  const Passes p = run_passes(R"(kernel "ranges" target=trn2 {
+  param %0 "x" hbm float32[128, 64]
+  tensor %1 "out" shared_hbm float32[128, 64]
+  tensor %2 "t" sbuf float32[128, 64]
+  tensor %3 "u" sbuf float32[128, 64]
+  dma_copy dst=%2@0[[64,128],[1,64]] src=%0@0[[64,128],[1,64]]
+  tensor_copy dst=%3@1[[64,64],[2,16]] src=%2@128[[64,64],[1,16]]
+  tensor_copy dst=%3@63[[64,128],[-1,16]] src=%2@0[[64,128],[1,16]]
+  dma_copy dst=%1@64[[64,2],[1,8]] src=%3@0[[64,2],[1,8]]
+  return %1
+}
+)");
+  // t at bytes [0, 256) of each partition, u at [256, 512).
+  REQUIRE(p.plan.tensors[2]->offset == 0);
+  REQUIRE(p.plan.tensors[3]->offset == 256);
+  const std::vector<std::vector<int>> places = codegen::placements(p.kernel, p.live);
+  CHECK(places[1] == std::vector<int>{3});
+  auto ranges = [&](uint32_t i) {
+    std::vector<std::string> out;
+    for (const codegen::Access& a : codegen::instruction_accesses(p.kernel, p.plan, p.kernel.body[i], places[i]))
+      out.push_back(std::string(a.operand) + (a.write ? " w [" : " r [") + std::to_string(a.lo) + ", " + std::to_string(a.hi) + ")");
+    return out;
+  };
+  // Placing u writes all of it; the strided dst covers elements 1, 3, ..., 31 (bytes 4..127,
+  // gaps included); the src starts at partition 2 (offset 128 = 2 x 64), byte 0.
+  CHECK(ranges(1) == std::vector<std::string>{"allocation w [256, 512)", "dst w [260, 384)", "src r [0, 64)"});
+  // A reversed dst: elements 63 down to 48.
+  CHECK(ranges(2) == std::vector<std::string>{"dst w [448, 512)", "src r [0, 64)"});
+  // HBM: flat elements 64..71 and 128..135 of out, bytes [256, 544).
+  CHECK(ranges(3) == std::vector<std::string>{"dst w [256, 544)", "src r [256, 288)"});
+}
+
+TEST_CASE("AccessTracker reports the conflicting earlier accesses of each byte", "[codegen]") {
+  codegen::AccessTracker tracker;
+  std::set<std::string> seen;
+  auto record = [&](uint64_t memory, int64_t lo, int64_t hi, bool write, int queue, uint32_t ir) {
+    seen.clear();
+    tracker.record(codegen::Access{memory, lo, hi, write, "x"}, codegen::Epoch{queue, 0, ir},
+                   [&](const codegen::Epoch& e, bool was_write) {
+                     seen.insert(std::to_string(e.ir) + (was_write ? " write" : " read"));
+                   });
+    return seen;
+  };
+  using S = std::set<std::string>;
+  CHECK(record(1, 0, 100, true, 0, 0) == S{});
+  CHECK(record(1, 50, 150, false, 1, 1) == S{"0 write"});  // overlaps [50, 100)
+  CHECK(record(1, 120, 200, false, 2, 2) == S{});          // never written, reads do not conflict
+  CHECK(record(1, 0, 200, true, 3, 3) == S{"0 write", "1 read", "2 read"});
+  CHECK(record(2, 0, 200, true, 0, 4) == S{});  // another memory
+  CHECK(record(1, 0, 10, false, 0, 5) == S{"3 write"});  // the write replaced every earlier access
+  CHECK(record(1, 10, 10, true, 0, 6) == S{});            // empty range
+  tracker.clear();
+  CHECK(record(1, 0, 200, true, 1, 7) == S{});
+}
+
 // ---- synchronization and statistics -----------------------------------------------------------
 
 // A on dma0 -> B on act -> C on pool, where C also reads A's tile; then a same-queue consumer of C
@@ -455,6 +514,26 @@ TEST_CASE("stats count a loop body once and barriers separately", "[codegen]") {
   // Six [128, 64] float32 DMA destinations.
   CHECK(s.dma_bytes == 6 * 128 * 64 * 4);
   CHECK(s.psum_high_water == 64 * 4);
+}
+
+TEST_CASE("stats of the lowered tensor_add example match hand counts", "[codegen]") {
+  // Three 128-row tiles of [384, 1024] bfloat16; per tile two loads, one add, one store.
+  const ir::Kernel k = trace("tensor_add", examples::tensor_add,
+                             {arg({384, 1024}, nl::bfloat16, "a"), arg({384, 1024}, nl::bfloat16, "b")});
+  const EngineProgram p = codegen::lower(k);
+  const codegen::ProgramStats s = p.stats();
+  // Nine DMAs round-robin: dma0 gets the 1st, 5th and 9th.
+  const std::array<int64_t, codegen::kNumQueues> per_queue = {0, 0, 3, 0, 3, 2, 2, 2};
+  CHECK(s.instructions == per_queue);
+  CHECK(s.barriers == 0);
+  CHECK(p.regions.size() == 1);
+  CHECK(s.dma_bytes == 3 * 384 * 1024 * 2);
+  // Next fit rotates through fresh bytes: 3 tiles x 3 tensors x 2048 bytes per partition.
+  CHECK(s.sbuf_high_water == 9 * 2048);
+  // Every add waits for its two loads, every store for its add; each DMA queue is also
+  // reused by a later tile, but the tiles' tensors never share bytes, so nothing else is needed.
+  CHECK(s.waits == 3 * 3);
+  CHECK(s.dependences == 3 * 3);
 }
 
 // ---- allocation --------------------------------------------------------------------------------
