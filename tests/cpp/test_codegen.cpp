@@ -676,6 +676,58 @@ TEST_CASE("allocate starts PSUM tensors on a 2 KiB bank", "[codegen]") {
   CHECK(p.plan.tensors[8]->offset == 1536);
 }
 
+TEST_CASE("PSUM tiles of the lowered matmul and transpose examples sit inside one bank", "[codegen]") {
+  const ir::Kernel kernels[] = {
+      trace("matmul", examples::matmul, {arg({512, 512}, nl::bfloat16, "lhsT"), arg({512, 512}, nl::bfloat16, "rhs")}),
+      trace("transpose", examples::transpose, {arg({256, 384}, nl::bfloat16, "x")}),
+  };
+  for (const ir::Kernel& k : kernels)
+    for (ir::Target t : {ir::Target::trn1, ir::Target::trn2, ir::Target::trn3}) {
+      const EngineProgram p = codegen::lower(k, {.target = t});
+      int psum_tiles = 0;
+      for (size_t id = 0; id < p.plan.tensors.size(); ++id) {
+        if (!p.plan.tensors[id] || p.kernel.tensors[id].buffer != ir::Buffer::psum) continue;
+        const codegen::Allocation& a = *p.plan.tensors[id];
+        INFO(k.name << " on " << ir::to_string(t) << ": " << p.kernel.tensors[id].name << " at " << a.offset);
+        ++psum_tiles;
+        CHECK(a.offset % 2048 == 0);
+        CHECK(a.bytes <= 2048);  // [128, 512] fp32 accumulators, [128, 128] bf16 transposes
+        CHECK(a.offset / 2048 == (a.offset + a.bytes - 1) / 2048);
+        CHECK(a.offset + a.bytes <= ir::target_info(t).psum_partition_bytes);
+      }
+      CHECK(psum_tiles == (k.name == "matmul" ? 4 : 6));  // one per output block
+    }
+}
+
+TEST_CASE("legalize re-verifies the kernel for the target", "[codegen]") {
+  // N = 1024 fp32 columns: one matmul on trn3 (up to 4096), more than one PSUM bank before it.
+  const ir::Kernel k = ir::parse(R"(kernel "wide" target=trn3 {
+  param %0 "x" hbm float32[128, 128]
+  param %1 "y" hbm float32[128, 1024]
+  tensor %2 "out" shared_hbm float32[128, 1024]
+  tensor %3 "lhs" sbuf float32[128, 128]
+  tensor %4 "rhs" sbuf float32[128, 1024]
+  tensor %5 "acc" psum float32[128, 1024]
+  tensor %6 "res" sbuf float32[128, 1024]
+  dma_copy dst=%3@0[[128,128],[1,128]] src=%0@0[[128,128],[1,128]]
+  dma_copy dst=%4@0[[1024,128],[1,1024]] src=%1@0[[1024,128],[1,1024]]
+  nc_matmul dst=%5@0[[1024,128],[1,1024]] stationary=%3@0[[128,128],[1,128]] moving=%4@0[[1024,128],[1,1024]] @ "wide.py":9
+  tensor_copy dst=%6@0[[1024,128],[1,1024]] src=%5@0[[1024,128],[1,1024]]
+  dma_copy dst=%2@0[[1024,128],[1,1024]] src=%6@0[[1024,128],[1,1024]]
+  return %2
+}
+)");
+  const EngineProgram p = codegen::lower(k);
+  CHECK(p.plan.tensors[5]->bytes == 4096);
+  CHECK(p.plan.tensors[5]->offset % 2048 == 0);
+  for (ir::Target t : {ir::Target::trn1, ir::Target::trn2}) {
+    const Error e = expect_error([&] { codegen::lower(k, {.target = t}); }, "matmul-shape");
+    CHECK(e.kind() == ErrorKind::User);
+    CHECK(e.loc().line == 9);
+    CHECK_THROWS_AS(codegen::legalize(k, t), Error);
+  }
+}
+
 namespace {
 
 // a and b (64 KiB per partition) and c (80 KiB) alive together: 208 KiB, more than trn1's
