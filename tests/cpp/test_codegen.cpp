@@ -86,7 +86,8 @@ const EngineInstr& instr_at(const EngineProgram& p, uint32_t ir) {
 // Waits as "queue>=count" strings, in the order the program lists them.
 std::vector<std::string> waits_of(const EngineProgram& p, uint32_t ir) {
   std::vector<std::string> out;
-  for (const Wait& w : instr_at(p, ir).waits) out.push_back(std::string(codegen::queue_name(w.queue)) + ">=" + std::to_string(w.count));
+  for (const Wait& w : instr_at(p, ir).waits)
+    out.push_back(std::string(codegen::queue_name(w.queue)) + ">=" + std::to_string(w.count));
   return out;
 }
 
@@ -388,7 +389,8 @@ TEST_CASE("instruction_accesses gives each operand's byte range inside a partiti
   auto ranges = [&](uint32_t i) {
     std::vector<std::string> out;
     for (const codegen::Access& a : codegen::instruction_accesses(p.kernel, p.plan, p.kernel.body[i], places[i]))
-      out.push_back(std::string(a.operand) + (a.write ? " w [" : " r [") + std::to_string(a.lo) + ", " + std::to_string(a.hi) + ")");
+      out.push_back(std::string(a.operand) + (a.write ? " w [" : " r [") + std::to_string(a.lo) + ", " +
+                    std::to_string(a.hi) + ")");
     return out;
   };
   // Placing u writes all of it; the strided dst covers elements 1, 3, ..., 31 (bytes 4..127,
@@ -505,9 +507,9 @@ TEST_CASE("a wait already implied by the waiter's own queue is not repeated", "[
 TEST_CASE("stats count a loop body once and barriers separately", "[codegen]") {
   const Passes p = run_passes(kEngines);
   const codegen::ProgramStats s = p.program.stats();
-  // kEngines: pe 1 (matmul), act 2 (activation, scalar tensor_scalar), dve 2, pool 4 (iota,
-  // affine_select, gpsimd tensor_tensor, power), DMAs 0/11/13 ... round robin: dma0 {0, 13},
-  // dma1 {1, 17}, dma2 {11}, dma3 {12}.
+  // kEngines: pe 1 (matmul), act 2 (activation, scalar tensor_scalar), dve 2 (tensor_tensor,
+  // tensor_scalar), pool 4 (iota, affine_select, gpsimd tensor_tensor, power); the six DMAs
+  // round-robin: dma0 {0, 13}, dma1 {1, 17}, dma2 {11}, dma3 {12}.
   const std::array<int64_t, codegen::kNumQueues> per_queue = {1, 2, 2, 4, 2, 2, 1, 1};
   CHECK(s.instructions == per_queue);
   CHECK(s.barriers == 3);
@@ -874,7 +876,8 @@ TEST_CASE("lower writes numbered per-pass dumps to debug_dir/<kernel>", "[codege
   // Instruction 1 (activation) is on act and reads what 0 loaded.
   CHECK_THAT(read_text(dir / "04-engines.txt"), Catch::Contains("  # act\n"));
   CHECK_THAT(read_text(dir / "05-dependences.txt"), Catch::Contains("# raw on 0"));
-  CHECK_THAT(read_text(dir / "03-allocate.txt"), Catch::Contains("c (t4) sbuf core 0 partitions [0, 128) bytes [512, 768)"));
+  CHECK_THAT(read_text(dir / "03-allocate.txt"),
+             Catch::Contains("c (t4) sbuf core 0 partitions [0, 128) bytes [512, 768)"));
 }
 
 TEST_CASE("KNIT_DEBUG=1 turns the dumps on, into KNIT_DEBUG_DIR", "[codegen]") {

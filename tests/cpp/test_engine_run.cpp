@@ -31,7 +31,8 @@ Example tensor_add_example() {
   const int64_t R = 384, C = 1024;
   const ir::DType d = ir::DType::bfloat16;
   return {trace("tensor_add", examples::tensor_add, {arg({R, C}, d, "a"), arg({R, C}, d, "b")}),
-          {host(d, {R, C}, rounded(d, random_values(R * C, 11))), host(d, {R, C}, rounded(d, random_values(R * C, 12)))}};
+          {host(d, {R, C}, rounded(d, random_values(R * C, 11))),
+           host(d, {R, C}, rounded(d, random_values(R * C, 12)))}};
 }
 
 Example ragged_tensor_add_example() {
@@ -45,7 +46,8 @@ Example matmul_example() {
   const int64_t K = 512, M = 512, N = 512;
   const ir::DType d = ir::DType::bfloat16;
   return {trace("matmul", examples::matmul, {arg({K, M}, d, "lhsT"), arg({K, N}, d, "rhs")}),
-          {host(d, {K, M}, rounded(d, random_values(K * M, 21))), host(d, {K, N}, rounded(d, random_values(K * N, 22)))}};
+          {host(d, {K, M}, rounded(d, random_values(K * M, 21))),
+           host(d, {K, N}, rounded(d, random_values(K * N, 22)))}};
 }
 
 Example softmax_example() {
@@ -58,7 +60,8 @@ Example rmsnorm_example() {
   const int64_t R = 256, C = 1024;
   const ir::DType d = ir::DType::bfloat16;
   return {trace("rmsnorm", examples::rmsnorm, {arg({R, C}, d, "x"), arg({C}, d, "w")}),
-          {host(d, {R, C}, rounded(d, random_values(R * C, 41))), host(d, {C}, rounded(d, random_values(C, 42, 0.5f, 1.5f)))}};
+          {host(d, {R, C}, rounded(d, random_values(R * C, 41))),
+           host(d, {C}, rounded(d, random_values(C, 42, 0.5f, 1.5f)))}};
 }
 
 Example transpose_example() {
@@ -232,7 +235,8 @@ TEST_CASE("the race checker catches a missing wait in a lowered example", "[code
   // The earlier side is one of the loads the tensor_tensor depends on.
   bool names_producer = false;
   for (const codegen::Dependence& d : deps)
-    if (d.to == raw->to) names_producer |= msg.find("dma_copy (" + where(program.kernel.body[d.from]) + ")") != std::string::npos;
+    if (d.to == raw->to)
+      names_producer |= msg.find("dma_copy (" + where(program.kernel.body[d.from]) + ")") != std::string::npos;
   CHECK(names_producer);
 }
 
