@@ -70,6 +70,9 @@ std::vector<Access> instruction_accesses(const Kernel& k, const MemoryPlan& plan
     a.operand = name;
     out.push_back(a);
   });
+  // Reads before writes, as the instruction itself does them: a read of bytes it also writes
+  // then meets their earlier writer (read after write), not the instruction itself.
+  std::stable_partition(out.begin(), out.end(), [](const Access& a) { return !a.write; });
   return out;
 }
 

@@ -47,6 +47,12 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
     if (is_on_chip(k.tensors[id].buffer) && live[id].used()) order.push_back(static_cast<int>(id));
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return live[a].first < live[b].first; });
 
+  for (int id : order)  // pins first: automatic placements must avoid them
+    if (const auto& pin = k.tensor(id).address) {
+      const TensorDecl& t = k.tensor(id);
+      plan.tensors[id] = Allocation{core[id], (*pin)[0], t.partitions(), (*pin)[1],
+                                    t.partition_elements() * dtype_size(t.dtype), true};
+    }
   std::vector<int> alive;  // allocated tensors whose live range has not ended
   std::map<std::pair<bool, int>, int64_t> next_fit;  // (sbuf?, core) -> end of the latest placement
   for (int id : order) {
@@ -56,6 +62,11 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
     std::vector<int> same;  // alive tensors in the same buffer of the same core
     for (int o : alive)
       if (k.tensor(o).buffer == t.buffer && core[o] == core[id]) same.push_back(o);
+    // A pin holds its bytes for its whole live range, also before its first use.
+    for (int o : order)
+      if (o != id && k.tensor(o).address && live[o].first > live[id].first && live[o].overlaps(live[id]) &&
+          k.tensor(o).buffer == t.buffer && core[o] == core[id])
+        same.push_back(o);
 
     Allocation a;
     a.core = core[id];

@@ -212,9 +212,7 @@ TEST_CASE("assign_engines follows the engine rules and round-robins DMAs", "[cod
 // nki-api.md §3.2: nc_transpose with engine=unknown picks the engine by buffers, and the verifier
 // (ir/src/verify_data.cpp, check(NcTranspose)) resolves SBUF -> SBUF to the Vector Engine
 // (<= [32, 32]); only SBUF -> PSUM is a Tensor Engine transpose. The Tensor Engine cannot write SBUF.
-TEST_CASE("assign_engines puts an SBUF to SBUF nc_transpose on the Vector Engine", "[codegen][!mayfail]") {
-  // BUG: default_queue() in codegen/src/lower.cpp maps every engine=unknown nc_transpose to
-  // Queue::pe, so the SBUF -> SBUF transpose below lands on the Tensor Engine's queue.
+TEST_CASE("assign_engines puts an SBUF to SBUF nc_transpose on the Vector Engine", "[codegen]") {
   const Passes p = run_passes(R"(kernel "vt" target=trn2 {
   param %0 "x" hbm float32[32, 32]
   tensor %1 "out" shared_hbm float32[32, 32]
@@ -349,10 +347,7 @@ TEST_CASE("dependences never cross a barrier", "[codegen]") {
 // of its input: the consumer reads what the producer wrote, so the dependence is a RAW (it is a
 // WAW too, but the read is what makes the consumer need the producer's data; the dump in
 // 05-dependences.txt reports this kind).
-TEST_CASE("an in-place update depends on its input's producer as a RAW", "[codegen][!mayfail]") {
-  // BUG: dependences() (codegen/src/lower.cpp) records the accesses in operand order, dst first;
-  // the dst write is seen first and sets kind = waw for the producer's queue, and the data read
-  // that follows finds the instruction itself as the writer, so the RAW is never reported.
+TEST_CASE("an in-place update depends on its input's producer as a RAW", "[codegen]") {
   const Passes p = run_passes(R"(kernel "inplace" target=trn2 {
   param %0 "x" hbm float32[128, 64]
   tensor %1 "out" shared_hbm float32[128, 64]
@@ -395,11 +390,12 @@ TEST_CASE("instruction_accesses gives each operand's byte range inside a partiti
   };
   // Placing u writes all of it; the strided dst covers elements 1, 3, ..., 31 (bytes 4..127,
   // gaps included); the src starts at partition 2 (offset 128 = 2 x 64), byte 0.
-  CHECK(ranges(1) == std::vector<std::string>{"allocation w [256, 512)", "dst w [260, 384)", "src r [0, 64)"});
+  // Reads come first (an instruction reads its inputs before writing).
+  CHECK(ranges(1) == std::vector<std::string>{"src r [0, 64)", "allocation w [256, 512)", "dst w [260, 384)"});
   // A reversed dst: elements 63 down to 48.
-  CHECK(ranges(2) == std::vector<std::string>{"dst w [448, 512)", "src r [0, 64)"});
+  CHECK(ranges(2) == std::vector<std::string>{"src r [0, 64)", "dst w [448, 512)"});
   // HBM: flat elements 64..71 and 128..135 of out, bytes [256, 544).
-  CHECK(ranges(3) == std::vector<std::string>{"dst w [256, 544)", "src r [256, 288)"});
+  CHECK(ranges(3) == std::vector<std::string>{"src r [256, 288)", "dst w [256, 544)"});
 }
 
 TEST_CASE("AccessTracker reports the conflicting earlier accesses of each byte", "[codegen]") {
@@ -610,12 +606,7 @@ TEST_CASE("allocate honours address= pins exactly and places others around them"
 
 // A pin reserves its bytes for the pinned tensor's whole live range: aliasing through address=
 // is the kernel's explicit choice only between tensors it pinned.
-TEST_CASE("allocate keeps automatic tensors off the bytes of a pin alive with them", "[codegen][!mayfail]") {
-  // BUG: allocate() (codegen/src/allocate.cpp) places tensors in order of live-range start and
-  // checks a candidate offset only against the tensors already placed ('same'); a pin whose live
-  // range starts later is not reserved, so q below is placed at byte 0 and p is then pinned over
-  // it while q is still alive. The reference interpreter uses the same plan, so q's data is
-  // silently overwritten by p's load: out = y + y instead of x + y.
+TEST_CASE("allocate keeps automatic tensors off the bytes of a pin alive with them", "[codegen]") {
   const Passes p = run_passes(R"(kernel "late_pin" target=trn2 {
   param %0 "x" hbm float32[128, 64]
   param %1 "y" hbm float32[128, 64]

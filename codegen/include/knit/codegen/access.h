@@ -31,7 +31,7 @@ struct Access {
   const char* operand = "";
 };
 
-// The accesses of one instruction's operands. `places` lists tensors whose live range starts at
+// The accesses of one instruction's operands, reads first. `places` lists tensors whose live range starts at
 // this instruction (each adds a write of its whole allocation).
 std::vector<Access> instruction_accesses(const ir::Kernel& k, const MemoryPlan& plan, const ir::Instruction& inst,
                                          const std::vector<int>& places = {});
