@@ -51,9 +51,19 @@ std::function<void(int64_t)> progress_bar(const ir::Kernel& k) {
   };
 }
 
-void end_progress_line(double seconds) {
-  if (seconds < 1.0) return;
-  py::module_::import("sys").attr("stderr").attr("write")("\n");
+// run_program without the GIL, with the progress line.
+sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<sim::HostTensor>& hosts,
+                                 sim::InterpretOptions options) {
+  options.on_progress = progress_bar(p.kernel);
+  const auto start = std::chrono::steady_clock::now();
+  sim::RunResult r;
+  {
+    py::gil_scoped_release release;
+    r = sim::run_program(p, hosts, options);
+  }
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= 1.0)
+    py::module_::import("sys").attr("stderr").attr("write")("\n");
+  return r;
 }
 
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
@@ -63,16 +73,12 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
   options.record_execution = true;
   options.timing_only = timing_only;
   options.schedule = sim::Schedule::program_order;
-  options.on_progress = progress_bar(p.kernel);
-  sim::RunResult run;
+  const sim::RunResult run = run_with_progress(p, hosts, options);
   sim::TimingReport t;
-  const auto start = std::chrono::steady_clock::now();
   {
     py::gil_scoped_release release;
-    run = sim::run_program(p, hosts, options);
     t = sim::simulate_timing(p, run.executed, keep_timeline);
   }
-  end_progress_line(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   const sim::MachineConfig& config = sim::machine_config(p.kernel.target);
   py::dict d;
   py::list queues;
@@ -332,14 +338,7 @@ void bind_builder(py::module_& m) {
             else throw py::value_error("schedule must be \"program_order\", \"round_robin\" or \"random\", not \"" + schedule + "\"");
             options.seed = seed;
             options.check_races = check_races;
-            options.on_progress = progress_bar(p.kernel);
-            sim::RunResult r;
-            const auto start = std::chrono::steady_clock::now();
-            {
-              py::gil_scoped_release release;
-              r = sim::run_program(p, hosts, options);
-            }
-            end_progress_line(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+            const sim::RunResult r = run_with_progress(p, hosts, options);
             return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",
