@@ -8,9 +8,9 @@ expressions, ``nl.par_dim``, ``psum += nisa.nc_matmul(...)``. Both facades (this
 ``knit`` itself) trace into the same IR and are verified by the same rules (nki-api.md §6.2).
 
 Runners: ``jit`` (any ``mode=``), ``simulate_kernel``, and ``baremetal`` / ``benchmark`` /
-``profile`` all run the kernel on the CPU simulator (``benchmark`` reports NaN latencies).
+``profile`` all run the kernel on the CPU simulator (``benchmark`` also reports its simulated
+latency).
 """
-import math as _math
 
 from .. import _trace
 from .. import isa as _kisa
@@ -107,22 +107,15 @@ def baremetal(kernel=None, **kwargs):
 profile = baremetal
 
 
-class _Latency:
-    def get_latency_percentile(self, p):
-        return _math.nan
-
-
-class _BenchmarkResult:
-    def __init__(self):
-        self.nc_latency = _Latency()
-
-
 class BenchmarkKernel(LegacyKernel):
-    """``nki.benchmark``: runs on the simulator; latencies are not modelled (NaN)."""
+    """``nki.benchmark``: the call runs the kernel on the simulator and returns its outputs;
+    ``benchmark_result.nc_latency.get_latency_percentile(p)`` is the simulated latency in µs
+    (deterministic, so every percentile is the same; knit.benchmark)."""
 
     def __call__(self, *args, **kwargs):
+        from ..benchmark import Benchmark
         out = super().__call__(*args, **kwargs)
-        self.benchmark_result = _BenchmarkResult()
+        self.benchmark_result = Benchmark(self)(*args, **kwargs).benchmark_result
         return out
 
 
