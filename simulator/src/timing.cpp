@@ -42,13 +42,30 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
 
   std::map<int, CoreClock> cores;
   std::vector<double> visible(program.kernel.body.size(), 0);  // per instruction of the running region
-  for (const Executed& x : executed) {
+  auto is_core_sync = [&](const Executed& x) {
+    if (x.region >= 0) return false;
+    const Opcode op = program.kernel.body[x.pc].opcode();
+    return op == Opcode::core_barrier || op == Opcode::sendrecv;
+  };
+  for (size_t n = 0; n < executed.size(); ++n) {
+    const Executed& x = executed[n];
     CoreClock& clock = cores[x.core];
     if (x.region < 0) {  // a barrier: every queue drains, then the sync engine runs it
-      const double t = clock.now() + config.sync_ns;
-      clock.queue_free.fill(t);
-      clock.dma_free = std::max(clock.dma_free, t);
-      ++report.barriers;
+      double t = clock.now() + config.sync_ns;
+      // Cores released together at a core_barrier / sendrecv (logged one after another) leave it
+      // together, when the last of them has arrived.
+      size_t last = n;
+      if (is_core_sync(x))
+        while (last + 1 < executed.size() && is_core_sync(executed[last + 1]) && executed[last + 1].core != x.core)
+          t = std::max(t, cores[executed[++last].core].now() + config.sync_ns);
+      for (size_t g = n; g <= last; ++g) {
+        CoreClock& c = cores[executed[g].core];
+        c.queue_free.fill(t);
+        c.dma_free = std::max(c.dma_free, t);
+        c.done = std::max(c.done, t);
+        ++report.barriers;
+      }
+      n = last;
       continue;
     }
     const codegen::Region& region = program.regions[x.region];
