@@ -35,7 +35,7 @@ class Profile:
     total_ns / latency_us: end-to-end time including the fixed launch overhead;
     engines: {queue: EngineStats} for pe (TensorE), act (ScalarE), dve (VectorE), pool (GpSimd)
     and the DMA queues dma0..dma3; dma_bytes, dma_bandwidth_gbps (bytes over the whole run),
-    dma_utilization (time the DMA bandwidth was in use); mfu (model matmul FLOPs over the bf16
+    dma_utilization (time the DMA bandwidth was in use); hbm_read_bytes / hbm_write_bytes; mfu (model matmul FLOPs over the bf16
     peak) and hfu (TensorE streaming time over the run); instructions (executed, loops count
     every trip); stalls (time each queue waited for each other queue's semaphores);
     outputs: the kernel's results (None for a timing-only run)."""
@@ -53,6 +53,8 @@ class Profile:
         self.instructions = {q: data["instructions"][i] for i, q in enumerate(queues)}
         self.instructions["sync"] = data["barriers"]
         self.dma_bytes = data["dma_bytes"]
+        self.hbm_read_bytes = data["hbm_read_bytes"]
+        self.hbm_write_bytes = data["hbm_write_bytes"]
         self.dma_bandwidth_gbps = self.dma_bytes / total if total else 0.0  # bytes/ns = GB/s
         self.dma_utilization = data["dma_active_ns"] / total if total else 0.0
         self.flops = data["flops"]
@@ -103,6 +105,24 @@ class Profile:
 
     def __repr__(self):
         return self.summary()
+
+    def summary_json(self):
+        """The headline metrics under neuron-profile's summary-json names (hw-model.md §4.3)."""
+        def active(queues):
+            return 100 * sum(self.engines[q].utilization for q in queues)
+        return {
+            "total_time": self.total_ns / 1e9,
+            "hbm_read_bytes": self.hbm_read_bytes,
+            "hbm_write_bytes": self.hbm_write_bytes,
+            "hardware_flops": self.flops,
+            "hfu_estimated_percent": 100 * self.hfu,
+            "mfu_estimated_percent": 100 * self.mfu,
+            "tensor_engine_active_time_percent": active(["pe"]),
+            "vector_engine_active_time_percent": active(["dve"]),
+            "scalar_engine_active_time_percent": active(["act"]),
+            "gpsimd_engine_active_time_percent": active(["pool"]),
+            "dma_active_time_percent": 100 * self.dma_utilization,
+        }
 
     def trace_events(self):
         """Chrome / Perfetto trace events: one track per engine and DMA queue (per core)."""

@@ -91,6 +91,8 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
   d["stall_ns"] = t.stall_ns;
   d["barriers"] = t.barriers;
   d["dma_bytes"] = t.dma_bytes;
+  d["hbm_read_bytes"] = t.hbm_read_bytes;
+  d["hbm_write_bytes"] = t.hbm_write_bytes;
   d["dma_active_ns"] = t.dma_active_ns;
   d["flops"] = t.flops;
   d["pe_array_ns"] = t.pe_array_ns;

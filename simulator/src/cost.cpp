@@ -192,6 +192,11 @@ void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c
   double bandwidth = peak * chunk / (chunk + c.dma_half_chunk_bytes);
   if (inst.opcode() == Opcode::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;  // §5.7
   cost.dma_bytes = bytes;
+  for (const auto& [name, v] : o.views) {
+    if (is_on_chip(o.buffer(*v))) continue;
+    const int64_t b = v->num_elements() * dtype_size(v->dtype);
+    (!std::strcmp(name, "dst") ? cost.hbm_write_bytes : cost.hbm_read_bytes) += b;
+  }
   cost.fixed_ns = c.dma_fixed_ns;
   cost.busy_ns = static_cast<double>(bytes) / bandwidth;
   cost.latency_ns = 0;

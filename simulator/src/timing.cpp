@@ -99,6 +99,8 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
         visible[i] = t.end_ns;
         report.dma_active_ns += cost.busy_ns;
         report.dma_bytes += cost.dma_bytes;
+        report.hbm_read_bytes += cost.hbm_read_bytes;
+        report.hbm_write_bytes += cost.hbm_write_bytes;
       } else {
         double busy = cost.busy_ns;
         if (cost.act_table >= 0 && cost.act_table != clock.act_table) {

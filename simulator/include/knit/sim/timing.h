@@ -28,6 +28,7 @@ struct InstrCost {
   double flops = 0;         // model FLOPs (matmul: 2*K*M*N)
   double pe_array_ns = 0;   // TensorE time at full array use (for HFU)
   int64_t dma_bytes = 0;
+  int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;  // the DMA's HBM side(s)
   int act_table = -1;       // ScalarE function set the instruction needs (-1: none)
 };
 InstrCost instruction_cost(const ir::Kernel& k, const ir::Instruction& inst, codegen::Queue queue,
@@ -51,6 +52,7 @@ struct TimingReport {
   std::array<std::array<double, codegen::kNumQueues>, codegen::kNumQueues> stall_ns{};  // [waiter][producer]
   int64_t barriers = 0;
   int64_t dma_bytes = 0;
+  int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
   double flops = 0;
   double pe_array_ns = 0;
   double dma_active_ns = 0;  // time the DMA bandwidth was in use
