@@ -47,8 +47,10 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
     if (is_on_chip(k.tensors[id].buffer) && live[id].used()) order.push_back(static_cast<int>(id));
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return live[a].first < live[b].first; });
 
+  std::vector<int> pins;
   for (int id : order)  // pins first: automatic placements must avoid them
     if (const auto& pin = k.tensor(id).address) {
+      pins.push_back(id);
       const TensorDecl& t = k.tensor(id);
       plan.tensors[id] = Allocation{core[id], (*pin)[0], t.partitions(), (*pin)[1],
                                     t.partition_elements() * dtype_size(t.dtype), true};
@@ -63,8 +65,8 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
     for (int o : alive)
       if (k.tensor(o).buffer == t.buffer && core[o] == core[id]) same.push_back(o);
     // A pin holds its bytes for its whole live range, also before its first use.
-    for (int o : order)
-      if (o != id && k.tensor(o).address && live[o].first > live[id].first && live[o].overlaps(live[id]) &&
+    for (int o : pins)
+      if (o != id && live[o].first > live[id].first && live[o].overlaps(live[id]) &&
           k.tensor(o).buffer == t.buffer && core[o] == core[id])
         same.push_back(o);
 

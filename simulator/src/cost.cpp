@@ -74,13 +74,24 @@ Operands operands_of(const Kernel& k, const Instruction& inst) {
   return o;
 }
 
-// ScalarE function sets: functions in one set share a table (§1.5); cheap functions are in
-// every set. Knit's grouping is an estimate: exp/log family, gelu family, the rest one each.
+// ScalarE function sets (§1.5): functions in one set share a table. The sets Knit assumes are an
+// estimate: exp and log (natural_log_exp_and_others), the gelu family (gelu_and_others), every
+// other function a set of its own; plain arithmetic (copy, relu, square, abs, sign) needs no table.
 int act_table(ActFunc f) {
   switch (f) {
     case ActFunc::copy:
     case ActFunc::relu:
+    case ActFunc::square:
+    case ActFunc::abs:
+    case ActFunc::sign:
       return -1;
+    case ActFunc::log:
+      return static_cast<int>(ActFunc::exp);
+    case ActFunc::gelu_dx:
+    case ActFunc::gelu_apprx_tanh:
+    case ActFunc::gelu_apprx_sigmoid:
+    case ActFunc::gelu_apprx_sigmoid_dx:
+      return static_cast<int>(ActFunc::gelu);
     default:
       return static_cast<int>(f);
   }
@@ -226,24 +237,27 @@ InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue
       break;
     case Queue::act:
       ghz = c.act_ghz;
-      cycles = scalar_cycles(o, inst, c) + c.overhead_cycles;
+      cycles = scalar_cycles(o, inst, c);
       if (const auto* a = std::get_if<Activation>(&inst.op)) cost.act_table = act_table(a->op);
       if (const auto* a = std::get_if<ActivationReduce>(&inst.op)) cost.act_table = act_table(a->op);
       pipe = 140;  // with min_ii + overhead: the 264-cycle dependent-instruction II of §5.6
       break;
     case Queue::dve:
       ghz = c.dve_ghz;
-      cycles = vector_cycles(o, inst, c) + c.overhead_cycles;
+      cycles = vector_cycles(o, inst, c);
       pipe = 140;
       break;
     default:
       ghz = c.pool_ghz;
-      cycles = gpsimd_cycles(o, inst, c) + c.overhead_cycles;
+      cycles = gpsimd_cycles(o, inst, c);
       pipe = 140;
       break;
   }
-  if (queue != Queue::pe && o.strided()) cycles *= 2;
-  if (queue != Queue::pe && o.any_dynamic()) cycles = std::max(cycles, 600.0);  // §1.9 dynamic MIN_II
+  if (queue != Queue::pe) {
+    if (o.strided()) cycles *= 2;  // the datapath term only (§5.1), not the setup overhead
+    if (o.any_dynamic()) cycles = std::max(cycles, 600.0);  // §1.9 dynamic-address MIN_II
+    cycles += c.overhead_cycles;
+  }
   cost.busy_ns = cycles / ghz;
   cost.latency_ns = pipe / ghz;
   return cost;

@@ -11,13 +11,62 @@ using codegen::kNumQueues;
 
 namespace {
 
+// The core's DMA bandwidth over time: the intervals in which a transfer's data is moving. A
+// transfer takes the earliest free interval long enough once it is ready, so bandwidth goes to
+// transfers in the order they become ready, not in body order.
+class DmaPipe {
+ public:
+  double reserve(double ready, double duration) {
+    double t = ready;
+    auto it = busy_.upper_bound(t);
+    if (it != busy_.begin() && std::prev(it)->second > t) t = std::prev(it)->second;
+    while (it != busy_.end() && it->first < t + duration) {
+      t = std::max(t, it->second);
+      ++it;
+    }
+    insert(t, t + duration);
+    return t;
+  }
+  double end() const { return busy_.empty() ? 0.0 : busy_.rbegin()->second; }
+  // Nothing may move before t (a barrier): fill the pipe up to it.
+  void block_until(double t) {
+    if (t > 0) insert(0, t);
+  }
+
+ private:
+  void insert(double lo, double hi) {
+    auto next = busy_.lower_bound(lo);
+    if (next != busy_.begin() && std::prev(next)->second >= lo) {
+      --next;
+      lo = next->first;
+      hi = std::max(hi, next->second);
+      next = busy_.erase(next);
+    }
+    while (next != busy_.end() && next->first <= hi) {
+      hi = std::max(hi, next->second);
+      next = busy_.erase(next);
+    }
+    busy_.emplace(lo, hi);
+    // Old gaps rarely fit a later transfer but make every search long: beyond kMaxGaps, the
+    // earliest gap is given up (filled), which can only delay a transfer ready that far back.
+    while (busy_.size() > kMaxGaps) {
+      auto first = busy_.begin(), second = std::next(first);
+      const double end = second->second;
+      busy_.erase(second);
+      first->second = end;
+    }
+  }
+  static constexpr size_t kMaxGaps = 32;
+  std::map<double, double> busy_;  // start -> end, disjoint, merged when touching
+};
+
 struct CoreClock {
   std::array<double, kNumQueues> queue_free{};  // when each queue may start its next instruction
-  double dma_free = 0;                          // when the core's DMA bandwidth is next free
+  DmaPipe dma;
   int act_table = -1;                           // ScalarE function set loaded
   double done = 0;                              // the latest result visible so far
   double now() const {
-    double t = std::max(dma_free, done);
+    double t = std::max(dma.end(), done);
     for (double q : queue_free) t = std::max(t, q);
     return t;
   }
@@ -61,7 +110,7 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       for (size_t g = n; g <= last; ++g) {
         CoreClock& c = cores[executed[g].core];
         c.queue_free.fill(t);
-        c.dma_free = std::max(c.dma_free, t);
+        c.dma.block_until(t);
         c.done = std::max(c.done, t);
         ++report.barriers;
       }
@@ -92,9 +141,8 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       TimedInstruction t{x.core, i, queue_of[i], start, 0, start, stall, stalled_on};
       if (q >= codegen::kFirstDmaQueue) {
         // The fixed cost overlaps other transfers; the data then shares the DMA bandwidth.
-        t.start_ns = std::max(start + cost.fixed_ns, clock.dma_free);
+        t.start_ns = clock.dma.reserve(start + cost.fixed_ns, cost.busy_ns);
         t.end_ns = t.start_ns + cost.busy_ns;
-        clock.dma_free = t.end_ns;
         clock.queue_free[q] = t.start_ns;  // the queue issues its next transfer meanwhile
         visible[i] = t.end_ns;
         report.dma_active_ns += cost.busy_ns;
