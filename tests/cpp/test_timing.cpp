@@ -9,6 +9,9 @@
 // producer's result is visible, DMA data phases share the core's bandwidth, barriers drain every
 // queue, total = slowest core + launch). Constants are read from machine_config(target), never
 // written down a second time.
+//
+// Test cases tagged [!mayfail] document known deviations of the implementation from that model
+// (each comment gives the input, the expected and the actual value).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -169,7 +172,7 @@ std::string full(int id, int n, int row = -1) {
 
 }  // namespace
 
-// ---- 1. instruction_cost ---------------------------------------------------------------------
+// ---- instruction_cost ---------------------------------------------------------------------
 
 TEST_CASE("nc_matmul costs max(N, 64) PE cycles, x4 for fp32, at the PE clock", "[timing]") {
   for (ir::Target target : kTargets) {
@@ -420,7 +423,7 @@ TEST_CASE("DMA: fixed cost, then bytes over the chunk-derated bandwidth", "[timi
   }
 }
 
-// ---- 2. simulate_timing on small programs ----------------------------------------------------
+// ---- simulate_timing on small programs ----------------------------------------------------
 
 namespace {
 
@@ -562,11 +565,12 @@ TEST_CASE("a DMA queue issues its next transfer when the previous one's data sta
   REQUIRE(t.queue_of(4) == Queue::dma0);
   const double b = t.cost(0).busy_ns;
   for (uint32_t i = 0; i < 4; ++i) CHECK(t.once(i).start_ns == Approx(c.dma_fixed_ns + i * b));
-  // The fifth was issued when the first's data started, and waits for the WAW on %2 (the first
-  // load's result) too: the later of (issue + fixed) and the bandwidth.
+  // The fifth (dma0 again, rewriting %2 after the first load on the same queue: no semaphore) is
+  // issued when the first's data starts, pays its own fixed cost, then queues for the bandwidth.
   const TimedInstruction& fifth = t.once(4);
-  CHECK(fifth.issue_ns >= c.dma_fixed_ns);
-  CHECK(fifth.start_ns == Approx(std::max(fifth.issue_ns + c.dma_fixed_ns, c.dma_fixed_ns + 4 * b)));
+  CHECK(fifth.issue_ns == Approx(c.dma_fixed_ns));
+  CHECK(fifth.stall_ns == 0);
+  CHECK(fifth.start_ns == Approx(std::max(2 * c.dma_fixed_ns, c.dma_fixed_ns + 4 * b)));
 }
 
 // timing.h: "DMA transfers pay a fixed cost, then share the core's DMA bandwidth in issue order."
@@ -646,7 +650,7 @@ TEST_CASE("a device loop's instructions count once per trip", "[timing]") {
   CHECK(d.report.dma_active_ns == Approx(3 * d.cost(1).busy_ns));
 }
 
-// ---- 3. determinism ------------------------------------------------------------------------
+// ---- determinism ------------------------------------------------------------------------
 
 TEST_CASE("timing is deterministic and a functional run times exactly like a timing-only one", "[timing]") {
   // Load, a 3-trip loop of ScalarE / VectorE / TensorE work, evict, store.

@@ -7,6 +7,9 @@ the hardware facts of ../shared/reference/hw-model.md (engine clocks §1.2, the 
 ``max(N, 64) * (4 if fp32 else 1)`` PE cycles §5.2, the published ordering of the four matmul
 optimization stages §3.1). The C++ side (tests/cpp/test_timing.cpp) checks the cost formulas and
 the event replay on hand-built programs.
+
+Tests marked xfail(strict=True) document known bugs (each with input, expected and actual in
+its comment); they start failing -- and must be unmarked -- once the bug is fixed.
 """
 import functools
 import importlib.util
@@ -115,7 +118,7 @@ def case(name, target):
     return kernel, inputs, functional, shapes_only
 
 
-# ---- 4. functional and timing-only runs agree --------------------------------------------------
+# ---- functional and timing-only runs agree --------------------------------------------------
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -188,7 +191,7 @@ def test_queues_run_one_instruction_at_a_time_and_dma_data_shares_one_pipe(name,
     assert prof.dma_utilization * prof.total_ns <= prof.total_ns - prof.launch_ns + 1e-6
 
 
-# ---- 5. determinism across processes -----------------------------------------------------------
+# ---- determinism across processes -----------------------------------------------------------
 
 _SUBPROCESS = r"""
 import importlib.util, sys
@@ -223,7 +226,7 @@ def test_profile_is_identical_across_processes():
     assert lines[1].split(" ", 1)[0] == repr(matmul_profile(512, 256, 1024).total_ns)
 
 
-# ---- 6. first-principles sanity of the matmul example ------------------------------------------
+# ---- first-principles sanity of the matmul example ------------------------------------------
 
 
 def matmuls(K, M, N):
@@ -281,7 +284,7 @@ def test_trn1_vs_trn2_pe_busy_is_the_clock_ratio():
     assert trn1.core_name == "NC-v2" and trn2.core_name == "NC-v3"
 
 
-# ---- 7. knit.benchmark and the legacy nki.benchmark --------------------------------------------
+# ---- knit.benchmark and the legacy nki.benchmark --------------------------------------------
 
 
 def test_benchmark_both_call_forms_report_the_profile_latency():
@@ -389,7 +392,7 @@ def test_benchmark_of_a_data_dependent_kernel_on_placeholders_names_the_rule():
     assert e.value.line == source_line(__file__, "nisa.register_load(count, count_tile)")
 
 
-# ---- 8. summary, trace and plot ----------------------------------------------------------------
+# ---- summary, trace and plot ----------------------------------------------------------------
 
 MM_K, MM_M, MM_N = 256, 256, 1024  # the "matmul" case: 2 x 2 output tiles, 2 K tiles each
 
@@ -572,7 +575,7 @@ def test_core_barrier_makes_every_core_wait_for_the_slowest():
     assert load1 >= store0
 
 
-# ---- 9. the four matmul optimization stages ----------------------------------------------------
+# ---- the four matmul optimization stages ----------------------------------------------------
 
 STAGE_OPTIONS_SMALL = {"blocked_mn": {"tiles_m": 2}, "blocked_mnk": {"tiles_m": 2, "tiles_n": 1, "tiles_k": 1}}
 STAGE_OPTIONS = {"blocked_mnk": {"tiles_m": 4, "tiles_n": 1, "tiles_k": 4}}
