@@ -232,12 +232,14 @@ TEST_CASE("VectorE tensor_tensor: max(64, 2N) + OVH, N when one input is in PSUM
   }
   // All-bf16 contiguous SBUF: one cycle per element; NC-v3+ perf mode halves it (§5.3).
   const int n = 512;
-  const std::string tt = "tensor_tensor dst=" + full(1, n) + " data1=" + full(0, n) + " data2=" + full(1, n) + " op=add";
+  const std::string tt =
+      "tensor_tensor dst=" + full(1, n) + " data1=" + full(0, n) + " data2=" + full(1, n) + " op=add";
   const MachineConfig& c1 = sim::machine_config(ir::Target::trn1);
   const MachineConfig& c2 = sim::machine_config(ir::Target::trn2);
   CHECK_FALSE(c1.dve_perf_mode);
   CHECK(c2.dve_perf_mode);
-  CHECK(cost_of(ir::Target::trn1, tile_decls("bfloat16", n), tt, Queue::dve).busy_ns == Approx((512 + 60) / c1.dve_ghz));
+  CHECK(cost_of(ir::Target::trn1, tile_decls("bfloat16", n), tt, Queue::dve).busy_ns ==
+        Approx((512 + 60) / c1.dve_ghz));
   CHECK(cost_of(ir::Target::trn2, tile_decls("bfloat16", n), tt, Queue::dve).busy_ns ==
         Approx((512 / 2 + 60) / c2.dve_ghz));
 }
@@ -345,10 +347,8 @@ TEST_CASE("the stride factor doubles the datapath cycles, not the per-instructio
     const std::string decls =
         "  tensor %0 \"a\" sbuf float32[128, 2048]\n"
         "  tensor %1 \"b\" sbuf float32[128, 256]\n";
-    const double busy = cost_of(target, decls,
-                                "tensor_scalar dst=" + full(1, 256) + " data=%0@0[[2048,128],[8,256]] op0=add operand0=1",
-                                Queue::dve)
-                            .busy_ns;
+    const std::string strided = "tensor_scalar dst=" + full(1, 256) + " data=%0@0[[2048,128],[8,256]] op0=add";
+    const double busy = cost_of(target, decls, strided + " operand0=1", Queue::dve).busy_ns;
     CHECK(busy == Approx((2 * 256 + c.overhead_cycles) / c.dve_ghz));
   }
 }
@@ -499,7 +499,8 @@ TEST_CASE("a barrier drains every queue before the next region starts", "[timing
   // Without the barrier the VectorE instruction (independent of ScalarE's) starts at 0.
   const Timed free = time_kernel(parse_kernel(ir::Target::trn2, kTiles, kRelu01 + kAdd23));
   CHECK(free.once(1).start_ns == 0);
-  const Timed t = time_kernel(parse_kernel(ir::Target::trn2, kTiles, kRelu01 + "  register_move dst=r0 src=1\n" + kAdd23));
+  const std::string body = kRelu01 + "  register_move dst=r0 src=1\n" + kAdd23;
+  const Timed t = time_kernel(parse_kernel(ir::Target::trn2, kTiles, body));
   const MachineConfig& c = *t.config;
   REQUIRE(t.program.regions.size() == 2);
   const InstrCost act = t.cost(0), dve = t.cost(2);

@@ -437,11 +437,11 @@ def test_save_trace_is_chrome_trace_json_with_one_event_per_executed_instruction
     assert len(xs) == executed == 3 * tiles + 2 * out_tiles  # 2 loads + 1 matmul per tile; evict + store
     # Source lines: every event points at the nisa call in matmul.py that issued it.
     src = module.__file__
-    line = {m: source_line(src, m) for m in ("nisa.dma_copy(dst=lhsT_tile", "nisa.dma_copy(dst=rhs_tile",
-                                            "nisa.nc_matmul(", "nisa.tensor_copy(", "nisa.dma_copy(dst=result")}
-    want = {("dma_copy", line["nisa.dma_copy(dst=lhsT_tile"]): tiles, ("dma_copy", line["nisa.dma_copy(dst=rhs_tile"]): tiles,
-            ("nc_matmul", line["nisa.nc_matmul("]): tiles, ("tensor_copy", line["nisa.tensor_copy("]): out_tiles,
-            ("dma_copy", line["nisa.dma_copy(dst=result"]): out_tiles}
+    want = {("dma_copy", source_line(src, "nisa.dma_copy(dst=lhsT_tile")): tiles,
+            ("dma_copy", source_line(src, "nisa.dma_copy(dst=rhs_tile")): tiles,
+            ("nc_matmul", source_line(src, "nisa.nc_matmul(")): tiles,
+            ("tensor_copy", source_line(src, "nisa.tensor_copy(")): out_tiles,
+            ("dma_copy", source_line(src, "nisa.dma_copy(dst=result")): out_tiles}
     got = {}
     for e in xs:
         file, _, ln = e["args"]["source"].rpartition(":")
