@@ -9,9 +9,7 @@
 // producer's result is visible, DMA data phases share the core's bandwidth, barriers drain every
 // queue, total = slowest core + launch). Constants are read from machine_config(target), never
 // written down a second time.
-//
-// Test cases tagged [!mayfail] document known deviations of the implementation from that model
-// (each comment gives the input, the expected and the actual value).
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -336,11 +334,8 @@ TEST_CASE("an innermost SBUF stride over 16 bytes runs at half rate", "[timing]"
 
 // hw-model.md §5.1: II = max(MIN_II, N) * stride_factor, and §5.6 adds the ~60-cycle access
 // setup OVH per instruction: the stride factor doubles the datapath term, not the overhead.
-// KNOWN BUG (cost.cpp, instruction_cost: `if (queue != Queue::pe && o.strided()) cycles *= 2;`
-// runs after the overhead was added): a strided fp32 tensor_scalar with N = 256 costs
-// 2 * (256 + 60) = 632 cycles instead of 2 * 256 + 60 = 572.
 TEST_CASE("the stride factor doubles the datapath cycles, not the per-instruction overhead (hw-model §5.1)",
-          "[timing][!mayfail]") {
+          "[timing]") {
   for (ir::Target target : kTargets) {
     const MachineConfig& c = sim::machine_config(target);
     INFO(target_name(target));
@@ -575,13 +570,7 @@ TEST_CASE("a DMA queue issues its next transfer when the previous one's data sta
 }
 
 // timing.h: "DMA transfers pay a fixed cost, then share the core's DMA bandwidth in issue order."
-// KNOWN BUG (timing.cpp, simulate_timing): the bandwidth is handed out in *body* order
-// (clock.dma_free only grows while the body is walked), so a transfer issued at t = 0 that comes
-// after, in the body, a store waiting on compute, is delayed until that store's data has moved.
-// Here: load x -> t (dma0), exp(t) -> u (act, with its 1.3 us table load), store u (dma1, issued
-// ~3 us), load y -> v (dma2, independent, issued at 0). Expected: the independent load moves right
-// after the first load (start = fixed + b); actual: after the store (start ~ 5.3 us on trn2).
-TEST_CASE("the DMA bandwidth is shared in issue order, not body order", "[timing][!mayfail]") {
+TEST_CASE("the DMA bandwidth is shared in issue order, not body order", "[timing]") {
   const std::string body = dma(2, 0) + "  activation dst=" + full(3, 512) + " data=" + full(2, 512) + " op=exp\n" +
                            dma(6, 3) + dma(4, 1);
   const Timed t = time_kernel(parse_kernel(ir::Target::trn2, kDmaDecls, body, "%6"));
@@ -613,11 +602,8 @@ TEST_CASE("ScalarE loads a function table when the function set changes", "[timi
 }
 
 // hw-model.md §1.5: functions come in "activation function sets", e.g. natural_log_exp_and_others;
-// cost.cpp's act_table() comment says the grouping is "exp/log family, gelu family, the rest one
-// each". KNOWN BUG (cost.cpp, act_table): every function except copy/relu gets a table of its own
-// (`return static_cast<int>(f)`), so exp followed by log reloads the table: busy 2 * b + 2 * 1300
-// ns instead of 2 * b + 1300 ns.
-TEST_CASE("exp and log share one function table (natural_log_exp_and_others)", "[timing][!mayfail]") {
+// cost.cpp's act_table() groups exp and log: exp followed by log loads one table, not two.
+TEST_CASE("exp and log share one function table (natural_log_exp_and_others)", "[timing]") {
   const MachineConfig& c = sim::machine_config(ir::Target::trn2);
   const Timed t = time_kernel(parse_kernel(
       ir::Target::trn2, kTiles,

@@ -8,8 +8,6 @@ the hardware facts of ../shared/reference/hw-model.md (engine clocks §1.2, the 
 optimization stages §3.1). The C++ side (tests/cpp/test_timing.cpp) checks the cost formulas and
 the event replay on hand-built programs.
 
-Tests marked xfail(strict=True) document known bugs (each with input, expected and actual in
-its comment); they start failing -- and must be unmarked -- once the bug is fixed.
 """
 import functools
 import importlib.util
@@ -377,14 +375,6 @@ def test_profile_of_a_data_dependent_kernel_on_placeholders_names_the_rule():
     assert e.value.line == source_line(__file__, "nisa.register_load(count, count_tile)")
 
 
-# KNOWN BUG (python/knit/benchmark.py, Benchmark.__call__): on a "timing-only-data" error it
-# retries as a functional run even when the arguments are placeholders, and that run fails in
-# Kernel._hosts with NkiValidationError [kernel-args] "<unknown>:0: ... shape/dtype placeholders
-# only trace or time (knit.compile, knit.benchmark, knit.profile); running needs real arrays" --
-# which names knit.benchmark as able to time them and hides the real cause (the register_load
-# line and the timing-only-data rule, only visible as __context__).
-@pytest.mark.xfail(strict=True, reason="knit.benchmark retries placeholders functionally and raises a misleading "
-                                       "[kernel-args] error instead of [timing-only-data]")
 def test_benchmark_of_a_data_dependent_kernel_on_placeholders_names_the_rule():
     with pytest.raises(KnitRuntimeError) as e:
         knit.benchmark(sum_first_n_tiles, *DYN_PLACEHOLDERS, target="trn2")
@@ -544,27 +534,16 @@ def test_lnc2_cores_with_sendrecv_run_side_by_side():
     assert first[0] == first[1]
 
 
-# timing.h: "Grid instances of an LNC2 kernel are separate cores." KNOWN BUG
-# (simulator/src/machine.cpp, Machine::run): only a kernel with a core_barrier or sendrecv takes
-# run_cores(); any other grid kernel runs its instances one after the other with core_ = 0, so
-# every Executed entry says core 0 and simulate_timing puts both instances' work on one core.
-# scale_halves[2] on [256, 512] fp32 (trn2): expected one core's time for 128 rows plus a
-# semaphore (19.4 us + <= 0.1 us), trace pids {0, 1}; actual 25.75 us, all events on pid 0.
-@pytest.mark.xfail(strict=True, reason="grid instances without core_barrier/sendrecv are timed on one core")
+# timing.h: "Grid instances of an LNC2 kernel are separate cores", also without cross-core sync.
 def test_lnc2_cores_without_cross_core_sync_run_side_by_side():
     prof = knit.profile(scale_halves[2], LNC_INPUT, target="trn2")
     np.testing.assert_array_equal(prof.outputs, 2 * LNC_INPUT)
-    one = knit.profile(scale_halves, LNC_INPUT[:128], target="trn2")  # one instance, no grid
+    one = knit.profile(scale_halves, LNC_INPUT, target="trn2")  # no grid: instance 0 alone, the same 128 rows
     assert {e["pid"] for e in prof.trace_events() if e["ph"] == "X"} == {0, 1}
     assert one.total_ns < prof.total_ns <= one.total_ns + 100  # + the `program` barrier's semaphore (§5.6)
 
 
 # A core_barrier is a rendezvous: no core passes it before every listed core has reached it.
-# KNOWN BUG (simulator/src/timing.cpp, simulate_timing): a barrier only drains the queues of its
-# own core (clock.now() of that core), so core 1 of produce_then_consume[2] (trn2) loads the
-# scratch tile at 1.45 us although core 0 stores it at 8.6-9.5 us: expected core 1's load to
-# start after core 0's store ends.
-@pytest.mark.xfail(strict=True, reason="core_barrier does not synchronize the cores' clocks in the timing model")
 def test_core_barrier_makes_every_core_wait_for_the_slowest():
     a = LNC_INPUT[:128]
     prof = knit.profile(produce_then_consume[2], a, target="trn2")
