@@ -126,14 +126,16 @@ double vector_cycles(const Operands& o, const Instruction& inst, const MachineCo
       const View* b = o.find("data2");
       const bool mixed = a && b && (o.buffer(*a) == Buffer::psum) != (o.buffer(*b) == Buffer::psum);
       const bool fast16 = o.all_16bit() && !o.any_psum() && o.contiguous();
-      cycles = std::max(floor, (mixed || fast16 ? 1 : 2) * n);
+      cycles = (mixed || fast16 ? 1 : 2) * n;
       if (c.dve_perf_mode && fast16) cycles /= 2;
+      cycles = std::max(floor, cycles);  // MIN_II bounds the perf modes too
       break;
     }
     case Opcode::tensor_scalar:
     case Opcode::tensor_copy: {
-      cycles = std::max(floor, n);
+      cycles = n;
       if (c.dve_perf_mode && o.all_16bit()) cycles /= (!o.any_psum() && o.contiguous()) ? 4 : 2;
+      cycles = std::max(floor, cycles);
       break;
     }
     case Opcode::tensor_reduce: cycles = o.all_16bit() ? n / 2 : n; break;

@@ -275,6 +275,12 @@ TEST_CASE("VectorE tensor_scalar and ScalarE activation: max(64, N) + OVH at the
     const double scalar = (target == ir::Target::trn3 ? n / 2.0 : n) + 60;
     CHECK(c.act_16bit_factor == (target == ir::Target::trn3 ? 2 : 1));
     CHECK(cost_of(target, tile_decls("bfloat16", n), act, Queue::act).busy_ns == Approx(scalar / c.act_ghz));
+    // A small bf16 tensor_scalar: the perf mode cannot go below MIN_II (64 cycles).
+    const int small = 128;
+    const std::string ts_small =
+        "tensor_scalar dst=" + full(1, small) + " data=" + full(0, small) + " op0=multiply operand0=3";
+    CHECK(cost_of(target, tile_decls("bfloat16", small), ts_small, Queue::dve).busy_ns ==
+          Approx((std::max(64.0, c.dve_perf_mode ? small / 4.0 : small) + 60) / c.dve_ghz));
   }
 }
 
