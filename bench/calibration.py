@@ -7,7 +7,7 @@ simulated engine utilizations. Published: trn1 bf16, nki.benchmark (hw-model.md 
 fp32, profiler device time (§3.2). The published kernels' block sizes are not known; ours are
 the defaults in stages.py, or the smaller fp32 ones below where fp32 tiles would overflow SBUF.
 
-    python3 bench/calibration.py            # about 40 s on 2 cores
+    python3 bench/calibration.py            # about 40-80 s on 2 cores
 """
 import os
 import sys

@@ -61,8 +61,8 @@ sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<si
     py::gil_scoped_release release;
     r = sim::run_program(p, hosts, options);
   }
-  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= 1.0)
-    py::module_::import("sys").attr("stderr").attr("write")("\n");
+  if (options.on_progress && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= 1.0)
+    py::module_::import("sys").attr("stderr").attr("write")("\n");  // end the progress line
   return r;
 }
 

@@ -1,7 +1,7 @@
 // NeuronCore timing facts per target, in one table (machine_config.cpp). Every constant names
 // its source: a section of ../shared/reference/hw-model.md, and whether the number is
 // documented, derived, estimated, or calibrated here against the published measurements
-// (bench/calibration.py). The cost formulas that use them live in timing.cpp.
+// (bench/calibration.py). The cost formulas that use them live in cost.cpp.
 #pragma once
 
 #include "knit/ir/types.h"
@@ -36,7 +36,7 @@ struct MachineConfig {
   int dma_engines;             // per core (documented)
   double dma_engine_bytes_per_ns;  // practical peak per engine (documented; v3 verified)
   double hbm_bytes_per_ns;     // per core (derived: device bandwidth / cores)
-  double dma_fixed_ns;         // per transfer: descriptors + semaphores (documented range; calibrated)
+  double dma_fixed_ns;         // per transfer: descriptors + semaphores (documented upper bound)
   double dma_efficiency;       // fraction of the peak large transfers reach (calibrated on §3.1/§3.2)
   double dma_half_chunk_bytes; // per-row descriptor overhead, as bytes (estimated)
 
