@@ -1,5 +1,9 @@
-"""Helpers shared by the legacy-API test files."""
+"""Helpers and kernels shared by the test files."""
 import numpy as np
+
+import knit
+import knit.isa as nisa
+import knit.language as nl
 
 
 def source_line(path, marker):
@@ -14,3 +18,26 @@ def source_line(path, marker):
 def randn(*shape, seed=0):
     """Standard-normal float32 data of `shape`, reproducible by `seed`."""
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@knit.jit
+def sum_first_n_tiles(a, n_tiles):
+    """Sums the first n_tiles[0, 0] row tiles of `a`: the trip count of a device loop comes from a
+    tensor (register_load), and acc persists across iterations."""
+    f = a.shape[1]
+    count_tile = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=count_tile, src=n_tiles)
+    count = nisa.register_alloc()
+    nisa.register_load(count, count_tile)
+    acc = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+
+    def body(i):
+        t = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[nl.ds(i * 128, 128), :])
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+
+    nl.fori_loop(0, count, body)
+    out = nl.ndarray((128, f), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out

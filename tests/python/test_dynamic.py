@@ -10,6 +10,7 @@ import knit as nki
 import knit.isa as nisa
 import knit.language as nl
 from knit.errors import KnitError
+from kernel_test_util import sum_first_n_tiles
 
 
 def _count(kernel, opname, *args):
@@ -34,28 +35,6 @@ def test_dynamic_range_runs_on_device_and_matches_numpy():
     np.testing.assert_array_equal(add_one_by_tiles(a), a + 1)
     assert _count(add_one_by_tiles, "dma_copy", a) == 2  # traced once, not unrolled
     assert _count(add_one_by_tiles, "loop", a) == 1
-
-
-@nki.jit
-def sum_first_n_tiles(a, n_tiles):
-    """The trip count comes from a tensor (register_load); acc persists across iterations."""
-    f = a.shape[1]
-    nt = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=nt, src=n_tiles)
-    count = nisa.register_alloc()
-    nisa.register_load(count, nt)
-    acc = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=acc, value=0.0)
-
-    def body(i):
-        t = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a[nl.ds(i * 128, 128), :])
-        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
-
-    nl.fori_loop(0, count, body)
-    out = nl.ndarray((128, f), nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=acc)
-    return out
 
 
 @pytest.mark.parametrize("n", [0, 1, 3])

@@ -29,7 +29,8 @@ import knit.legacy  # noqa: E402
 import knit.lnc  # noqa: E402
 import knit.typing as nt  # noqa: E402
 from knit.errors import KnitRuntimeError  # noqa: E402
-from kernel_test_util import source_line  # noqa: E402
+import kernel_test_util  # noqa: E402
+from kernel_test_util import source_line, sum_first_n_tiles  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python")
@@ -329,28 +330,6 @@ def test_legacy_benchmark_reports_the_same_latency_as_knit_benchmark(target):
     assert want == knit.profile(kernel, lhsT, rhs, target=target).latency_us
 
 
-@knit.jit
-def sum_first_n_tiles(a, n_tiles):
-    """The trip count comes from a tensor (register_load), as in test_dynamic.py."""
-    f = a.shape[1]
-    count_tile = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=count_tile, src=n_tiles)
-    count = nisa.register_alloc()
-    nisa.register_load(count, count_tile)
-    acc = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=acc, value=0.0)
-
-    def body(i):
-        t = nl.ndarray((128, f), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=a[nl.ds(i * 128, 128), :])
-        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
-
-    nl.fori_loop(0, count, body)
-    out = nl.ndarray((128, f), nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=acc)
-    return out
-
-
 DYN_PLACEHOLDERS = (nt.tensor[[512, 8], nl.float32], nt.tensor[[1, 1], nl.int32])
 
 
@@ -371,15 +350,15 @@ def test_profile_of_a_data_dependent_kernel_on_placeholders_names_the_rule():
         knit.profile(sum_first_n_tiles, *DYN_PLACEHOLDERS, target="trn2")
     assert e.value.rule == "timing-only-data"
     assert "register_load" in str(e.value) and "real arrays" in str(e.value)
-    assert e.value.file == __file__
-    assert e.value.line == source_line(__file__, "nisa.register_load(count, count_tile)")
+    assert e.value.file == kernel_test_util.__file__
+    assert e.value.line == source_line(kernel_test_util.__file__, "nisa.register_load(count, count_tile)")
 
 
 def test_benchmark_of_a_data_dependent_kernel_on_placeholders_names_the_rule():
     with pytest.raises(KnitRuntimeError) as e:
         knit.benchmark(sum_first_n_tiles, *DYN_PLACEHOLDERS, target="trn2")
     assert e.value.rule == "timing-only-data"
-    assert e.value.line == source_line(__file__, "nisa.register_load(count, count_tile)")
+    assert e.value.line == source_line(kernel_test_util.__file__, "nisa.register_load(count, count_tile)")
 
 
 # ---- summary, trace and plot ----------------------------------------------------------------
