@@ -17,9 +17,53 @@ using namespace knit::ir;
 
 // ---- Tile -----------------------------------------------------------------------------------
 
+namespace {
+
+// Per-byte flags of one element (1, 2 or 4 bytes; 8 for none of Knit's dtypes but handled):
+// whether every flag is set, and setting them all, without a memset call per element.
+bool all_flags(const uint8_t* flags, int size) {
+  switch (size) {
+    case 1: return flags[0] != 0;
+    case 2: {
+      uint16_t w;
+      std::memcpy(&w, flags, 2);
+      return w == 0x0101;
+    }
+    case 4: {
+      uint32_t w;
+      std::memcpy(&w, flags, 4);
+      return w == 0x01010101u;
+    }
+    default:
+      for (int b = 0; b < size; ++b)
+        if (!flags[b]) return false;
+      return true;
+  }
+}
+
+void set_flags(uint8_t* flags, int size, uint8_t value) {
+  switch (size) {
+    case 1: flags[0] = value; return;
+    case 2: {
+      const uint16_t w = value ? 0x0101 : 0;
+      std::memcpy(flags, &w, 2);
+      return;
+    }
+    case 4: {
+      const uint32_t w = value ? 0x01010101u : 0;
+      std::memcpy(flags, &w, 4);
+      return;
+    }
+    default: std::memset(flags, value, static_cast<size_t>(size));
+  }
+}
+
+}  // namespace
+
 void Tile::check_init(int64_t i) const {
   const int size = dtype_size(dtype);
   const uint8_t* flags = mem_->init.data() + offset_[i];
+  if (all_flags(flags, size)) return;
   for (int b = 0; b < size; ++b) {
     if (flags[b]) continue;
     std::ostringstream msg;
@@ -69,8 +113,8 @@ void Tile::write_all_bits(const std::vector<uint32_t>& bits) {
 
 void Tile::mark_written(int64_t i, bool by_matmul) {
   const int size = dtype_size(dtype);
-  std::memset(mem_->init.data() + offset_[i], 1, size);
-  std::memset(mem_->mm_written.data() + offset_[i], by_matmul ? 1 : 0, size);
+  set_flags(mem_->init.data() + offset_[i], size, 1);
+  set_flags(mem_->mm_written.data() + offset_[i], size, by_matmul ? 1 : 0);
 }
 
 void Tile::write(int64_t i, float v) {
@@ -197,6 +241,51 @@ void Machine::place(int id) {
 
 void Machine::release(int id) { placement_[id].live = false; }
 
+// A static view (verified in bounds, each on-chip partition's elements inside that partition)
+// maps its indices to memory offsets linearly: the partition dim moves by whole partitions of the
+// memory, the other dims by their byte steps. Fills `out` that way and returns true, or returns
+// false for a layout this does not cover (the general per-element path handles it).
+bool Machine::linear_offsets(const View& v, const TensorDecl& t, const Placement& pl, int64_t capacity,
+                             std::vector<int64_t>& out) const {
+  const int64_t es = dtype_size(v.dtype);
+  std::vector<int64_t> stride(v.dims.size());
+  int64_t base = v.offset * es;
+  size_t first_free = 0;
+  if (is_on_chip(t.buffer)) {
+    const int64_t partition_bytes = t.partition_elements() * dtype_size(t.dtype);
+    if (v.dims.empty() || (v.dims[0].num > 1 && v.dims[0].step * es != partition_bytes)) return false;
+    int64_t lo = base % partition_bytes, hi = lo + es;
+    for (size_t k = 1; k < v.dims.size(); ++k) {
+      const int64_t span = (v.dims[k].num - 1) * v.dims[k].step * es;
+      (span < 0 ? lo : hi) += span;
+    }
+    if (lo < 0 || hi > partition_bytes) return false;
+    stride[0] = capacity;
+    first_free = 1;
+    base = (pl.partition + base / partition_bytes) * capacity + pl.offset + base % partition_bytes;
+  }
+  for (size_t k = first_free; k < v.dims.size(); ++k) stride[k] = v.dims[k].step * es;
+  // Odometer over the indices, innermost fastest, adding strides instead of multiplying.
+  std::vector<int64_t> idx(v.dims.size(), 0);
+  int64_t at = base;
+  const size_t inner = v.dims.empty() ? 0 : v.dims.size() - 1;
+  for (size_t e = 0; e < out.size();) {
+    if (v.dims.empty()) {
+      out[e++] = at;
+      continue;
+    }
+    const int64_t n = v.dims[inner].num, step = stride[inner];
+    for (int64_t j = 0; j < n; ++j) out[e++] = at + j * step;
+    for (size_t k = inner; k-- > 0;) {
+      at += stride[k];
+      if (++idx[k] < v.dims[k].num) break;
+      at -= stride[k] * v.dims[k].num;
+      idx[k] = 0;
+    }
+  }
+  return true;
+}
+
 Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const TensorDecl& t = kernel_.tensor(v.tensor);
   const Placement& pl = placement_[v.tensor];
@@ -214,6 +303,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
   const int64_t tensor_part_bytes = on_chip ? t.partition_elements() * dtype_size(t.dtype) : t.size_bytes();
   tile.offset_.resize(static_cast<size_t>(v.num_elements()));
+  if (v.is_static() && linear_offsets(v, t, pl, capacity, tile.offset_)) return tile;
   // Indirect view: the index along dims[indirect_dim] comes from the index tensor.
   std::vector<int64_t> rows;
   if (const View* index = v.index_view()) {

@@ -142,6 +142,8 @@ class Machine {
   };
   void place(int id);
   void release(int id);
+  bool linear_offsets(const ir::View& v, const ir::TensorDecl& t, const Placement& pl, int64_t capacity,
+                      std::vector<int64_t>& out) const;
   // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
   // Executes body[pc] and returns the next pc (control-flow instructions jump; with an engine
