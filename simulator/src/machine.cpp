@@ -61,7 +61,7 @@ void set_flags(uint8_t* flags, int size, uint8_t value) {
 }  // namespace
 
 void Tile::check_init(int64_t i) const {
-  const int size = dtype_size(dtype);
+  const int size = esize_;
   const uint8_t* flags = mem_->init.data() + offset_[i];
   if (all_flags(flags, size)) return;
   for (int b = 0; b < size; ++b) {
@@ -112,7 +112,7 @@ void Tile::write_all_bits(const std::vector<uint32_t>& bits) {
 }
 
 void Tile::mark_written(int64_t i, bool by_matmul) {
-  const int size = dtype_size(dtype);
+  const int size = esize_;
   set_flags(mem_->init.data() + offset_[i], size, 1);
   set_flags(mem_->mm_written.data() + offset_[i], size, by_matmul ? 1 : 0);
 }

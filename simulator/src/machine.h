@@ -96,6 +96,7 @@ class Tile {
   std::vector<uint8_t> skipped_;  // empty, or 1 per element dropped by oob_mode=skip
   std::string what_;             // operand description for messages
   int tensor_ = -1;
+  int esize_ = 4;  // dtype_size(dtype), looked up once per operand
 };
 
 class Machine {
