@@ -294,6 +294,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   tile.machine_ = this;
   tile.mem_ = pl.mem;
   tile.dtype = v.dtype;
+  tile.esize_ = dtype_size(v.dtype);
   tile.what_ = what;
   tile.tensor_ = v.tensor;
   tile.P = view_partitions(t, v);
