@@ -1,4 +1,9 @@
 """Helpers and kernels shared by the test files."""
+import functools
+import importlib.util
+import os
+import re
+
 import numpy as np
 
 import knit
@@ -13,6 +18,20 @@ def source_line(path, marker):
             if marker in text and "_line(" not in text:
                 return i
     raise AssertionError(marker)
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "examples", "kernels", "python")
+
+
+@functools.lru_cache(maxsize=None)
+def load_example(relpath):
+    """Imports examples/kernels/python/<relpath> as a module (the folders are not packages), once."""
+    name = "knit_example_" + re.sub(r"\W", "_", relpath)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, relpath))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def randn(*shape, seed=0):

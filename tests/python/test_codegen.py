@@ -9,7 +9,6 @@ binary layout of an engine program.
 """
 import functools
 import glob
-import importlib.util
 import os
 import re
 import struct
@@ -27,7 +26,7 @@ import knit.isa as nisa  # noqa: E402
 import knit.language as nl  # noqa: E402
 from knit import _core  # noqa: E402
 from knit.errors import KnitError  # noqa: E402
-from kernel_test_util import randn, source_line  # noqa: E402
+from kernel_test_util import load_example, randn, source_line  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python")
@@ -46,16 +45,6 @@ SCHEDULES = [("program_order", 0), ("round_robin", 0), ("random", 1), ("random",
 
 
 # ---- shared helpers ---------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def load_example(relpath):
-    """Imports examples/kernels/python/<relpath> as a module (the folders are not packages)."""
-    name = "knit_codegen_example_" + re.sub(r"\W", "_", relpath)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(_EXAMPLES, relpath))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def raw(a):

@@ -35,7 +35,6 @@ of the output-rounding term, as round-to-nearest does.
 Attention runs at seq = 512, 1024 and 2048 (about 0.3, 0.8 and 3 s each on the reference
 interpreter, so no size is left out of the default run).
 """
-import importlib.util
 import math
 import os
 import re
@@ -47,6 +46,7 @@ import pytest
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import knit  # noqa: E402  (tests/python/conftest.py puts python/ on sys.path)
+from kernel_test_util import load_example  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python")
@@ -56,22 +56,8 @@ EPS_BF16 = 2.0 ** -8
 DTYPES = {"float32": np.dtype(np.float32), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 
 
-def load_example(name):
-    """Imports examples/kernels/python/<name>.py as a module (the folder is not a package)."""
-    path = os.path.join(_EXAMPLES, f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"knit_example_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_MODULES = {}
-
-
 def example(name):
-    if name not in _MODULES:
-        _MODULES[name] = load_example(name)
-    return _MODULES[name]
+    return load_example(f"{name}.py")
 
 
 # ---- per-example inputs and tolerances -------------------------------------------------------

@@ -10,7 +10,6 @@ the event replay on hand-built programs.
 
 """
 import functools
-import importlib.util
 import json
 import os
 import re
@@ -30,7 +29,7 @@ import knit.lnc  # noqa: E402
 import knit.typing as nt  # noqa: E402
 from knit.errors import KnitRuntimeError  # noqa: E402
 import kernel_test_util  # noqa: E402
-from kernel_test_util import source_line, sum_first_n_tiles  # noqa: E402
+from kernel_test_util import load_example, source_line, sum_first_n_tiles  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python")
@@ -47,16 +46,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 # ---- shared helpers ---------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def load_example(relpath):
-    """Imports examples/kernels/python/<relpath> as a module (the folders are not packages)."""
-    name = "knit_timing_example_" + re.sub(r"\W", "_", relpath)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(_EXAMPLES, relpath))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def rn(rng, *shape, dtype=np.float32, scale=1.0):
