@@ -5,6 +5,7 @@
 // instructions of each queue are known complete when it starts (its queue's earlier ones, plus
 // everything known to the instructions its waits name). An earlier access on another queue that
 // the clock does not cover is unordered: if it overlaps and one side writes, that is a race.
+#include <algorithm>
 #include <sstream>
 
 #include "knit/ir/text.h"
@@ -42,17 +43,21 @@ void Machine::race(const codegen::Access& a, const codegen::Epoch& earlier, bool
 void Machine::check_placed(size_t pc, int queue) {
   for_each_view(kernel_.body[pc], [&](const char* operand, const View& v) {
     if (!is_on_chip(kernel_.tensor(v.tensor).buffer) || placement_[v.tensor].live) return;
-    for (size_t first = 0; first < place_at_.size(); ++first)
-      for (int id : place_at_[first])
-        if (id == v.tensor && first != pc) {
-          std::ostringstream msg;
-          msg << "race: " << where(kernel_.body[pc]) << " on queue " << codegen::queue_name(static_cast<codegen::Queue>(queue))
-              << " uses tensor '" << kernel_.tensor(v.tensor).name << "' (" << operand << ") before "
-              << where(kernel_.body[first]) << ", the first instruction of its life, has run, and no semaphore wait "
-                 "orders the two; the engine program is missing synchronization";
-          current_ = &kernel_.body[pc];
-          fail("race", msg.str());
-        }
+    const auto& here = place_at_[pc];
+    if (std::find(here.begin(), here.end(), v.tensor) != here.end()) return;  // its life starts here
+    // The error path only: find the instruction that starts the tensor's life, for the message.
+    size_t first = 0;
+    while (first < place_at_.size() &&
+           std::find(place_at_[first].begin(), place_at_[first].end(), v.tensor) == place_at_[first].end())
+      ++first;
+    if (first == place_at_.size()) return;  // never placed: Machine::tile reports it
+    std::ostringstream msg;
+    msg << "race: " << where(kernel_.body[pc]) << " on queue " << codegen::queue_name(static_cast<codegen::Queue>(queue))
+        << " uses tensor '" << kernel_.tensor(v.tensor).name << "' (" << operand << ") before "
+        << where(kernel_.body[first]) << ", the first instruction of its life, has run, and no semaphore wait orders the two; the engine "
+           "program is missing synchronization";
+    current_ = &kernel_.body[pc];
+    fail("race", msg.str());
   });
 }
 

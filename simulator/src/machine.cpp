@@ -464,6 +464,8 @@ size_t Machine::step(size_t pc) {
   const Instruction& inst = kernel_.body[pc];
   size_t next = pc + 1;
   const Opcode op = inst.opcode();
+  // Grid instances are cores: one that runs after another (no cross-core sync) is still its own.
+  if (const auto* p = std::get_if<Program>(&inst.op)) core_ = static_cast<int>(p->id);
   if (options_.record_execution) executed_log_.push_back({core_, -1, static_cast<int32_t>(pc)});
   if (options_.timing_only && op == Opcode::register_store) return next;  // no data to write
   if (options_.timing_only && op == Opcode::register_load) {

@@ -96,23 +96,8 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
     const Opcode op = program.kernel.body[x.pc].opcode();
     return op == Opcode::core_barrier || op == Opcode::sendrecv;
   };
-  // Grid instances are cores. A kernel whose instances synchronize runs them as cores already
-  // (Executed::core); one whose instances do not runs them one after another functionally,
-  // and here each `program` marker switches to its instance's core.
-  const bool interleaved = std::any_of(executed.begin(), executed.end(), [](const Executed& x) { return x.core != 0; });
-  int instance = 0;
-  std::vector<Executed> log;
-  if (!interleaved) {
-    log = executed;
-    for (Executed& x : log) {
-      if (x.region < 0)
-        if (const auto* p = std::get_if<Program>(&program.kernel.body[x.pc].op)) instance = static_cast<int>(p->id);
-      x.core = instance;
-    }
-  }
-  const std::vector<Executed>& steps = interleaved ? executed : log;
-  for (size_t n = 0; n < steps.size(); ++n) {
-    const Executed& x = steps[n];
+  for (size_t n = 0; n < executed.size(); ++n) {
+    const Executed& x = executed[n];
     CoreClock& clock = cores[x.core];
     if (x.region < 0) {  // a barrier: every queue drains, then the sync engine runs it
       double t = clock.now() + config.sync_ns;
@@ -120,10 +105,10 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       // together, when the last of them has arrived.
       size_t last = n;
       if (is_core_sync(x))
-        while (last + 1 < steps.size() && is_core_sync(steps[last + 1]) && steps[last + 1].core != x.core)
-          t = std::max(t, cores[steps[++last].core].now() + config.sync_ns);
+        while (last + 1 < executed.size() && is_core_sync(executed[last + 1]) && executed[last + 1].core != x.core)
+          t = std::max(t, cores[executed[++last].core].now() + config.sync_ns);
       for (size_t g = n; g <= last; ++g) {
-        CoreClock& c = cores[steps[g].core];
+        CoreClock& c = cores[executed[g].core];
         c.queue_free.fill(t);
         c.dma.block_until(t);
         c.done = std::max(c.done, t);

@@ -49,7 +49,8 @@ struct InterpretOptions {
 };
 
 // One step of an engine program run: a region (region >= 0) or a barrier at body index pc,
-// on core `core` (grid instance of an LNC2 kernel; 0 otherwise).
+// on core `core`: the grid instance it belongs to (from its `program` marker; 0 without a grid),
+// also when the instances run one after another because they never synchronize.
 struct Executed {
   int32_t core = 0;
   int32_t region = -1;
