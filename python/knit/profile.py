@@ -173,7 +173,8 @@ class Profile:
         return path
 
 
-def _is_placeholder_run(args):
+def has_placeholders(args):
+    """Whether any argument is a shape/dtype placeholder (a timing-only run)."""
     return any(isinstance(a, TensorType) for a in args)
 
 
@@ -183,7 +184,7 @@ def profile(kernel, *args, target=None, timing_only=None, **kwargs):
     timing_only=True with real arrays (their values are then ignored)."""
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     compiled = k.compile(*args, target=target, **kwargs)
-    shapes_only = _is_placeholder_run(args) if timing_only is None else bool(timing_only)
+    shapes_only = has_placeholders(args) if timing_only is None else bool(timing_only)
     hosts, originals, any_torch = Kernel._hosts(compiled, args, shapes_only=shapes_only)
     data = _trace.core_call(compiled.program.time, hosts, shapes_only)
     outputs = None
