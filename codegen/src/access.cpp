@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "knit/ir/view.h"
+
 namespace knit::codegen {
 
 using namespace knit::ir;
@@ -17,9 +19,9 @@ bool is_output(const char* operand) {
 }
 
 // [lo, hi) of flat element indices over `dims` (relative to 0).
-void hull(const Pattern& dims, size_t from, int64_t& lo, int64_t& hi) {
+void hull(const Pattern& dims, int64_t& lo, int64_t& hi) {
   lo = 0, hi = 1;
-  for (size_t k = from; k < dims.size(); ++k) {
+  for (size_t k = 0; k < dims.size(); ++k) {
     const int64_t span = (dims[k].num - 1) * dims[k].step;
     (span < 0 ? lo : hi) += span;
   }
@@ -38,19 +40,15 @@ Access view_access(const Kernel& k, const MemoryPlan& plan, const View& v) {
   if (!v.is_static()) return whole_tensor;
   const TensorDecl& t = k.tensor(v.tensor);
   const int64_t es = dtype_size(v.dtype);
-  int64_t lo, hi;
   if (!is_on_chip(t.buffer)) {
-    hull(v.dims, 0, lo, hi);
+    int64_t lo, hi;
+    hull(v.dims, lo, hi);
     return {whole_tensor.memory, std::max<int64_t>(0, (v.offset + lo) * es),
             std::min(whole_tensor.hi, (v.offset + hi - 1) * es + es)};
   }
-  const int64_t partition_bytes = t.partition_elements() * dtype_size(t.dtype);
-  const bool partition_dim = !v.dims.empty() && v.dims[0].step * es == partition_bytes;
-  hull(v.dims, partition_dim ? 1 : 0, lo, hi);
-  const int64_t start = v.offset * es % partition_bytes;
-  const int64_t byte_lo = start + lo * es, byte_hi = start + (hi - 1) * es + es;
-  if (byte_lo < 0 || byte_hi > partition_bytes) return whole_tensor;  // crosses partitions: be safe
-  return {whole_tensor.memory, whole_tensor.lo + byte_lo, whole_tensor.lo + byte_hi};
+  const PartitionLayout l = partition_layout(t, v);
+  if (!l.inside()) return whole_tensor;  // crosses partitions: be safe
+  return {whole_tensor.memory, whole_tensor.lo + l.lo, whole_tensor.lo + l.hi};
 }
 
 }  // namespace

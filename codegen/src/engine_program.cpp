@@ -6,6 +6,7 @@
 
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
+#include "knit/ir/view.h"
 
 namespace knit::codegen {
 
@@ -112,16 +113,13 @@ std::string placement(const EngineProgram& p, const View& v) {
   int64_t byte = v.offset * es;
   if (is_on_chip(t.buffer) && p.plan.tensors[v.tensor]) {
     const Allocation& a = *p.plan.tensors[v.tensor];
-    const int64_t partition_bytes = t.partition_elements() * dtype_size(t.dtype);
-    const int64_t partition = a.partition + byte / partition_bytes;
-    int64_t parts = 1;
-    if (!v.dims.empty() && v.dims[0].step * es == partition_bytes) {
-      parts = v.dims[0].num;
-      first_free = 1;
-    }
+    const PartitionLayout l = partition_layout(t, v);
+    const int64_t partition = a.partition + l.first_partition;
+    const int64_t parts = l.partition_dim ? v.dims[0].num : 1;
+    first_free = l.partition_dim ? 1 : 0;
     out << to_string(t.buffer);
     if (p.plan.cores > 1) out << '.' << a.core;
-    out << "[p" << partition << ':' << partition + parts << "] +" << a.offset + byte % partition_bytes;
+    out << "[p" << partition << ':' << partition + parts << "] +" << a.offset + l.start_byte;
   } else {
     out << "hbm '" << t.name << "' +" << byte;
   }

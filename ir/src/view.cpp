@@ -351,6 +351,22 @@ int64_t view_free_size(const TensorDecl& t, const View& v) {
   return v.num_elements() / std::max<int64_t>(1, view_partitions(t, v));
 }
 
+PartitionLayout partition_layout(const TensorDecl& t, const View& v) {
+  PartitionLayout l;
+  const int64_t es = dtype_size(v.dtype);
+  l.partition_bytes = t.partition_elements() * dtype_size(t.dtype);
+  l.first_partition = v.offset * es / l.partition_bytes;
+  l.start_byte = v.offset * es % l.partition_bytes;
+  l.partition_dim = !v.dims.empty() && (v.dims[0].num == 1 || v.dims[0].step * es == l.partition_bytes);
+  l.lo = l.start_byte;
+  l.hi = l.start_byte + es;
+  for (size_t k = l.partition_dim ? 1 : 0; k < v.dims.size(); ++k) {
+    const int64_t span = (v.dims[k].num - 1) * v.dims[k].step * es;
+    (span < 0 ? l.lo : l.hi) += span;
+  }
+  return l;
+}
+
 View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t coeff, const SourceLoc& loc) {
   if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
     user_error(loc, "view-dim", "dim " + std::to_string(dim) + " is out of range for a " +

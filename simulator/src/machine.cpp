@@ -252,17 +252,11 @@ bool Machine::linear_offsets(const View& v, const TensorDecl& t, const Placement
   int64_t base = v.offset * es;
   size_t first_free = 0;
   if (is_on_chip(t.buffer)) {
-    const int64_t partition_bytes = t.partition_elements() * dtype_size(t.dtype);
-    if (v.dims.empty() || (v.dims[0].num > 1 && v.dims[0].step * es != partition_bytes)) return false;
-    int64_t lo = base % partition_bytes, hi = lo + es;
-    for (size_t k = 1; k < v.dims.size(); ++k) {
-      const int64_t span = (v.dims[k].num - 1) * v.dims[k].step * es;
-      (span < 0 ? lo : hi) += span;
-    }
-    if (lo < 0 || hi > partition_bytes) return false;
+    const PartitionLayout l = partition_layout(t, v);
+    if (!l.partition_dim || !l.inside()) return false;
     stride[0] = capacity;
     first_free = 1;
-    base = (pl.partition + base / partition_bytes) * capacity + pl.offset + base % partition_bytes;
+    base = (pl.partition + l.first_partition) * capacity + pl.offset + l.start_byte;
   }
   for (size_t k = first_free; k < v.dims.size(); ++k) stride[k] = v.dims[k].step * es;
   // Odometer over the indices, innermost fastest, adding strides instead of multiplying.

@@ -72,4 +72,18 @@ void check_view(const TensorDecl& t, const View& v, const std::string& what, con
 int64_t view_partitions(const TensorDecl& t, const View& v);
 int64_t view_free_size(const TensorDecl& t, const View& v);
 
+// How a view of an on-chip tensor lies in the tensor's partitions (its static part: register
+// terms and indirection are ignored). It starts at partition `first_partition`, byte
+// `start_byte` of that partition; dims[0] is its partition dim when it steps by a whole
+// partition (or has one element); the other dims cover bytes [lo, hi) of each partition, gaps of
+// a strided view included. `inside()` is false when they would leave the partition.
+struct PartitionLayout {
+  int64_t partition_bytes = 0;
+  int64_t first_partition = 0, start_byte = 0;
+  bool partition_dim = false;
+  int64_t lo = 0, hi = 0;
+  bool inside() const { return lo >= 0 && hi <= partition_bytes; }
+};
+PartitionLayout partition_layout(const TensorDecl& t, const View& v);
+
 }  // namespace knit::ir
