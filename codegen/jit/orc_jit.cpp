@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -52,6 +53,16 @@ OrcJit::OrcJit() : impl_(std::make_unique<Impl>()) {
   impl_->cpu = jtmb.getCPU();
   impl_->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
                       "creating the LLVM ORC JIT");
+  // Generated code may call the C and C++ runtimes (libm's expf, static-local guards, operator
+  // new). In a Python extension those libraries are not in the global symbol scope, so they are
+  // named explicitly besides the process itself.
+  const char prefix = impl_->jit->getDataLayout().getGlobalPrefix();
+  auto& dylib = impl_->jit->getMainJITDylib();
+  dylib.addGenerator(unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix),
+                            "exposing the process's symbols to the JIT"));
+  for (const char* runtime : {"libstdc++.so.6", "libgcc_s.so.1", "libm.so.6"})
+    if (auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(runtime, prefix)) dylib.addGenerator(std::move(*generator));
+    else llvm::consumeError(generator.takeError());  // absent runtimes are only needed if referenced
 }
 
 OrcJit::~OrcJit() = default;

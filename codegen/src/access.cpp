@@ -9,10 +9,11 @@ namespace knit::codegen {
 
 using namespace knit::ir;
 
+uint64_t hbm_memory(int tensor) { return (uint64_t{3} << 32) | uint32_t(tensor); }
+
 namespace {
 
 uint64_t on_chip_memory(Buffer b, int core) { return (uint64_t{b == Buffer::sbuf ? 1u : 2u} << 32) | uint32_t(core); }
-uint64_t hbm_memory(int tensor) { return (uint64_t{3} << 32) | uint32_t(tensor); }
 
 bool is_output(const char* operand) {
   return !std::strcmp(operand, "dst") || !std::strcmp(operand, "reduce_res") || !std::strcmp(operand, "dst_scale");

@@ -78,6 +78,7 @@ class Compiled:
         self._constants = trace.constants
         self._prints = trace.prints
         self._param_positions = param_positions
+        self.last_run = None  # the last run's backend and native / interpreted instruction counts
         self._num_outputs = num_outputs  # the kernel's results; device_print outputs follow them
         self._single = single  # the kernel returned one tensor (not a tuple)
         self._program = None
@@ -106,15 +107,21 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         return self.kernel._run(self, args, kwargs)
 
-    def run(self, *args, schedule="round_robin", seed=0, check_races=True, **kwargs):
+    def run(self, *args, schedule="round_robin", seed=0, check_races=True, backend=None, **kwargs):
         """Run the engine program with a chosen queue interleaving: "program_order",
-        "round_robin" or "random" (with `seed`)."""
+        "round_robin" or "random" (with `seed`), on `backend` ("jit" or "reference"; default
+        $KNIT_BACKEND, else "jit"). ``last_run`` then tells how many instructions ran natively."""
         return self.kernel._run(self, args, kwargs, runner=lambda hosts, uninit: self.program.run(
-            hosts, uninit, schedule, seed, check_races))
+            hosts, uninit, schedule, seed, check_races, backend or default_backend()))
 
     def reference(self, *args, **kwargs):
         """Run the IR on the reference interpreter (program order, no engine program)."""
         return self.kernel._run(self, args, kwargs, runner=self.core.run)
+
+
+def default_backend():
+    """The execution backend of engine programs: $KNIT_BACKEND ("jit" or "reference"), else "jit"."""
+    return os.environ.get("KNIT_BACKEND", "jit")
 
 
 class Kernel:
@@ -203,8 +210,9 @@ class Kernel:
         hosts, originals, any_torch = self._hosts(compiled, args)
         uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
         if runner is None:
-            runner = lambda h, u: compiled.program.run(h, u)  # noqa: E731
-        outs, after, warnings = _trace.core_call(runner, hosts, uninit_error)
+            runner = lambda h, u: compiled.program.run(h, u, backend=default_backend())  # noqa: E731
+        outs, after, warnings, *counts = _trace.core_call(runner, hosts, uninit_error)
+        compiled.last_run = counts[0] if counts else {"backend": "interpreter"}
         return self._results(compiled, outs, after, warnings, originals, any_torch)
 
     @staticmethod

@@ -8,6 +8,7 @@ The simulator is deterministic: the same kernel, shapes and target always give t
 import json
 
 from . import _trace
+from . import _kernel
 from ._kernel import Kernel
 from .typing import TensorType
 
@@ -186,7 +187,7 @@ def profile(kernel, *args, target=None, timing_only=None, **kwargs):
     compiled = k.compile(*args, target=target, **kwargs)
     shapes_only = has_placeholders(args) if timing_only is None else bool(timing_only)
     hosts, originals, any_torch = Kernel._hosts(compiled, args, shapes_only=shapes_only)
-    data = _trace.core_call(compiled.program.time, hosts, shapes_only)
+    data = _trace.core_call(compiled.program.time, hosts, shapes_only, True, _kernel.default_backend())
     outputs = None
     if not shapes_only:
         outputs = Kernel._results(compiled, data["outputs"], data["args_after"], data["warnings"], originals,

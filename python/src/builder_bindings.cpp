@@ -51,6 +51,12 @@ std::function<void(int64_t)> progress_bar(const ir::Kernel& k) {
   };
 }
 
+sim::Backend backend_from(const std::string& name) {
+  if (name == "jit") return sim::Backend::jit;
+  if (name == "reference") return sim::Backend::reference;
+  throw py::value_error("backend must be \"jit\" or \"reference\", not \"" + name + "\" (KNIT_BACKEND)");
+}
+
 // run_program without the GIL, with the progress line.
 sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<sim::HostTensor>& hosts,
                                  sim::InterpretOptions options) {
@@ -67,9 +73,11 @@ sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<si
 }
 
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
-py::dict time_program(const codegen::EngineProgram& p, const py::list& args, bool timing_only, bool keep_timeline) {
+py::dict time_program(const codegen::EngineProgram& p, const py::list& args, bool timing_only, bool keep_timeline,
+                      const std::string& backend) {
   std::vector<sim::HostTensor> hosts = host_tensors_from(args, timing_only);
   sim::InterpretOptions options;
+  options.backend = backend_from(backend);
   options.record_execution = true;
   options.timing_only = timing_only;
   options.schedule = sim::Schedule::program_order;
@@ -325,14 +333,15 @@ void bind_builder(py::module_& m) {
         const std::string raw = b;
         return codegen::EngineProgram::from_binary(std::vector<uint8_t>(raw.begin(), raw.end()));
       })
-      .def("time", &time_program, py::arg("args"), py::arg("timing_only"), py::arg("keep_timeline") = true,
+      .def("time", &time_program, py::arg("args"), py::arg("timing_only"), py::arg("keep_timeline") = true, py::arg("backend") = "jit",
            "Run (or, timing_only, just walk) the engine program and time it; returns a dict")
       .def(
           "run",
           [](const codegen::EngineProgram& p, const py::list& args, bool uninitialized_is_error, const std::string& schedule,
-             uint64_t seed, bool check_races) {
+             uint64_t seed, bool check_races, const std::string& backend) {
             std::vector<sim::HostTensor> hosts = host_tensors_from(args);
             sim::InterpretOptions options;
+            options.backend = backend_from(backend);
             options.uninitialized_read_is_error = uninitialized_is_error;
             if (schedule == "program_order") options.schedule = sim::Schedule::program_order;
             else if (schedule == "random") options.schedule = sim::Schedule::random;
@@ -341,10 +350,14 @@ void bind_builder(py::module_& m) {
             options.seed = seed;
             options.check_races = check_races;
             const sim::RunResult r = run_with_progress(p, hosts, options);
-            return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings);
+            py::dict counts;
+            counts["backend"] = backend;
+            counts["native"] = r.native_instructions;
+            counts["interpreted"] = r.interpreted_instructions;
+            return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings, counts);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",
-          py::arg("seed") = 0, py::arg("check_races") = true,
+          py::arg("seed") = 0, py::arg("check_races") = true, py::arg("backend") = "jit",
           "Run the engine program on the functional simulator (queues interleaved by `schedule`: "
           "program_order | round_robin | random with `seed`)");
 

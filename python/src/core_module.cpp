@@ -66,8 +66,10 @@ std::vector<sim::HostTensor> host_tensors_from(const py::list& args, bool shapes
     sim::HostTensor h;
     h.dtype = dtype_named(tup[0].cast<std::string>());
     h.shape = tup[1].cast<std::vector<int64_t>>();
-    const std::string raw = tup[2].cast<py::bytes>();
-    h.bytes.assign(raw.begin(), raw.end());
+    char* raw = nullptr;
+    Py_ssize_t size = 0;
+    if (PyBytes_AsStringAndSize(tup[2].ptr(), &raw, &size) != 0) throw py::error_already_set();
+    h.bytes.assign(reinterpret_cast<const uint8_t*>(raw), reinterpret_cast<const uint8_t*>(raw) + size);
     if (!(shapes_only && h.bytes.empty()) && static_cast<int64_t>(h.bytes.size()) != h.size_bytes()) throw py::value_error("argument byte size mismatch");
     hosts.push_back(std::move(h));
   }

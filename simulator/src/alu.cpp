@@ -107,6 +107,33 @@ float activate(ActFunc f, float x, float alpha) {
   return x;
 }
 
+float apply(AluOp op, float data, float operand, bool reverse) {
+  if (op == AluOp::bypass) return data;
+  if (ir::alu_class(op) == ir::AluClass::Unary) return alu(op, data, 0.0f);
+  return reverse ? alu(op, operand, data) : alu(op, data, operand);
+}
+
+uint32_t apply_bits(AluOp op, uint32_t data, uint32_t operand, bool reverse) {
+  if (op == AluOp::bypass) return data;
+  if (ir::alu_class(op) == ir::AluClass::BitvecUnary) return alu_bits(op, data, 0);
+  return reverse ? alu_bits(op, operand, data) : alu_bits(op, data, operand);
+}
+
+int64_t int_alu(AluOp op, int64_t a, int64_t b) {
+  switch (op) {
+    case AluOp::add: return a + b;
+    case AluOp::subtract: return a - b;
+    case AluOp::maximum: return a > b ? a : b;
+    case AluOp::minimum: return a < b ? a : b;
+    default: {
+      int64_t r = 0;
+      if (!__builtin_mul_overflow(a, b, &r)) return r;
+      return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    }
+  }
+}
+
+
 float alu_fold(AluOp op, const float* v, int64_t n) {
   float r = v[0];
   for (int64_t i = 1; i < n; ++i) r = alu(op, r, v[i]);

@@ -16,6 +16,15 @@ uint32_t alu_bits(ir::AluOp op, uint32_t a, uint32_t b);
 // The activation function f(x), computed in fp32 (`alpha` is prelu's slope).
 float activate(ir::ActFunc f, float x, float alpha = 0.0f);
 
+// One stage of a two-op instruction: `data op operand`, or `operand op data` when reversed.
+// Unary ops apply to data alone (operand and reverse flag ignored); bypass passes data through.
+float apply(ir::AluOp op, float data, float operand, bool reverse);
+uint32_t apply_bits(ir::AluOp op, uint32_t data, uint32_t operand, bool reverse);
+
+// Exact a op b (add, subtract, multiply, maximum, minimum) on 32-bit integer values: GpSimd's
+// int32/uint32 path. A product overflowing int64 is clamped (stores saturate anyway).
+int64_t int_alu(ir::AluOp op, int64_t a, int64_t b);
+
 // Reductions are a left fold in fp32 in element order, starting from the first element:
 // r = v[0]; r = op(r, v[1]); ...  (n >= 1, so no identity element is needed).
 float alu_fold(ir::AluOp op, const float* v, int64_t n);

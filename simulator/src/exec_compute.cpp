@@ -19,31 +19,16 @@
 #include <vector>
 
 #include "alu.h"
+#include "exec_compute.h"
 #include "machine.h"
 
 namespace knit::sim {
 
 using namespace knit::ir;
 
-namespace {
-
-bool is_bitvec(AluOp op) {
+bool is_bitvec_op(AluOp op) {
   const AluClass k = alu_class(op);
   return k == AluClass::Bitvec || k == AluClass::BitvecUnary;
-}
-
-// `data op operand`, or `operand op data` when reversed. Unary ops apply to data alone (their
-// operand is ignored, and so is the reverse flag); bypass passes data through.
-float apply(AluOp op, float data, float operand, bool reverse) {
-  if (op == AluOp::bypass) return data;
-  if (alu_class(op) == AluClass::Unary) return alu(op, data, 0.0f);
-  return reverse ? alu(op, operand, data) : alu(op, data, operand);
-}
-
-uint32_t apply_bits(AluOp op, uint32_t data, uint32_t operand, bool reverse) {
-  if (op == AluOp::bypass) return data;
-  if (alu_class(op) == AluClass::BitvecUnary) return alu_bits(op, data, 0);
-  return reverse ? alu_bits(op, operand, data) : alu_bits(op, data, operand);
 }
 
 // A scalar operand as one value per partition; unused operands (unary ops) are not read, so an
@@ -67,6 +52,7 @@ std::vector<uint32_t> scalar_column_bits(Machine& m, const Operand& o, AluOp op,
   return v;
 }
 
+namespace {
 // Writes acc[p] (optionally negated) to a [P, 1] reduce_res operand.
 void write_column(Machine& m, const View& v, const char* what, const std::array<float, 128>& acc, int64_t P,
                   bool negate = false) {
@@ -74,9 +60,10 @@ void write_column(Machine& m, const View& v, const char* what, const std::array<
   for (int64_t p = 0; p < P; ++p) t.write(t.at(p, 0), negate ? -acc[p] : acc[p]);
 }
 
-// ---- tensor_tensor's exact integer path --------------------------------------------------------
-
 bool is_int32_type(DType t) { return t == DType::int32 || t == DType::uint32; }
+}  // namespace
+
+// ---- tensor_tensor's exact integer path --------------------------------------------------------
 
 // GpSimd computes int32/uint32 add/subtract/multiply/maximum/minimum natively and exactly. The
 // path is taken when dst and both inputs are 32-bit integers, the op is one of those five, and
@@ -93,23 +80,6 @@ bool exact_int_path(Machine& m, const TensorTensor& op) {
   return true;
 }
 
-// Exact a op b on 32-bit integer values; a product that overflows int64 (only possible for
-// uint32 x uint32) is clamped, which write_int's saturation to the dst range makes exact.
-int64_t int_alu(AluOp op, int64_t a, int64_t b) {
-  switch (op) {
-    case AluOp::add: return a + b;
-    case AluOp::subtract: return a - b;
-    case AluOp::maximum: return a > b ? a : b;
-    case AluOp::minimum: return a < b ? a : b;
-    default: {
-      int64_t r = 0;
-      if (!__builtin_mul_overflow(a, b, &r)) return r;
-      return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-    }
-  }
-}
-
-}  // namespace
 
 // ---- Scalar Engine ------------------------------------------------------------------------------
 
@@ -134,12 +104,21 @@ void exec(Machine& m, const Activation& op) {
     }
   Tile dst = m.tile(op.dst, "dst");
   dst.write_all(y);
+  std::vector<float> folds(P, 0.0f);
+  if (activation_folds(op))
+    for (int64_t p = 0; p < P; ++p) folds[p] = alu_fold(op.reduce_op, &y[p * F], F);
+  finish_activation(m, op, folds.data(), P);
+}
+
+bool activation_folds(const Activation& op) {
+  return op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
+}
+
+void finish_activation(Machine& m, const Activation& op, const float* folds, int64_t P) {
+  if (op.reduce_cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
   for (int64_t p = 0; p < P; ++p) {
-    if (op.reduce_cmd == ReduceCmd::load_reduce)
-      m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
-    const bool folds = op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
     if (op.reduce_cmd == ReduceCmd::reset) m.scalar_acc[p] = 0.0f;  // ScalarE reset zeroes (nki-api §3.3)
-    else update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds ? alu_fold(op.reduce_op, &y[p * F], F) : 0.0f);
+    else update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds[p]);
   }
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.scalar_acc, P);
 }
@@ -156,7 +135,7 @@ void exec(Machine& m, const TensorTensor& op) {
   Tile a = m.tile(op.data1, "data1");
   Tile b = m.tile(op.data2, "data2");
   Tile dst = m.tile(op.dst, "dst");
-  if (is_bitvec(op.op)) {
+  if (is_bitvec_op(op.op)) {
     std::vector<uint32_t> r = a.read_all_bits();
     const std::vector<uint32_t> bb = b.read_all_bits();
     for (int64_t i = 0; i < dst.size(); ++i) r[i] = alu_bits(op.op, r[i], bb[i]);
@@ -179,7 +158,7 @@ void exec(Machine& m, const TensorScalar& op) {
   Tile data = m.tile(op.data, "data");
   const int64_t P = data.P, F = data.F;
   Tile dst = m.tile(op.dst, "dst");
-  if (is_bitvec(op.op0)) {
+  if (is_bitvec_op(op.op0)) {
     std::vector<uint32_t> r = data.read_all_bits();
     const std::vector<uint32_t> s0 = scalar_column_bits(m, op.operand0, op.op0, P, "operand0");
     const std::vector<uint32_t> s1 = scalar_column_bits(m, op.operand1, op.op1, P, "operand1");
@@ -256,7 +235,7 @@ void exec(Machine& m, const TensorReduce& op) {
   for (int64_t d = rank - static_cast<int64_t>(op.axis.size()); d < rank; ++d) group *= op.data.dims[d].num;
   const int64_t n_out = data.size() / group;
   Tile dst = m.tile(op.dst, "dst");
-  if (is_bitvec(op.op)) {
+  if (is_bitvec_op(op.op)) {
     const std::vector<uint32_t> x = data.read_all_bits();
     std::vector<uint32_t> r(n_out);
     for (int64_t g = 0; g < n_out; ++g) r[g] = alu_fold_bits(op.op, &x[g * group], group);
@@ -284,14 +263,19 @@ void exec(Machine& m, const TensorScalarReduce& op) {
   const int64_t P = data.P, F = data.F;
   std::vector<float> y = data.read_all();
   const std::vector<float> s0 = scalar_column(m, op.operand0, op.op0, P, "operand0");
-  const bool loads = op.reduce_cmd == ReduceCmd::load_reduce;
-  const std::vector<float> init = loads ? m.column(op.reduce_init, P, "reduce_init") : std::vector<float>();
   for (int64_t i = 0; i < P * F; ++i) y[i] = apply(op.op0, y[i], s0[i / F], op.reverse0);
   Tile dst = m.tile(op.dst, "dst");
   dst.write_all(y);
+  std::vector<float> folds(P);
+  for (int64_t p = 0; p < P; ++p) folds[p] = alu_fold(op.reduce_op, &y[p * F], F);
+  finish_tensor_scalar_reduce(m, op, folds.data(), P);
+}
+
+void finish_tensor_scalar_reduce(Machine& m, const TensorScalarReduce& op, const float* folds, int64_t P) {
+  const bool loads = op.reduce_cmd == ReduceCmd::load_reduce;
+  const std::vector<float> init = loads ? m.column(op.reduce_init, P, "reduce_init") : std::vector<float>();
   for (int64_t p = 0; p < P; ++p)
-    update_accumulator(op.reduce_cmd, op.reduce_op, m.vector_acc[p], alu_fold(op.reduce_op, &y[p * F], F),
-                       loads ? init[p] : 0.0f);
+    update_accumulator(op.reduce_cmd, op.reduce_op, m.vector_acc[p], folds[p], loads ? init[p] : 0.0f);
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.vector_acc, P, op.reduce_res_negate);
 }
 

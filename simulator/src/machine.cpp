@@ -1,7 +1,9 @@
 #include "machine.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <cstring>
 #include <sstream>
 
@@ -14,6 +16,62 @@
 namespace knit::sim {
 
 using namespace knit::ir;
+
+// ---- ZeroedBytes ------------------------------------------------------------------------------
+
+namespace {
+
+// Freed blocks by size, at most kPoolBytes in all (the oldest go first).
+constexpr size_t kPoolBytes = size_t{512} << 20;
+struct Pool {
+  std::mutex mutex;
+  std::deque<std::pair<size_t, uint8_t*>> blocks;
+  size_t bytes = 0;
+};
+Pool& pool() {
+  static Pool* p = new Pool;  // never destroyed: blocks may be released during exit
+  return *p;
+}
+
+}  // namespace
+
+void ZeroedBytes::reset(size_t n) {
+  release();
+  {
+    Pool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    for (auto it = p.blocks.begin(); it != p.blocks.end(); ++it)
+      if (it->first == n) {
+        data_ = it->second;
+        p.bytes -= n;
+        p.blocks.erase(it);
+        break;
+      }
+  }
+  if (data_) std::memset(data_, 0, n);
+  else data_ = static_cast<uint8_t*>(std::calloc(n ? n : 1, 1));
+  if (!data_) throw std::bad_alloc();
+  size_ = n;
+}
+
+void ZeroedBytes::release() {
+  if (!data_) return;
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (size_ >= (size_t{1} << 20) && size_ <= kPoolBytes) {
+    p.blocks.push_back({size_, data_});
+    p.bytes += size_;
+    while (p.bytes > kPoolBytes) {
+      std::free(p.blocks.front().second);
+      p.bytes -= p.blocks.front().first;
+      p.blocks.pop_front();
+    }
+  } else {
+    std::free(data_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+}
 
 // ---- Tile -----------------------------------------------------------------------------------
 
@@ -114,7 +172,7 @@ void Tile::write_all_bits(const std::vector<uint32_t>& bits) {
 void Tile::mark_written(int64_t i, bool by_matmul) {
   const int size = esize_;
   set_flags(mem_->init.data() + offset_[i], size, 1);
-  set_flags(mem_->mm_written.data() + offset_[i], size, by_matmul ? 1 : 0);
+  if (mem_->tracks_matmul()) set_flags(mem_->mm_written.data() + offset_[i], size, by_matmul ? 1 : 0);
 }
 
 void Tile::write(int64_t i, float v) {
@@ -132,7 +190,7 @@ void Tile::write_int(int64_t i, int64_t v) {
   mark_written(i, false);
 }
 
-bool Tile::matmul_written(int64_t i) const { return mem_->mm_written[offset_[i]] != 0; }
+bool Tile::matmul_written(int64_t i) const { return mem_->tracks_matmul() && mem_->mm_written[offset_[i]] != 0; }
 
 void Tile::write_from_matmul(int64_t i, float v) {
   encode(dtype, v, mem_->bytes.data() + offset_[i]);
@@ -157,18 +215,24 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   if (args.size() != kernel.params.size())
     user_error({}, "kernel-args", "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
                                       " tensors but was given " + std::to_string(args.size()));
-  const TargetInfo info = target_info(kernel.target);
-  sbuf_partition_bytes_ = info.sbuf_partition_bytes;
-  psum_partition_bytes_ = info.psum_partition_bytes;
   const size_t n = kernel.tensors.size();
   hbm_.resize(n);
   placement_.resize(n);
   compute_liveness();
+  // The simulator's SBUF / PSUM hold only the part of each partition the allocation uses (the
+  // bytes below its highest address), so a run touches and clears little memory; every access
+  // stays inside its tensor's allocation, so nothing reaches past that part.
+  sbuf_partition_bytes_ = psum_partition_bytes_ = 64;
+  for (size_t id = 0; id < n; ++id)
+    if (const auto& a = plan_.tensors[id]) {
+      int64_t& used = kernel.tensors[id].buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+      used = std::max(used, (a->offset + a->bytes + 63) / 64 * 64);
+    }
   sbuf_.resize(static_cast<size_t>(plan_.cores));
   psum_.resize(static_cast<size_t>(plan_.cores));
   for (int c = 0; c < plan_.cores; ++c) {
     sbuf_[c].resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_));
-    psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_));
+    psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_), /*track_matmul=*/true);
   }
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
@@ -197,7 +261,13 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     std::memcpy(mem.bytes.data(), args[a].bytes.data(), args[a].bytes.size());
     std::memset(mem.init.data(), 1, mem.init.size());
   }
+  if (program && options.backend == Backend::jit && !options.timing_only) {
+    native_ = std::make_unique<NativeExecutor>(*this);
+    native_->prepare();
+  }
 }
+
+Machine::~Machine() = default;
 
 void Machine::fail(const std::string& rule, const std::string& message) const {
   runtime_error(current_ ? current_->loc : SourceLoc{}, rule, message);
@@ -227,7 +297,7 @@ void Machine::place(int id) {
   // placed tensor starts fresh: NaN / 4, never written, no matmul accumulation state, so stale
   // data of a dead tensor at the same address can never pass as initialized.
   if (t.address) {  // a new accumulation group all the same
-    for (int64_t p = 0; p < parts; ++p)
+    for (int64_t p = 0; p < parts && mem.tracks_matmul(); ++p)
       std::memset(mem.mm_written.data() + (pl.partition + p) * capacity + pl.offset, 0, bytes);
     return;
   }
@@ -235,45 +305,59 @@ void Machine::place(int id) {
     const int64_t base = (pl.partition + p) * capacity + pl.offset;
     fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());
     std::memset(mem.init.data() + base, 0, bytes);
-    std::memset(mem.mm_written.data() + base, 0, bytes);
+    if (mem.tracks_matmul()) std::memset(mem.mm_written.data() + base, 0, bytes);
   }
 }
 
 void Machine::release(int id) { placement_[id].live = false; }
 
 // A static view (verified in bounds, each on-chip partition's elements inside that partition)
-// maps its indices to memory offsets linearly: the partition dim moves by whole partitions of the
-// memory, the other dims by their byte steps. Fills `out` that way and returns true, or returns
-// false for a layout this does not cover (the general per-element path handles it).
-bool Machine::linear_offsets(const View& v, const TensorDecl& t, const Placement& pl, int64_t capacity,
-                             std::vector<int64_t>& out) const {
+// maps its indices to memory offsets linearly; the addresses come from the allocation plan, so
+// this needs no live placement (the native path builds its shapes before running).
+bool Machine::layout_of(const View& v, Layout& out) const {
+  if (!v.is_static()) return false;
+  const TensorDecl& t = kernel_.tensor(v.tensor);
   const int64_t es = dtype_size(v.dtype);
-  std::vector<int64_t> stride(v.dims.size());
-  int64_t base = v.offset * es;
+  out.num.resize(v.dims.size());
+  out.stride.resize(v.dims.size());
+  out.base = v.offset * es;
   size_t first_free = 0;
   if (is_on_chip(t.buffer)) {
     const PartitionLayout l = partition_layout(t, v);
-    if (!l.partition_dim || !l.inside()) return false;
-    stride[0] = capacity;
+    if (!l.partition_dim || !l.inside() || !plan_.tensors[v.tensor]) return false;
+    const codegen::Allocation& a = *plan_.tensors[v.tensor];
+    const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+    out.num[0] = v.dims[0].num;
+    out.stride[0] = capacity;
     first_free = 1;
-    base = (pl.partition + l.first_partition) * capacity + pl.offset + l.start_byte;
+    out.base = (a.partition + l.first_partition) * capacity + a.offset + l.start_byte;
   }
-  for (size_t k = first_free; k < v.dims.size(); ++k) stride[k] = v.dims[k].step * es;
-  // Odometer over the indices, innermost fastest, adding strides instead of multiplying.
-  std::vector<int64_t> idx(v.dims.size(), 0);
-  int64_t at = base;
-  const size_t inner = v.dims.empty() ? 0 : v.dims.size() - 1;
+  for (size_t k = first_free; k < v.dims.size(); ++k) {
+    out.num[k] = v.dims[k].num;
+    out.stride[k] = v.dims[k].step * es;
+  }
+  return true;
+}
+
+// Fills `out` with the layout's offsets (odometer over the indices, innermost fastest, adding
+// strides instead of multiplying), or returns false for a layout_of refuses.
+bool Machine::linear_offsets(const View& v, std::vector<int64_t>& out) const {
+  Layout l;
+  if (!layout_of(v, l)) return false;
+  std::vector<int64_t> idx(l.num.size(), 0);
+  int64_t at = l.base;
+  const size_t inner = l.num.empty() ? 0 : l.num.size() - 1;
   for (size_t e = 0; e < out.size();) {
-    if (v.dims.empty()) {
+    if (l.num.empty()) {
       out[e++] = at;
       continue;
     }
-    const int64_t n = v.dims[inner].num, step = stride[inner];
+    const int64_t n = l.num[inner], step = l.stride[inner];
     for (int64_t j = 0; j < n; ++j) out[e++] = at + j * step;
     for (size_t k = inner; k-- > 0;) {
-      at += stride[k];
-      if (++idx[k] < v.dims[k].num) break;
-      at -= stride[k] * v.dims[k].num;
+      at += l.stride[k];
+      if (++idx[k] < l.num[k]) break;
+      at -= l.stride[k] * l.num[k];
       idx[k] = 0;
     }
   }
@@ -298,7 +382,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
   const int64_t tensor_part_bytes = on_chip ? t.partition_elements() * dtype_size(t.dtype) : t.size_bytes();
   tile.offset_.resize(static_cast<size_t>(v.num_elements()));
-  if (v.is_static() && linear_offsets(v, t, pl, capacity, tile.offset_)) return tile;
+  if (linear_offsets(v, tile.offset_)) return tile;
   // Indirect view: the index along dims[indirect_dim] comes from the index tensor.
   std::vector<int64_t> rows;
   if (const View* index = v.index_view()) {
@@ -382,6 +466,7 @@ void Machine::compute_liveness() {
 }
 
 void Machine::execute(const Instruction& inst) {
+  if (native_ && native_->run(inst)) return;
   std::visit(
       [&](const auto& op) {
         if constexpr (std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) internal_error("empty instruction");
@@ -632,6 +717,10 @@ RunResult Machine::run() {
   RunResult result;
   result.warnings = warnings_;
   result.executed = std::move(executed_log_);
+  if (native_) {
+    result.native_instructions = native_->native;
+    result.interpreted_instructions = native_->interpreted;
+  }
   if (options_.timing_only) return result;
   for (int id : kernel_.outputs) {
     const TensorDecl& t = kernel_.tensor(id);
@@ -641,7 +730,14 @@ RunResult Machine::run() {
     h.bytes.assign(hbm_[id].bytes.data(), hbm_[id].bytes.data() + hbm_[id].bytes.size());
     result.outputs.push_back(std::move(h));
   }
+  // Only arguments some instruction writes can have changed (saves copying every input back).
+  std::vector<uint64_t> written;
+  for (const Instruction& inst : kernel_.body)
+    for (const codegen::Access& a : codegen::instruction_accesses(kernel_, plan_, inst))
+      if (a.write) written.push_back(a.memory);
+  std::sort(written.begin(), written.end());
   for (size_t a = 0; a < args_.size(); ++a) {
+    if (!std::binary_search(written.begin(), written.end(), codegen::hbm_memory(kernel_.params[a]))) continue;
     const Memory& mem = hbm_[kernel_.params[a]];
     args_[a].bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
   }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "knit/codegen/access.h"
@@ -17,41 +18,51 @@
 #include "knit/ir/ir.h"
 #include "knit/ir/numerics.h"
 #include "knit/sim/interpreter.h"
+#include "native/executor.h"
 
 namespace knit::sim {
 
-// A zero-filled byte array. calloc'd, so the pages of a large SBUF that a kernel never touches
-// cost nothing (most kernels use a small part of the 28 MiB SBUF).
+// A zero-filled byte array. Freed blocks go to a small process-wide pool and come back cleared
+// by memset: far cheaper than fresh pages, whose first touch faults (runs of the same kernel
+// allocate the same sizes again and again).
 class ZeroedBytes {
  public:
-  void reset(size_t n) {
-    data_.reset(static_cast<uint8_t*>(std::calloc(n ? n : 1, 1)));
-    if (!data_) throw std::bad_alloc();
-    size_ = n;
+  ZeroedBytes() = default;
+  ZeroedBytes(const ZeroedBytes&) = delete;
+  ZeroedBytes& operator=(const ZeroedBytes&) = delete;
+  ZeroedBytes(ZeroedBytes&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  ZeroedBytes& operator=(ZeroedBytes&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
   }
-  uint8_t* data() { return data_.get(); }
-  const uint8_t* data() const { return data_.get(); }
-  uint8_t& operator[](size_t i) { return data_.get()[i]; }
-  uint8_t operator[](size_t i) const { return data_.get()[i]; }
+  ~ZeroedBytes() { release(); }
+  void reset(size_t n);
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  uint8_t& operator[](size_t i) { return data_[i]; }
+  uint8_t operator[](size_t i) const { return data_[i]; }
   size_t size() const { return size_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  void release();
+  uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
 
 struct Memory {
   ZeroedBytes bytes;
   ZeroedBytes init;        // 1 where the byte was ever written
-  ZeroedBytes mm_written;  // 1 where the last write was a matmul's (only meaningful in PSUM)
-  void resize(size_t n) {
+  ZeroedBytes mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
+  void resize(size_t n, bool track_matmul = false) {
     bytes.reset(n);
     init.reset(n);
-    mm_written.reset(n);
+    mm_written.reset(track_matmul ? n : 0);
   }
+  bool tracks_matmul() const { return mm_written.size() != 0; }
 };
 
 class Machine;
@@ -105,6 +116,7 @@ class Machine {
   // Runs an engine program instead: its regions' queues interleave as the semaphores allow
   // (engine_run.cpp), with its allocation.
   Machine(const codegen::EngineProgram& program, std::vector<HostTensor>& args, const InterpretOptions& options);
+  ~Machine();
 
   // Executes the whole body, then copies outputs and written-back arguments out.
   RunResult run();
@@ -122,6 +134,17 @@ class Machine {
   int32_t value(const ir::IntValue& v) const { return v.is_reg() ? reg(v.reg) : static_cast<int32_t>(v.imm); }
 
   const ir::Kernel& kernel() const { return kernel_; }
+  // A static view's elements as a byte-strided walk of its tensor's memory: element
+  // (i_0, .., i_k) is at base + sum i_d * stride[d], the partition dim of an on-chip view moving by
+  // whole partitions. False for views this does not cover (dynamic, indirect, spilling across
+  // partitions), which take the per-element path.
+  struct Layout {
+    int64_t base = 0;
+    std::vector<int64_t> num, stride;
+  };
+  bool layout_of(const ir::View& v, Layout& out) const;
+  // The memory a live tensor's view lies in (HBM buffer, or its core's SBUF / PSUM).
+  Memory* memory_of(const ir::View& v) const { return placement_[v.tensor].mem; }
   const ir::Instruction& current() const { return *current_; }
   void warn(const std::string& message);
   [[noreturn]] void fail(const std::string& rule, const std::string& message) const;
@@ -143,8 +166,7 @@ class Machine {
   };
   void place(int id);
   void release(int id);
-  bool linear_offsets(const ir::View& v, const ir::TensorDecl& t, const Placement& pl, int64_t capacity,
-                      std::vector<int64_t>& out) const;
+  bool linear_offsets(const ir::View& v, std::vector<int64_t>& out) const;
   // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
   // Executes body[pc] and returns the next pc (control-flow instructions jump; with an engine
@@ -183,9 +205,12 @@ class Machine {
   InterpretOptions options_;
   std::vector<std::string> warnings_;
   std::vector<Memory> sbuf_, psum_;  // one per core (codegen::MemoryPlan::cores)
-  int64_t sbuf_partition_bytes_, psum_partition_bytes_;
+  // Bytes between partitions in the simulator's SBUF / PSUM: the used part of a partition
+  // (highest allocated address), not the target's capacity.
+  int64_t sbuf_partition_bytes_ = 0, psum_partition_bytes_ = 0;
   std::vector<Memory> hbm_;  // one per tensor id (unused for on-chip tensors)
   std::vector<Placement> placement_;
+  std::unique_ptr<NativeExecutor> native_;  // Backend::jit
   codegen::MemoryPlan plan_;  // SBUF/PSUM addresses of every on-chip tensor
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
   std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener

@@ -62,7 +62,7 @@ def hosts(compiled, arrays):
 
 def run_program(program, compiled, arrays, schedule="random", seed=0, check_races=True):
     """Runs an EngineProgram directly; returns the raw bytes of each output."""
-    outs, _, _ = program.run(hosts(compiled, arrays), True, schedule, seed, check_races)
+    outs, _, _, _ = program.run(hosts(compiled, arrays), True, schedule, seed, check_races)
     return tuple(r for _, _, r in outs)
 
 

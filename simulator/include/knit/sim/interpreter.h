@@ -24,6 +24,13 @@ namespace knit::sim {
 // interleavings, which must give the same results for a correctly synchronized program.
 enum class Schedule : uint8_t { program_order, round_robin, random };
 
+// How run_program executes data instructions: `jit` runs each instruction whose operands are
+// static strided views as a body specialized for its shape and compiled to native code with
+// LLVM ORC (bit-identical to the reference executors, which run the rest); `reference` runs
+// every instruction through the reference executors, element by element. interpret() is
+// always the reference.
+enum class Backend : uint8_t { reference, jit };
+
 struct InterpretOptions {
   // A read of never-written memory is a runtime error (true) or a warning (false).
   bool uninitialized_read_is_error = true;
@@ -33,6 +40,7 @@ struct InterpretOptions {
   // Executed-instruction budget: a kernel whose while loop never ends fails instead of hanging.
   int64_t max_instructions = 1'000'000'000;
   // Engine programs only (run_program):
+  Backend backend = Backend::jit;
   Schedule schedule = Schedule::round_robin;
   uint64_t seed = 0;
   // Report two accesses from different queues to overlapping bytes (one a write) that no
@@ -61,6 +69,9 @@ struct RunResult {
   std::vector<HostTensor> outputs;  // in the kernel's return order
   std::vector<std::string> warnings;
   std::vector<Executed> executed;  // with options.record_execution
+  // Data and register instructions executed by native code / by the reference executors.
+  int64_t native_instructions = 0;
+  int64_t interpreted_instructions = 0;
 };
 
 // Runs `kernel` on `args` (one per kernel parameter, matching shape and dtype). Arguments the

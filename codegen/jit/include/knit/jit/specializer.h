@@ -1,0 +1,50 @@
+// Specializing a bitcode library's functions on constant arguments, compiled with the ORC JIT.
+//
+// A library (LLVM bitcode built with Knit) defines bodies `void body(const Shape*, uint8_t* const*
+// data, float* const* columns)`. A request names a body and the bytes of one Shape; the
+// specializer emits `void spec(uint8_t* const* data, float* const* columns)` that calls the body
+// with a pointer to those bytes as a constant global, inlines the body, and optimizes at -O3 for
+// the host CPU, so the constant shape folds into loop bounds, strides and operator choices.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace knit::codegen {
+
+class OrcJit;
+
+using SpecializedFn = void (*)(uint8_t* const* data, float* const* columns);
+
+struct SpecializeRequest {
+  std::string body;      // the library function's symbol
+  std::string constant;  // the bytes its first argument points to
+};
+
+class Specializer {
+ public:
+  // `library` must stay alive as long as the specializer.
+  explicit Specializer(std::string_view library);
+  ~Specializer();
+  Specializer(const Specializer&) = delete;
+  Specializer& operator=(const Specializer&) = delete;
+
+  // Compiles all requests into one module (one optimization run) and returns their functions,
+  // in request order. Requests already compiled earlier are served from memory.
+  std::vector<SpecializedFn> compile(const std::vector<SpecializeRequest>& requests);
+
+  // What the generated code depends on besides the requests: target triple, CPU, features and
+  // the LLVM version (part of any cache key).
+  std::string host_description() const;
+  // Modules compiled so far (a request served from memory compiles nothing).
+  int64_t modules_compiled() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace knit::codegen

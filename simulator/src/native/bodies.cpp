@@ -1,0 +1,246 @@
+// Instruction bodies of the native (JIT) path. This file is not part of knit_sim: the build
+// compiles it with Clang to LLVM bitcode, linked with the numerics (ir/numerics.cpp,
+// ir/types.cpp) and ALU semantics (simulator/alu.cpp) the reference interpreter uses, and
+// embeds the result. At run time the JIT specializes a body on one instruction's shape (a
+// constant MapShape / ReduceShape / MatmulShape): the switches on dtypes and operators fold
+// away, loops get constant extents and strides, and LLVM vectorizes them for the host CPU.
+//
+// Bit-exactness with the reference interpreter comes from sharing its element functions
+// (decode, encode, alu, activate, apply: the same source, compiled with -ffp-contract=off, so
+// no fused multiply-adds) and from computing in the same order: element-wise instructions
+// round each result once at its store; row folds and reductions are left folds in element
+// order; matmul sums k in order 0..K-1 per output from +0. Transcendental activations call the
+// same C library functions (expf, tanhf, ...) as the interpreter, so they are bit-identical too.
+#include <cstring>
+
+#include "../alu.h"
+#include "knit/ir/numerics.h"
+#include "shapes.h"
+
+using namespace knit::sim::native;
+using knit::ir::ActFunc;
+using knit::ir::AluOp;
+using knit::ir::DType;
+
+namespace {
+
+#define KNIT_INLINE __attribute__((always_inline)) inline
+
+KNIT_INLINE int64_t at(const Access& a, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  return i0 * a.step[0] + i1 * a.step[1] + i2 * a.step[2] + i3 * a.step[3];
+}
+
+KNIT_INLINE DType type(const Access& a) { return static_cast<DType>(a.dtype); }
+
+// Calls f(i0, i1, i2, i3) over the walk, innermost fastest (the row-major element order).
+template <class F>
+KNIT_INLINE void for_each(const Walk& w, F&& f) {
+  for (int64_t i0 = 0; i0 < w.n[0]; ++i0)
+    for (int64_t i1 = 0; i1 < w.n[1]; ++i1)
+      for (int64_t i2 = 0; i2 < w.n[2]; ++i2)
+        for (int64_t i3 = 0; i3 < w.n[3]; ++i3) f(i0, i1, i2, i3);
+}
+
+KNIT_INLINE float load(const Access& a, const uint8_t* base, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  return knit::ir::decode(type(a), base + at(a, i0, i1, i2, i3));
+}
+
+// Element-wise kinds whose result is one fp32 value per element, stored rounded to dst.
+template <class F>
+KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* folds, F&& value) {
+  const bool folding = s.fold_op >= 0;
+  float fold = 0.0f;
+  for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const float y = value(i0, i1, i2, i3);
+    knit::ir::encode(type(s.dst), y, data[0] + at(s.dst, i0, i1, i2, i3));
+    if (!folding) return;
+    const bool first = (i1 | i2 | i3) == 0;
+    fold = first ? y : knit::sim::alu(static_cast<AluOp>(s.fold_op), fold, y);
+    if (i1 == s.walk.n[1] - 1 && i2 == s.walk.n[2] - 1 && i3 == s.walk.n[3] - 1) folds[i0] = fold;
+  });
+}
+
+template <class F>
+KNIT_INLINE void map_bits(const MapShape& s, uint8_t* const* data, F&& value) {
+  for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    knit::ir::store_bits(type(s.dst), value(i0, i1, i2, i3), data[0] + at(s.dst, i0, i1, i2, i3));
+  });
+}
+
+KNIT_INLINE uint32_t column_bits(const float* column, int64_t p) {
+  uint32_t bits;
+  std::memcpy(&bits, column + p, 4);
+  return bits;
+}
+
+}  // namespace
+
+extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float* const* columns) {
+  const MapShape& s = *shape;
+  const uint8_t* a = data[1];
+  const uint8_t* b = data[2];
+  const AluOp op0 = static_cast<AluOp>(s.op0), op1 = static_cast<AluOp>(s.op1);
+  const float* c0 = columns[0];
+  const float* c1 = columns[1];
+  switch (s.kind) {
+    case MapKind::copy:
+      if (s.dst.dtype == s.a.dtype) {
+        map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+          return knit::ir::load_bits(type(s.a), a + at(s.a, i0, i1, i2, i3));
+        });
+      } else {
+        map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+          return load(s.a, a, i0, i1, i2, i3);
+        });
+      }
+      return;
+    case MapKind::tensor_tensor:
+      map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        return knit::sim::alu(op0, load(s.a, a, i0, i1, i2, i3), load(s.b, b, i0, i1, i2, i3));
+      });
+      return;
+    case MapKind::tensor_tensor_bits:
+      map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        return knit::sim::alu_bits(op0, knit::ir::load_bits(type(s.a), a + at(s.a, i0, i1, i2, i3)),
+                                   knit::ir::load_bits(type(s.b), b + at(s.b, i0, i1, i2, i3)));
+      });
+      return;
+    case MapKind::tensor_tensor_int:
+      for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const int64_t x = knit::ir::load_int(type(s.a), a + at(s.a, i0, i1, i2, i3));
+        const int64_t y = knit::ir::load_int(type(s.b), b + at(s.b, i0, i1, i2, i3));
+        knit::ir::store_int(type(s.dst), knit::sim::int_alu(op0, x, y), data[0] + at(s.dst, i0, i1, i2, i3));
+      });
+      return;
+    case MapKind::tensor_scalar:
+      map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const float x = knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], s.reverse0);
+        return knit::sim::apply(op1, x, c1[i0], s.reverse1);
+      });
+      return;
+    case MapKind::tensor_scalar_bits:
+      map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const uint32_t x = knit::sim::apply_bits(op0, knit::ir::load_bits(type(s.a), a + at(s.a, i0, i1, i2, i3)),
+                                                 column_bits(c0, i0), s.reverse0);
+        return knit::sim::apply_bits(op1, x, column_bits(c1, i0), s.reverse1);
+      });
+      return;
+    case MapKind::scalar_tensor_tensor:
+      map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const float x = knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], s.reverse0);
+        return knit::sim::apply(op1, x, load(s.b, b, i0, i1, i2, i3), s.reverse1);
+      });
+      return;
+    case MapKind::activation:
+      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        float t = load(s.a, a, i0, i1, i2, i3) * c0[i0];
+        if (s.has_bias) t = t + c1[i0];
+        return knit::sim::activate(static_cast<ActFunc>(s.op0), t, s.alpha);
+      });
+      return;
+    case MapKind::tensor_scalar_fold:
+      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        return knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], s.reverse0);
+      });
+      return;
+  }
+}
+
+extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* data, float* const*) {
+  const ReduceShape& s = *shape;
+  const uint8_t* x = data[1];
+  const AluOp op = static_cast<AluOp>(s.op);
+  for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const uint8_t* group = x + at(s.data, i0, i1, i2, i3);
+    uint8_t* out = data[0] + at(s.dst, i0, i1, i2, i3);
+    if (s.bits) {
+      uint32_t r = knit::ir::load_bits(type(s.data), group);
+      for (int64_t g = 1; g < s.group; ++g)
+        r = knit::sim::alu_bits(op, r, knit::ir::load_bits(type(s.data), group + g * s.group_step));
+      knit::ir::store_bits(type(s.dst), r, out);
+      return;
+    }
+    float r = knit::ir::decode(type(s.data), group);
+    for (int64_t g = 1; g < s.group; ++g)
+      r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
+    if (s.negate) r = r * -1.0f;
+    knit::ir::encode(type(s.dst), r, out);
+  });
+}
+
+// ---- matmul -------------------------------------------------------------------------------------
+
+namespace {
+
+typedef float v8f __attribute__((ext_vector_type(8)));
+
+KNIT_INLINE v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+KNIT_INLINE void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
+
+// out[m][n] = sum_k s[k][m] * v[k][n] over a kMB x (8 * kNV) block held in vector registers,
+// k in order; `skip` leaves out products whose moving element is zero (is_transpose).
+template <int kMB, int kNV>
+KNIT_INLINE void block(const float* s, const float* v, float* out, int64_t K, int64_t M, int64_t N, int64_t m0,
+                       int64_t n0, bool skip) {
+  v8f acc[kMB][kNV];
+  for (int i = 0; i < kMB; ++i)
+    for (int j = 0; j < kNV; ++j) acc[i][j] = 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    v8f b[kNV];
+    for (int j = 0; j < kNV; ++j) b[j] = load8(v + k * N + n0 + 8 * j);
+    for (int i = 0; i < kMB; ++i) {
+      const v8f a = s[k * M + m0 + i];
+      for (int j = 0; j < kNV; ++j) {
+        const v8f sum = acc[i][j] + a * b[j];
+        acc[i][j] = skip ? (b[j] != 0.0f ? sum : acc[i][j]) : sum;
+      }
+    }
+  }
+  for (int i = 0; i < kMB; ++i)
+    for (int j = 0; j < kNV; ++j) store8(out + (m0 + i) * N + n0 + 8 * j, acc[i][j]);
+}
+
+// The same sums one output at a time, for the edges the vector blocks do not cover.
+KNIT_INLINE void scalar_block(const float* s, const float* v, float* out, int64_t K, int64_t M, int64_t N,
+                              int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool skip) {
+  for (int64_t m = m0; m < m1; ++m)
+    for (int64_t n = n0; n < n1; ++n) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k)
+        if (!skip || v[k * N + n] != 0.0f) acc = acc + s[k * M + m] * v[k * N + n];
+      out[m * N + n] = acc;
+    }
+}
+
+}  // namespace
+
+extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* data, float* const*) {
+  const MatmulShape& s = *shape;
+  const int64_t K = s.K, M = s.M, N = s.N;
+  float* stat = reinterpret_cast<float*>(data[3]);
+  float* mov = stat + K * M;
+  float* out = mov + K * N;
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t m = 0; m < M; ++m)
+      stat[k * M + m] = knit::ir::decode(type(s.stationary), data[1] + k * s.stationary.step[0] + m * s.stationary.step[1]);
+    for (int64_t n = 0; n < N; ++n)
+      mov[k * N + n] = knit::ir::decode(type(s.moving), data[2] + k * s.moving.step[0] + n * s.moving.step[1]);
+  }
+  constexpr int kMB = 4, kNV = 2;  // 4 x 16 outputs: 8 accumulator registers of 8 floats
+  const bool skip = s.skip_zero_moving;
+  const int64_t m_end = M - M % kMB, n_end = N - N % (8 * kNV);
+  for (int64_t m = 0; m < m_end; m += kMB)
+    for (int64_t n = 0; n < n_end; n += 8 * kNV) block<kMB, kNV>(stat, mov, out, K, M, N, m, n, skip);
+  scalar_block(stat, mov, out, K, M, N, 0, m_end, n_end, N, skip);
+  scalar_block(stat, mov, out, K, M, N, m_end, M, 0, N, skip);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      uint8_t* p = data[0] + m * s.dst.step[0] + n * s.dst.step[1];
+      const float r = s.accumulate ? knit::ir::decode(type(s.dst), p) + out[m * N + n] : out[m * N + n];
+      knit::ir::encode(type(s.dst), r, p);
+    }
+}

@@ -1,0 +1,541 @@
+#include "executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "../alu.h"
+#include "../exec_compute.h"
+#include "../machine.h"
+#include "knit/ir/view.h"
+#include "knit/jit/specializer.h"
+#include "shapes.h"
+
+// The body library, LLVM bitcode embedded by the build (native/library.S).
+extern "C" const char knit_native_library[];
+extern "C" const char knit_native_library_end[];
+
+namespace knit::sim {
+
+using namespace knit::ir;
+using namespace knit::sim::native;
+
+codegen::Specializer& native_specializer() {
+  static codegen::Specializer specializer(
+      std::string_view(knit_native_library, static_cast<size_t>(knit_native_library_end - knit_native_library)));
+  return specializer;
+}
+
+bool natively_executable(Opcode op) {
+  switch (op) {
+    case Opcode::tensor_tensor:
+    case Opcode::tensor_scalar:
+    case Opcode::scalar_tensor_tensor:
+    case Opcode::reciprocal:
+    case Opcode::activation:
+    case Opcode::activation_reduce:
+    case Opcode::tensor_scalar_reduce:
+    case Opcode::tensor_copy:
+    case Opcode::dma_copy:
+    case Opcode::tensor_reduce:
+    case Opcode::nc_matmul: return true;
+    default: return false;
+  }
+}
+
+namespace {
+
+// One operand of a planned instruction: where it lies and how the body walks it.
+struct Operand {
+  const View* view = nullptr;
+  Machine::Layout layout;
+  int64_t n[kWalkDims] = {1, 1, 1, 1};
+  int64_t step[kWalkDims] = {0, 0, 0, 0};
+  int esize = 4;
+  bool written = false;
+  bool partitioned = false;  // layout dim 0 is the partition dim (an on-chip view)
+};
+
+Access access_of(const Operand& o) {
+  Access a{};
+  a.dtype = static_cast<int32_t>(o.view->dtype);
+  std::copy(o.step, o.step + kWalkDims, a.step);
+  return a;
+}
+
+// Dims of a layout from `first` on, without extent-1 dims, adjacent dims merged where the
+// outer one steps exactly over the inner one. Innermost last.
+std::vector<std::pair<int64_t, int64_t>> simplified(const Machine::Layout& l, size_t first) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (size_t k = first; k < l.num.size(); ++k) {
+    if (l.num[k] == 1) continue;
+    if (!dims.empty() && dims.back().second == l.num[k] * l.stride[k]) {
+      dims.back() = {dims.back().first * l.num[k], l.stride[k]};
+      continue;
+    }
+    dims.push_back({l.num[k], l.stride[k]});
+  }
+  return dims;
+}
+
+// A common walk for operands that go through their elements in lockstep (same count, each in its
+// own row-major order): the coarsest dims that refine every operand's dims, innermost last.
+// Fills n/step of walk dims [lead, kWalkDims) right-aligned; false if the dims do not nest or
+// need more walk dims than there are.
+bool common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
+  struct Cursor {
+    std::vector<std::pair<int64_t, int64_t>> dims;
+    int64_t rem = 1, stride = 0;
+  };
+  std::vector<Cursor> cur(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    cur[i].dims = simplified(ops[i]->layout, first);
+    if (!cur[i].dims.empty()) {
+      cur[i].rem = cur[i].dims.back().first;
+      cur[i].stride = cur[i].dims.back().second;
+      cur[i].dims.pop_back();
+    }
+  }
+  std::vector<int64_t> extents;                        // innermost first
+  std::vector<std::vector<int64_t>> steps(ops.size());  // per operand, innermost first
+  while (true) {
+    int64_t e = 0;
+    for (const Cursor& c : cur) e = (c.rem > 1 && (e == 0 || c.rem < e)) ? c.rem : e;
+    if (e == 0) break;
+    for (size_t i = 0; i < cur.size(); ++i) {
+      Cursor& c = cur[i];
+      if (c.rem % e) return false;
+      const bool merge = !extents.empty() && steps[i].back() * extents.back() == c.stride;
+      steps[i].push_back(c.stride);
+      (void)merge;
+      c.stride *= e;
+      c.rem /= e;
+      if (c.rem == 1 && !c.dims.empty()) {
+        c.rem = c.dims.back().first;
+        c.stride = c.dims.back().second;
+        c.dims.pop_back();
+      }
+    }
+    extents.push_back(e);
+  }
+  for (const Cursor& c : cur)
+    if (c.rem != 1 || !c.dims.empty()) return false;  // element counts differ
+  // Merge adjacent common dims every operand steps over contiguously.
+  std::vector<int64_t> ext;
+  std::vector<std::vector<int64_t>> st(ops.size());
+  for (size_t d = 0; d < extents.size(); ++d) {
+    bool merge = d > 0;
+    for (size_t i = 0; i < ops.size() && merge; ++i) merge = steps[i][d] == st[i].back() * ext.back();
+    if (merge) {
+      ext.back() *= extents[d];
+      continue;
+    }
+    ext.push_back(extents[d]);
+    for (size_t i = 0; i < ops.size(); ++i) st[i].push_back(steps[i][d]);
+  }
+  if (static_cast<int>(ext.size()) > kWalkDims - lead) return false;
+  for (size_t i = 0; i < ops.size(); ++i)
+    for (size_t d = 0; d < ext.size(); ++d) {
+      ops[i]->n[kWalkDims - 1 - d] = ext[d];
+      ops[i]->step[kWalkDims - 1 - d] = st[i][d];
+    }
+  return true;
+}
+
+// Whether two operands' layouts may share a byte: on-chip layouts (dim 0 moving by whole
+// partitions) overlap only if both their partition ranges and their in-partition byte ranges do.
+bool may_overlap(const Operand& x, const Operand& y) {
+  struct Box {
+    int64_t plo = 0, phi = 1, lo = 0, hi = 0;
+  };
+  auto box = [](const Operand& o) {
+    const Machine::Layout& l = o.layout;
+    Box b;
+    size_t first = 0;
+    b.lo = l.base;
+    if (o.partitioned) {
+      b.plo = l.base / l.stride[0];
+      b.phi = b.plo + l.num[0];
+      b.lo = l.base % l.stride[0];
+      first = 1;
+    }
+    b.hi = b.lo;
+    for (size_t d = first; d < l.num.size(); ++d) {
+      const int64_t span = (l.num[d] - 1) * l.stride[d];
+      (span < 0 ? b.lo : b.hi) += span;
+    }
+    b.hi += o.esize;
+    return b;
+  };
+  const Box a = box(x), b = box(y);
+  return a.plo < b.phi && b.plo < a.phi && a.lo < b.hi && b.lo < a.hi;
+}
+
+// Calls f(offset, length) for each run of an operand's bytes: one contiguous run per innermost
+// row when that dim is dense, else one per element.
+template <class F>
+void for_each_run(const Operand& o, F&& f) {
+  const Machine::Layout& l = o.layout;
+  if (l.num.empty()) return f(l.base, int64_t{o.esize});
+  const size_t inner = l.num.size() - 1;
+  const bool dense = l.stride[inner] == o.esize;
+  std::vector<int64_t> idx(inner, 0);
+  int64_t row = l.base;
+  while (true) {
+    if (dense) f(row, l.num[inner] * o.esize);
+    else
+      for (int64_t j = 0; j < l.num[inner]; ++j) f(row + j * l.stride[inner], int64_t{o.esize});
+    size_t k = inner;
+    for (; k-- > 0;) {
+      row += l.stride[k];
+      if (++idx[k] < l.num[k]) break;
+      row -= l.stride[k] * l.num[k];
+      idx[k] = 0;
+    }
+    if (k == static_cast<size_t>(-1)) return;
+  }
+}
+
+// Whether every byte of the operand in `flags` (0/1 per byte) is `value`.
+bool all_flags_are(const uint8_t* flags, const Operand& o, uint8_t value) {
+  bool all = true;
+  for_each_run(o, [&](int64_t at, int64_t len) {
+    if (all && std::memchr(flags + at, value ^ 1, static_cast<size_t>(len))) all = false;
+  });
+  return all;
+}
+
+void set_flags(uint8_t* flags, const Operand& o, uint8_t value) {
+  for_each_run(o, [&](int64_t at, int64_t len) { std::memset(flags + at, value, static_cast<size_t>(len)); });
+}
+
+}  // namespace
+
+struct NativeExecutor::Plan {
+  const Instruction* inst = nullptr;
+  const char* body = nullptr;
+  std::string shape;
+  std::vector<Operand> ops;  // the body's data[] order; written ones first
+  int64_t partitions = 1;
+  int64_t scratch_floats = 0;
+};
+
+NativeExecutor::NativeExecutor(Machine& m) : m_(m), jit_(native_specializer()) {}
+
+namespace {
+
+template <class Shape>
+std::string bytes_of(const Shape& s) {
+  return std::string(reinterpret_cast<const char*>(&s), sizeof s);
+}
+
+}  // namespace
+
+// The static part of running `inst` natively: operand layouts, the walk and the shape bytes.
+bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
+  if (!natively_executable(inst.opcode())) return false;
+  out.inst = &inst;
+  auto add = [&](const View& v, bool written) {
+    Operand o;
+    o.view = &v;
+    o.esize = dtype_size(v.dtype);
+    o.written = written;
+    o.partitioned = is_on_chip(m_.kernel().tensor(v.tensor).buffer);
+    out.ops.push_back(std::move(o));
+    return m_.layout_of(v, out.ops.back().layout);
+  };
+  const Kernel& k = m_.kernel();
+  auto on_chip = [&](const View& v) { return is_on_chip(k.tensor(v.tensor).buffer); };
+  auto map = [&](MapShape s, const View& dst, const View& a, const View* b) {
+    out.body = "knit_map_body";
+    if (!add(dst, true) || !add(a, false) || (b && !add(*b, false))) return false;
+    std::vector<Operand*> ops;
+    for (Operand& o : out.ops) ops.push_back(&o);
+    const bool partitioned = on_chip(dst) && on_chip(a) && (!b || on_chip(*b));
+    if (partitioned) {
+      out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
+      for (Operand* o : ops) {
+        if (o->layout.num.empty() || o->layout.num[0] != out.partitions) return false;
+        o->n[0] = out.partitions;
+        o->step[0] = o->layout.stride[0];
+      }
+    } else if (s.kind != MapKind::copy) {
+      return false;
+    }
+    if (!common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0)) return false;
+    std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
+    s.dst = access_of(out.ops[0]);
+    s.a = access_of(out.ops[1]);
+    if (b) s.b = access_of(out.ops[2]);
+    out.shape = bytes_of(s);
+    return true;
+  };
+  MapShape s{};
+  s.fold_op = -1;
+  s.op1 = static_cast<int32_t>(AluOp::bypass);
+  if (const auto* op = std::get_if<TensorTensor>(&inst.op)) {
+    s.kind = is_bitvec_op(op->op) ? MapKind::tensor_tensor_bits
+             : exact_int_path(m_, *op) ? MapKind::tensor_tensor_int
+                                       : MapKind::tensor_tensor;
+    s.op0 = static_cast<int32_t>(op->op);
+    return map(s, op->dst, op->data1, &op->data2);
+  }
+  if (const auto* op = std::get_if<TensorScalar>(&inst.op)) {
+    s.kind = is_bitvec_op(op->op0) ? MapKind::tensor_scalar_bits : MapKind::tensor_scalar;
+    s.op0 = static_cast<int32_t>(op->op0);
+    s.op1 = static_cast<int32_t>(op->op1);
+    s.reverse0 = op->reverse0;
+    s.reverse1 = op->reverse1;
+    return map(s, op->dst, op->data, nullptr);
+  }
+  if (const auto* op = std::get_if<ScalarTensorTensor>(&inst.op)) {
+    s.kind = MapKind::scalar_tensor_tensor;
+    s.op0 = static_cast<int32_t>(op->op0);
+    s.op1 = static_cast<int32_t>(op->op1);
+    s.reverse0 = op->reverse0;
+    s.reverse1 = op->reverse1;
+    return map(s, op->dst, op->data, &op->operand1);
+  }
+  if (const auto* op = std::get_if<Reciprocal>(&inst.op)) {
+    s.kind = MapKind::tensor_scalar;  // apply(reciprocal, x, .) = alu(reciprocal, x, 0), as exec
+    s.op0 = static_cast<int32_t>(AluOp::reciprocal);
+    return map(s, op->dst, op->data, nullptr);
+  }
+  auto activation = [&](const Activation& op) {
+    s.kind = MapKind::activation;
+    s.op0 = static_cast<int32_t>(op.op);
+    s.has_bias = !op.bias.is_none();
+    s.fold_op = activation_folds(op) ? static_cast<int32_t>(op.reduce_op) : -1;
+    s.alpha = static_cast<float>(op.alpha);
+    return map(s, op.dst, op.data, nullptr);
+  };
+  if (const auto* op = std::get_if<Activation>(&inst.op)) return activation(*op);
+  if (const auto* op = std::get_if<ActivationReduce>(&inst.op))
+    return activation(Activation{op->dst, op->op, op->data, op->bias, op->scale, op->reduce_op, op->reduce_res,
+                                 ReduceCmd::reset_reduce, 0.0});
+  if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
+    s.kind = MapKind::tensor_scalar_fold;
+    s.op0 = static_cast<int32_t>(op->op0);
+    s.reverse0 = op->reverse0;
+    s.fold_op = static_cast<int32_t>(op->reduce_op);
+    return map(s, op->dst, op->data, nullptr);
+  }
+  if (const auto* op = std::get_if<TensorCopy>(&inst.op)) {
+    s.kind = MapKind::copy;
+    return map(s, op->dst, op->src, nullptr);
+  }
+  if (const auto* op = std::get_if<DmaCopy>(&inst.op)) {
+    s.kind = MapKind::copy;
+    return map(s, op->dst, op->src, nullptr);
+  }
+  if (const auto* op = std::get_if<TensorReduce>(&inst.op)) {
+    out.body = "knit_reduce_body";
+    if (!add(op->dst, true) || !add(op->data, false)) return false;
+    Operand& dst = out.ops[0];
+    Operand& data = out.ops[1];
+    // The reduced trailing dims must form one strided run per dst element.
+    const size_t kept = op->data.dims.size() - op->axis.size();
+    Machine::Layout inner{0, {data.layout.num.begin() + kept, data.layout.num.end()},
+                          {data.layout.stride.begin() + kept, data.layout.stride.end()}};
+    const auto group = simplified(inner, 0);
+    if (group.size() > 1 || !on_chip(op->dst) || !on_chip(op->data)) return false;
+    Operand kept_data = data;  // the dims the walk keeps; the group is the body's inner loop
+    kept_data.layout.num.resize(kept);
+    kept_data.layout.stride.resize(kept);
+    out.partitions = op->data.dims[0].num;
+    for (Operand* o : {&dst, &kept_data}) {
+      if (o->layout.num.empty() || o->layout.num[0] != out.partitions) return false;
+      o->n[0] = out.partitions;
+      o->step[0] = o->layout.stride[0];
+    }
+    std::vector<Operand*> ops{&dst, &kept_data};
+    if (!common_walk(ops, 1, 1)) return false;
+    std::copy(kept_data.n, kept_data.n + kWalkDims, data.n);
+    std::copy(kept_data.step, kept_data.step + kWalkDims, data.step);
+    ReduceShape r{};
+    std::copy(dst.n, dst.n + kWalkDims, r.walk.n);
+    r.dst = access_of(dst);
+    r.data = access_of(data);
+    r.group = group.empty() ? 1 : group[0].first;
+    r.group_step = group.empty() ? 0 : group[0].second;
+    r.op = static_cast<int32_t>(op->op);
+    r.bits = is_bitvec_op(op->op);
+    r.negate = op->negate;
+    out.shape = bytes_of(r);
+    return true;
+  }
+  if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
+    if (op->perf_mode != MatmulPerfMode::none) return false;
+    out.body = "knit_matmul_body";
+    if (!add(op->dst, true) || !add(op->stationary, false) || !add(op->moving, false)) return false;
+    int64_t extent[3][2];
+    for (int i = 0; i < 3; ++i) {
+      Operand& o = out.ops[i];
+      if (!on_chip(*o.view) || o.layout.num.empty()) return false;
+      const auto free = simplified(o.layout, 1);
+      if (free.size() > 1) return false;
+      o.n[2] = o.layout.num[0];
+      o.step[2] = o.layout.stride[0];
+      o.n[3] = free.empty() ? 1 : free[0].first;
+      o.step[3] = free.empty() ? o.esize : free[0].second;
+      extent[i][0] = o.n[2];
+      extent[i][1] = o.n[3];
+    }
+    MatmulShape mm{};
+    mm.K = extent[1][0];
+    mm.M = extent[1][1];
+    mm.N = extent[2][1];
+    if (extent[2][0] != mm.K || extent[0][0] != mm.M || extent[0][1] != mm.N) return false;
+    mm.dst = access_of(out.ops[0]);
+    mm.stationary = access_of(out.ops[1]);
+    mm.moving = access_of(out.ops[2]);
+    for (Access* a : {&mm.dst, &mm.stationary, &mm.moving}) {
+      a->step[0] = a->step[2];
+      a->step[1] = a->step[3];
+      a->step[2] = a->step[3] = 0;
+    }
+    mm.skip_zero_moving = op->is_transpose;
+    out.scratch_floats = mm.K * mm.M + mm.K * mm.N + mm.M * mm.N;
+    out.shape = bytes_of(mm);  // `accumulate` is filled in per run
+    return true;
+  }
+  return false;
+}
+
+bool NativeExecutor::run(const Instruction& inst) {
+  Plan p;
+  if (!plan(inst, p)) {
+    ++interpreted;
+    return false;
+  }
+  if (!execute(p)) {
+    ++interpreted;
+    return false;
+  }
+  ++native;
+  return true;
+}
+
+bool NativeExecutor::execute(const Plan& p) {
+  const Instruction& inst = *p.inst;
+  Memory* mem[4] = {};
+  for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
+  // Reads of never-written bytes: the reference executor names the element (or warns).
+  for (size_t i = 0; i < p.ops.size(); ++i)
+    if (!p.ops[i].written && !all_flags_are(mem[i]->init.data(), p.ops[i], 1)) return false;
+  // An output may be an input exactly (element-wise in place), never a shifted one.
+  for (size_t i = 0; i < p.ops.size(); ++i)
+    for (size_t j = 0; j < p.ops.size(); ++j) {
+      const Operand& w = p.ops[i];
+      const Operand& r = p.ops[j];
+      if (!w.written || r.written || mem[i] != mem[j]) continue;
+      if (!may_overlap(w, r)) continue;
+      const bool same = w.layout.base == r.layout.base && w.esize == r.esize &&
+                        std::equal(w.step, w.step + kWalkDims, r.step) && std::equal(w.n, w.n + kWalkDims, r.n);
+      if (!same || p.body != std::string_view("knit_map_body")) return false;
+    }
+  std::string shape = p.shape;
+  bool by_matmul = false;
+  if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
+    // Accumulation is decided per element by the PSUM state; natively only when it is uniform.
+    const Operand& dst = p.ops[0];
+    if (!mem[0]->tracks_matmul()) return false;
+    const bool written = all_flags_are(mem[0]->mm_written.data(), dst, 1);
+    const bool fresh = all_flags_are(mem[0]->mm_written.data(), dst, 0);
+    bool add = false;
+    if (op->accumulate == Accumulate::on) add = true;
+    else if (op->accumulate == Accumulate::auto_) add = written;
+    if (add && !written) return false;  // adds into unwritten / non-matmul PSUM: the reference warns
+    if (op->accumulate == Accumulate::auto_ && !written && !fresh) return false;
+    MatmulShape mm;
+    std::memcpy(&mm, shape.data(), sizeof mm);
+    mm.accumulate = add;
+    shape = std::string(reinterpret_cast<const char*>(&mm), sizeof mm);
+    by_matmul = true;
+  }
+  // Per-partition operands (read after the tiles, like the reference executors).
+  std::vector<float> col[2];
+  std::vector<float> folds(static_cast<size_t>(p.partitions), 0.0f);
+  auto bits_as_floats = [](const std::vector<uint32_t>& bits) {
+    std::vector<float> v(bits.size());
+    std::memcpy(v.data(), bits.data(), bits.size() * 4);
+    return v;
+  };
+  const int64_t P = p.partitions;
+  if (const auto* op = std::get_if<TensorScalar>(&inst.op)) {
+    if (is_bitvec_op(op->op0)) {
+      col[0] = bits_as_floats(scalar_column_bits(m_, op->operand0, op->op0, P, "operand0"));
+      col[1] = bits_as_floats(scalar_column_bits(m_, op->operand1, op->op1, P, "operand1"));
+    } else {
+      col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
+      col[1] = scalar_column(m_, op->operand1, op->op1, P, "operand1");
+    }
+  } else if (const auto* op = std::get_if<ScalarTensorTensor>(&inst.op)) {
+    col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
+  } else if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
+    col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
+  } else if (std::holds_alternative<Activation>(inst.op) || std::holds_alternative<ActivationReduce>(inst.op)) {
+    const ir::Operand* scale;
+    const ir::Operand* bias;
+    if (const auto* op = std::get_if<Activation>(&inst.op)) scale = &op->scale, bias = &op->bias;
+    else scale = &std::get<ActivationReduce>(inst.op).scale, bias = &std::get<ActivationReduce>(inst.op).bias;
+    col[0] = m_.column(*scale, P, "scale");
+    col[1] = bias->is_none() ? std::vector<float>(P, 0.0f) : m_.column(*bias, P, "bias");
+  }
+  // Compile (once per shape) and run.
+  const std::string key = std::string(p.body) + '\0' + shape;
+  auto it = compiled_.find(key);
+  if (it == compiled_.end()) {
+    const auto fns = jit_.compile({{p.body, shape}});
+    it = compiled_.emplace(key, reinterpret_cast<void*>(fns[0])).first;
+  }
+  if (p.scratch_floats > static_cast<int64_t>(scratch_.size())) scratch_.resize(static_cast<size_t>(p.scratch_floats));
+  uint8_t* data[4] = {};
+  for (size_t i = 0; i < p.ops.size(); ++i) data[i] = mem[i]->bytes.data() + p.ops[i].layout.base;
+  if (p.scratch_floats) data[3] = reinterpret_cast<uint8_t*>(scratch_.data());
+  float* columns[3] = {col[0].data(), col[1].data(), folds.data()};
+  // The shapes' steps are relative to each operand's base; the bodies add them to data[i].
+  reinterpret_cast<codegen::SpecializedFn>(it->second)(data, columns);
+  const Operand& dst = p.ops[0];
+  set_flags(mem[0]->init.data(), dst, 1);
+  if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
+  if (const auto* op = std::get_if<Activation>(&inst.op)) finish_activation(m_, *op, folds.data(), P);
+  if (const auto* op = std::get_if<ActivationReduce>(&inst.op))
+    finish_activation(m_, Activation{op->dst, op->op, op->data, op->bias, op->scale, op->reduce_op, op->reduce_res,
+                                     ReduceCmd::reset_reduce, 0.0},
+                      folds.data(), P);
+  if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
+  return true;
+}
+
+void NativeExecutor::prepare() {
+  std::vector<codegen::SpecializeRequest> requests;
+  std::vector<std::string> keys;
+  for (const Instruction& inst : m_.kernel().body) {
+    bool dynamic = false;
+    for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
+    Plan p;
+    if (dynamic || !plan(inst, p)) continue;
+    if (std::holds_alternative<NcMatmul>(inst.op)) {  // both accumulation variants
+      for (int32_t add : {0, 1}) {
+        MatmulShape mm;
+        std::memcpy(&mm, p.shape.data(), sizeof mm);
+        mm.accumulate = add;
+        requests.push_back({p.body, std::string(reinterpret_cast<const char*>(&mm), sizeof mm)});
+      }
+    } else {
+      requests.push_back({p.body, p.shape});
+    }
+  }
+  std::sort(requests.begin(), requests.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.body, a.constant) < std::tie(b.body, b.constant);
+  });
+  requests.erase(std::unique(requests.begin(), requests.end(),
+                             [](const auto& a, const auto& b) { return a.body == b.body && a.constant == b.constant; }),
+                 requests.end());
+  if (requests.empty()) return;
+  const auto fns = jit_.compile(requests);
+  for (size_t i = 0; i < requests.size(); ++i)
+    compiled_.emplace(requests[i].body + '\0' + requests[i].constant, reinterpret_cast<void*>(fns[i]));
+}
+
+}  // namespace knit::sim

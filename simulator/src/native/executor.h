@@ -1,0 +1,60 @@
+// The native (JIT) execution path of the simulator: each data instruction whose operands are
+// static byte-strided views runs as a body specialized for its shape and compiled with LLVM ORC
+// (native/bodies.cpp, knit/jit/specializer.h); everything it computes is bit-identical to the
+// reference executors (exec_*.cpp).
+//
+// What stays with the reference executors, and why (counted in RunResult::interpreted):
+//  - opcodes without a native body (see `natively_executable`);
+//  - instances the native body could not reproduce exactly or whose errors must name the
+//    element: a read of never-written memory (the reference raises or warns with the index),
+//    indirect or out-of-partition views, an output overlapping an input other than exactly,
+//    a matmul accumulating into partly-matmul-written PSUM, views needing more than 4 walk dims.
+// The per-element reference path is the definition; this one is an exact fast path of it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "knit/ir/ir.h"
+
+namespace knit::codegen {
+class Specializer;
+}
+
+namespace knit::sim {
+
+class Machine;
+
+// Opcodes with a native body.
+bool natively_executable(ir::Opcode op);
+
+class NativeExecutor {
+ public:
+  explicit NativeExecutor(Machine& m);
+  // Compiles the bodies of every instruction of the kernel whose shape is known before running
+  // (all static views), in one module; dynamic instances compile on first use.
+  void prepare();
+  // Runs `inst` natively and returns true, or returns false (nothing touched) for the reference
+  // executor to run it.
+  bool run(const ir::Instruction& inst);
+
+  int64_t native = 0;       // instructions executed natively
+  int64_t interpreted = 0;  // instructions left to the reference executors
+
+ private:
+  struct Plan;
+  bool plan(const ir::Instruction& inst, Plan& out);
+  bool execute(const Plan& plan);
+
+  Machine& m_;
+  codegen::Specializer& jit_;
+  std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function
+  std::vector<float> scratch_;
+};
+
+// The process-wide specializer holding the embedded body library (created on first use).
+codegen::Specializer& native_specializer();
+
+}  // namespace knit::sim

@@ -1,0 +1,82 @@
+// Instruction shapes of the native (JIT) path: plain structs whose bytes are both the key of a
+// compiled body and the constant the JIT specializes that body on (native/bodies.cpp, compiled
+// to LLVM bitcode at build time). Everything here is static per instruction shape: extents,
+// byte steps, dtypes, operators. Only base addresses and per-partition scalar columns are
+// passed at run time, so one compiled body serves every dynamic instance of an instruction.
+//
+// Iteration: a walk over kWalkDims nested dims (outermost first, unused leading dims have
+// extent 1), dim 0 being the partition dim for compute instructions. Each operand steps through
+// memory by its own byte step per walk dim (0 = the same element, a broadcast).
+#pragma once
+
+#include <cstdint>
+
+namespace knit::sim::native {
+
+constexpr int kWalkDims = 4;
+
+struct Walk {
+  int64_t n[kWalkDims];
+};
+
+struct Access {
+  int32_t dtype;  // ir::DType
+  int32_t unused;
+  int64_t step[kWalkDims];  // bytes per index of each walk dim
+};
+
+// Element-wise instructions: dst = f(a, b, column0[p], column1[p]), optionally with a row fold.
+enum class MapKind : int32_t {
+  copy,             // dst = a (raw bits when the dtypes match, else decode / encode)
+  tensor_tensor,    // dst = a op0 b (fp32)
+  tensor_tensor_bits,  // bit-vector op0 on 32-bit patterns
+  tensor_tensor_int,   // GpSimd's exact int32/uint32 path
+  tensor_scalar,    // dst = (a op0 col0) op1 col1, reverse flags swap operands
+  tensor_scalar_bits,
+  scalar_tensor_tensor,  // dst = (a op0 col0) op1 b
+  activation,       // dst = act0(a * col0 [+ col1]), row fold of the fp32 results with fold_op
+  tensor_scalar_fold,    // dst = a op0 col0, row fold with fold_op (tensor_scalar_reduce)
+};
+
+struct MapShape {
+  Walk walk;
+  Access dst, a, b;
+  MapKind kind;
+  int32_t op0, op1;  // ir::AluOp, or ir::ActFunc for activation's op0
+  int32_t reverse0, reverse1;
+  int32_t has_bias;  // activation: add column1
+  int32_t fold_op;   // ir::AluOp of the row fold, or -1 for none
+  float alpha;       // activation's prelu slope
+  int32_t unused;
+};
+// Run-time arguments: data[0] = dst, data[1] = a, data[2] = b (or null);
+// columns[0], columns[1] = per-partition scalars (fp32 values, or bit patterns for the bit-vector
+// kinds), columns[2] = per-partition row folds out (fp32), each indexed by walk dim 0.
+
+// Reductions over trailing free dims: each dst element folds `group` data elements.
+struct ReduceShape {
+  Walk walk;  // the kept dims (dst's walk)
+  Access dst, data;
+  int64_t group;       // elements folded per dst element
+  int64_t group_step;  // data byte step inside a group
+  int32_t op;          // ir::AluOp
+  int32_t bits;        // bit-vector fold
+  int32_t negate;
+  int32_t unused;
+};
+// data[0] = dst, data[1] = data.
+
+// One Tensor Engine matmul: dst[M, N] (=|+=) stationary[K, M].T @ moving[K, N], each output
+// the fp32 sum over k in order 0..K-1 of the fp32 products, starting from +0 (no FMA).
+struct MatmulShape {
+  int64_t K, M, N;
+  Access stationary;  // step[0] per k, step[1] per m
+  Access moving;      // step[0] per k, step[1] per n
+  Access dst;         // step[0] per m, step[1] per n
+  int32_t skip_zero_moving;  // is_transpose: products with a zero moving element are skipped
+  int32_t accumulate;        // add to dst's current fp32 values
+};
+// data[0] = dst, data[1] = stationary, data[2] = moving, data[3] = scratch of
+// K*M + K*N + M*N floats.
+
+}  // namespace knit::sim::native
