@@ -3,6 +3,8 @@
 #include <map>
 #include <mutex>
 
+#include <llvm/ExecutionEngine/ObjectCache.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -10,6 +12,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/Error.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/TargetParser/Host.h>
 
@@ -46,13 +49,19 @@ struct OrcJit::Impl {
   std::string triple, cpu;
 };
 
-OrcJit::OrcJit() : impl_(std::make_unique<Impl>()) {
+OrcJit::OrcJit(llvm::ObjectCache* cache) : impl_(std::make_unique<Impl>()) {
   initialize_native_target();
   auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
   impl_->triple = jtmb.getTargetTriple().str();
   impl_->cpu = jtmb.getCPU();
-  impl_->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
-                      "creating the LLVM ORC JIT");
+  llvm::orc::LLJITBuilder builder;
+  builder.setJITTargetMachineBuilder(std::move(jtmb));
+  if (cache)
+    builder.setCompileFunctionCreator([cache](llvm::orc::JITTargetMachineBuilder machine)
+                                          -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+      return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(machine), cache);
+    });
+  impl_->jit = unwrap(builder.create(), "creating the LLVM ORC JIT");
   // Generated code may call the C and C++ runtimes (libm's expf, static-local guards, operator
   // new). In a Python extension those libraries are not in the global symbol scope, so they are
   // named explicitly besides the process itself.
@@ -75,6 +84,10 @@ uint64_t OrcJit::add_module(std::unique_ptr<llvm::Module> module, std::unique_pt
   const uint64_t handle = impl_->next_handle++;
   impl_->trackers[handle] = tracker;
   return handle;
+}
+
+void OrcJit::add_object(std::unique_ptr<llvm::MemoryBuffer> object) {
+  check(impl_->jit->addObjectFile(std::move(object)), "adding an object file to the JIT");
 }
 
 void* OrcJit::lookup(const std::string& name) {

@@ -16,17 +16,21 @@
 #include <llvm/Transforms/IPO/GlobalDCE.h>
 
 #include "knit/ir/error.h"
+#include "knit/jit/disk_cache.h"
 #include "knit/jit/orc_jit.h"
 
 namespace knit::codegen {
 
 struct Specializer::Impl {
   std::string_view library;
-  OrcJit jit;
+  std::string library_hash;
+  std::unique_ptr<DiskObjectCache> cache;  // null when caching is off
+  std::string cache_dir;
+  std::unique_ptr<OrcJit> jit;
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string cpu, features;
   std::map<std::pair<std::string, std::string>, SpecializedFn> done;
-  int64_t modules = 0;
+  int64_t modules = 0, from_cache = 0;
   std::mutex mutex;
 
   std::unique_ptr<llvm::Module> load(llvm::LLVMContext& context) {
@@ -58,6 +62,12 @@ struct Specializer::Impl {
 
 Specializer::Specializer(std::string_view library) : impl_(std::make_unique<Impl>()) {
   impl_->library = library;
+  impl_->library_hash = content_hash(llvm::StringRef(library.data(), library.size()));
+  if (const std::string dir = knit::codegen::cache_directory(); !dir.empty()) {
+    impl_->cache_dir = dir + "/objects";
+    impl_->cache = std::make_unique<DiskObjectCache>(impl_->cache_dir);
+  }
+  impl_->jit = std::make_unique<OrcJit>(impl_->cache.get());
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder) internal_error("detecting the host CPU: " + llvm::toString(builder.takeError()));
   builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
@@ -80,6 +90,30 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
     else missing.push_back(i);
   }
   if (missing.empty()) return out;
+
+  // Everything the generated code depends on: Knit, the body library, LLVM, the host CPU and
+  // the requests themselves.
+  std::string key_text = std::string("knit " KNIT_VERSION "\n") + impl_->library_hash + "\n" + host_description() + "\n";
+  for (size_t i : missing) {
+    key_text += requests[i].body + "\n" + std::to_string(requests[i].constant.size()) + "\n";
+    key_text += requests[i].constant;
+  }
+  const std::string key = content_hash(key_text);
+  auto finish = [&] {
+    ++impl_->modules;
+    for (size_t k = 0; k < missing.size(); ++k) {
+      const size_t i = missing[k];
+      out[i] = reinterpret_cast<SpecializedFn>(impl_->jit->lookup("knit_spec_" + key.substr(0, 24) + "_" + std::to_string(k)));
+      impl_->done[{requests[i].body, requests[i].constant}] = out[i];
+    }
+    return out;
+  };
+  if (impl_->cache)
+    if (auto object = impl_->cache->load(key)) {
+      ++impl_->from_cache;
+      impl_->jit->add_object(std::move(object));
+      return finish();
+    }
 
   auto context = std::make_unique<llvm::LLVMContext>();
   std::unique_ptr<llvm::Module> module = impl_->load(*context);
@@ -115,7 +149,7 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
     auto* shape = new llvm::GlobalVariable(*module, bytes->getType(), /*isConstant=*/true,
                                            llvm::GlobalValue::PrivateLinkage, bytes, "knit.shape");
     shape->setAlignment(llvm::Align(8));
-    const std::string name = "knit_spec_" + std::to_string(impl_->modules) + "_" + std::to_string(names.size());
+    const std::string name = "knit_spec_" + key.substr(0, 24) + "_" + std::to_string(names.size());
     auto* fn = llvm::Function::Create(llvm::FunctionType::get(ir.getVoidTy(), {ptr, ptr}, false),
                                       llvm::GlobalValue::ExternalLinkage, name, *module);
     fn->addFnAttr("target-cpu", impl_->cpu);
@@ -126,14 +160,9 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
     names.push_back(name);
   }
   impl_->optimize(*module);
-  impl_->jit.add_module(std::move(module), std::move(context));
-  ++impl_->modules;
-  for (size_t k = 0; k < missing.size(); ++k) {
-    const size_t i = missing[k];
-    out[i] = reinterpret_cast<SpecializedFn>(impl_->jit.lookup(names[k]));
-    impl_->done[{requests[i].body, requests[i].constant}] = out[i];
-  }
-  return out;
+  module->setModuleIdentifier(key);  // the object cache's key
+  impl_->jit->add_module(std::move(module), std::move(context));
+  return finish();
 }
 
 std::string Specializer::host_description() const {
@@ -141,6 +170,9 @@ std::string Specializer::host_description() const {
          LLVM_VERSION_STRING;
 }
 
-int64_t Specializer::modules_compiled() const { return impl_->modules; }
+int64_t Specializer::modules_compiled() const { return impl_->modules - impl_->from_cache; }
+int64_t Specializer::modules_from_cache() const { return impl_->from_cache; }
+int64_t Specializer::cache_entries_rejected() const { return impl_->cache ? impl_->cache->rejected : 0; }
+std::string Specializer::cache_directory() const { return impl_->cache ? impl_->cache_dir : ""; }
 
 }  // namespace knit::codegen

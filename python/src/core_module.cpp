@@ -9,6 +9,7 @@
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
 #include "knit/sim/interpreter.h"
+#include "knit/sim/native.h"
 #include "bindings.h"
 
 namespace py = pybind11;
@@ -121,6 +122,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("encode", &encode_array, py::arg("values"), py::arg("dtype"),
         "Round a float32 buffer to dtype (Knit's rounding model); returns the stored bytes");
   m.def("decode", &decode_array, py::arg("bytes"), py::arg("dtype"), "Decode the raw bytes of dtype elements; returns float32 bytes");
+  m.def("native_cache_stats", [] {
+    const sim::NativeCacheStats s = sim::native_cache_stats();
+    py::dict d;
+    d["modules_compiled"] = s.modules_compiled;
+    d["modules_from_cache"] = s.modules_from_cache;
+    d["entries_rejected"] = s.entries_rejected;
+    d["directory"] = s.directory;
+    return d;
+  }, "What the native path compiled in this process and where its disk cache is");
   m.def("roundtrip_ir", [](const std::string& text) { return ir::print(ir::parse(text)); },
         "Parse IR text and print it back");
   m.def("verify_ir", [](const std::string& text) { ir::verify(ir::parse(text)); }, "Parse and verify IR text");

@@ -8,6 +8,7 @@
 #include "../machine.h"
 #include "knit/ir/view.h"
 #include "knit/jit/specializer.h"
+#include "knit/sim/native.h"
 #include "shapes.h"
 
 // The body library, LLVM bitcode embedded by the build (native/library.S).
@@ -23,6 +24,11 @@ codegen::Specializer& native_specializer() {
   static codegen::Specializer specializer(
       std::string_view(knit_native_library, static_cast<size_t>(knit_native_library_end - knit_native_library)));
   return specializer;
+}
+
+NativeCacheStats native_cache_stats() {
+  const codegen::Specializer& s = native_specializer();
+  return {s.modules_compiled(), s.modules_from_cache(), s.cache_entries_rejected(), s.cache_directory()};
 }
 
 bool natively_executable(Opcode op) {

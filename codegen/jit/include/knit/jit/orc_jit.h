@@ -9,21 +9,26 @@
 
 namespace llvm {
 class LLVMContext;
+class MemoryBuffer;
 class Module;
+class ObjectCache;
 }  // namespace llvm
 
 namespace knit::codegen {
 
 class OrcJit {
  public:
-  // A JIT for the host CPU (its features, e.g. AVX-512, enabled).
-  OrcJit();
+  // A JIT for the host CPU (its features, e.g. AVX-512, enabled). With `cache`, compiled
+  // modules are looked up in / stored to it by module identifier.
+  explicit OrcJit(llvm::ObjectCache* cache = nullptr);
   ~OrcJit();
   OrcJit(const OrcJit&) = delete;
   OrcJit& operator=(const OrcJit&) = delete;
 
   // Adds a module; returns a handle for remove(). The JIT owns module and context afterwards.
   uint64_t add_module(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context);
+  // Adds an already compiled object file (e.g. from a cache).
+  void add_object(std::unique_ptr<llvm::MemoryBuffer> object);
   // Address of a JIT-compiled symbol (compiling lazily on first look-up).
   void* lookup(const std::string& name);
   // Frees the code of a module added with add_module.

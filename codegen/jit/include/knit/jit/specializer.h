@@ -5,6 +5,7 @@
 // specializer emits `void spec(uint8_t* const* data, float* const* columns)` that calls the body
 // with a pointer to those bytes as a constant global, inlines the body, and optimizes at -O3 for
 // the host CPU, so the constant shape folds into loop bounds, strides and operator choices.
+// Compiled objects go to the disk cache (knit/jit/disk_cache.h) unless caching is off.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +40,15 @@ class Specializer {
   // What the generated code depends on besides the requests: target triple, CPU, features and
   // the LLVM version (part of any cache key).
   std::string host_description() const;
-  // Modules compiled so far (a request served from memory compiles nothing).
+  // Modules compiled so far, and modules loaded from the disk cache instead (a request served
+  // from memory counts in neither). The cache key hashes Knit's version, the library, LLVM's
+  // version, the host CPU and features, and the requests.
   int64_t modules_compiled() const;
+  int64_t modules_from_cache() const;
+  // Cache entries found corrupt (failing their checksum), deleted and compiled again.
+  int64_t cache_entries_rejected() const;
+  // The directory of compiled objects, or "" when the disk cache is off.
+  std::string cache_directory() const;
 
  private:
   struct Impl;

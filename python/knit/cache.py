@@ -1,0 +1,44 @@
+"""Knit's disk cache of JIT-compiled native code (docs/jit.md).
+
+The directory is $KNIT_CACHE_DIR, else $XDG_CACHE_HOME/knit, else ~/.cache/knit; KNIT_CACHE=0
+turns the cache off. Entries are keyed by a content hash of what changes the code (Knit's
+version, the instruction-body library, LLVM's version, the host CPU and its features, and the
+instruction shapes), written atomically and checked on load, so stale or corrupt entries are
+never used. From the shell: ``python -c "import knit; knit.cache.clear()"``.
+"""
+import os
+import re
+
+from . import _core
+
+# What Knit writes in the cache directory: <sha256>.o entries and their temporary files.
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.o(\.tmp\.\d+)?$")
+
+
+def info():
+    """dict: the objects directory ("" when off), its entries and bytes, and what this process
+    compiled / loaded from the cache / rejected as corrupt."""
+    stats = dict(_core.native_cache_stats())
+    entries = _entries(stats["directory"])
+    stats["entries"] = len(entries)
+    stats["bytes"] = sum(os.path.getsize(p) for p in entries)
+    return stats
+
+
+def clear():
+    """Delete every cache entry (only files Knit wrote); returns how many were removed. Safe while
+    other processes run: they recompile what they miss."""
+    removed = 0
+    for path in _entries(_core.native_cache_stats()["directory"]):
+        try:
+            os.remove(path)
+            removed += 1
+        except FileNotFoundError:  # another process removed it first
+            pass
+    return removed
+
+
+def _entries(directory):
+    if not directory or not os.path.isdir(directory):
+        return []
+    return [os.path.join(directory, n) for n in os.listdir(directory) if _ENTRY.match(n)]
