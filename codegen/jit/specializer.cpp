@@ -1,5 +1,7 @@
 #include "knit/jit/specializer.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -12,6 +14,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/IPO/GlobalDCE.h>
 
@@ -161,6 +164,12 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
   }
   impl_->optimize(*module);
   module->setModuleIdentifier(key);  // the object cache's key
+  if (const char* dump = std::getenv("KNIT_JIT_DUMP"); dump && *dump) {  // optimized IR, for reading
+    std::error_code ec;
+    std::filesystem::create_directories(dump, ec);
+    llvm::raw_fd_ostream out(std::string(dump) + "/" + key.substr(0, 24) + ".ll", ec);
+    if (!ec) module->print(out, nullptr);
+  }
   impl_->jit->add_module(std::move(module), std::move(context));
   return finish();
 }

@@ -181,39 +181,38 @@ KNIT_INLINE v8f load8(const float* p) {
 }
 KNIT_INLINE void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 
-// out[m][n] = sum_k s[k][m] * v[k][n] over a kMB x (8 * kNV) block held in vector registers,
-// k in order; `skip` leaves out products whose moving element is zero (is_transpose).
-template <int kMB, int kNV>
-KNIT_INLINE void block(const float* s, const float* v, float* out, int64_t K, int64_t M, int64_t N, int64_t m0,
+// Register block sizes: kMB rows x kNB columns of outputs live in 2 * kMB vector registers.
+constexpr int kMB = 6, kNB = 16;
+
+// out[m0 + i][n0 + j] = sum_k s[k][m0 + i] * v[k][n0 + j] for one kMB x kNB block, k in order,
+// from packed panels: sp[k][i] (kMB floats per k) and vp[k][j] (kNB floats per k), so both
+// stream contiguously. `skip` leaves out products whose moving element is zero (is_transpose).
+// Rows and columns past M / N (panel padding) are computed and dropped.
+KNIT_INLINE void block(const float* sp, const float* vp, float* out, int64_t K, int64_t M, int64_t N, int64_t m0,
                        int64_t n0, bool skip) {
-  v8f acc[kMB][kNV];
-  for (int i = 0; i < kMB; ++i)
-    for (int j = 0; j < kNV; ++j) acc[i][j] = 0.0f;
+  v8f acc[kMB][2];
+  for (int i = 0; i < kMB; ++i) acc[i][0] = acc[i][1] = 0.0f;
   for (int64_t k = 0; k < K; ++k) {
-    v8f b[kNV];
-    for (int j = 0; j < kNV; ++j) b[j] = load8(v + k * N + n0 + 8 * j);
+    const v8f b0 = load8(vp + k * kNB), b1 = load8(vp + k * kNB + 8);
     for (int i = 0; i < kMB; ++i) {
-      const v8f a = s[k * M + m0 + i];
-      for (int j = 0; j < kNV; ++j) {
-        const v8f sum = acc[i][j] + a * b[j];
-        acc[i][j] = skip ? (b[j] != 0.0f ? sum : acc[i][j]) : sum;
-      }
+      const v8f a = sp[k * kMB + i];
+      const v8f s0 = acc[i][0] + a * b0, s1 = acc[i][1] + a * b1;
+      acc[i][0] = skip ? (b0 != 0.0f ? s0 : acc[i][0]) : s0;
+      acc[i][1] = skip ? (b1 != 0.0f ? s1 : acc[i][1]) : s1;
     }
   }
-  for (int i = 0; i < kMB; ++i)
-    for (int j = 0; j < kNV; ++j) store8(out + (m0 + i) * N + n0 + 8 * j, acc[i][j]);
-}
-
-// The same sums one output at a time, for the edges the vector blocks do not cover.
-KNIT_INLINE void scalar_block(const float* s, const float* v, float* out, int64_t K, int64_t M, int64_t N,
-                              int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool skip) {
-  for (int64_t m = m0; m < m1; ++m)
-    for (int64_t n = n0; n < n1; ++n) {
-      float acc = 0.0f;
-      for (int64_t k = 0; k < K; ++k)
-        if (!skip || v[k * N + n] != 0.0f) acc = acc + s[k * M + m] * v[k * N + n];
-      out[m * N + n] = acc;
+  for (int i = 0; i < kMB && m0 + i < M; ++i) {
+    float* row = out + (m0 + i) * N + n0;
+    if (n0 + kNB <= N) {
+      store8(row, acc[i][0]);
+      store8(row + 8, acc[i][1]);
+    } else {
+      float tmp[kNB];
+      store8(tmp, acc[i][0]);
+      store8(tmp + 8, acc[i][1]);
+      for (int64_t j = 0; j < N - n0; ++j) row[j] = tmp[j];
     }
+  }
 }
 
 }  // namespace
@@ -221,22 +220,31 @@ KNIT_INLINE void scalar_block(const float* s, const float* v, float* out, int64_
 extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* data, float* const*) {
   const MatmulShape& s = *shape;
   const int64_t K = s.K, M = s.M, N = s.N;
-  float* stat = reinterpret_cast<float*>(data[3]);
-  float* mov = stat + K * M;
-  float* out = mov + K * N;
-  for (int64_t k = 0; k < K; ++k) {
-    for (int64_t m = 0; m < M; ++m)
-      stat[k * M + m] = knit::ir::decode(type(s.stationary), data[1] + k * s.stationary.step[0] + m * s.stationary.step[1]);
-    for (int64_t n = 0; n < N; ++n)
-      mov[k * N + n] = knit::ir::decode(type(s.moving), data[2] + k * s.moving.step[0] + n * s.moving.step[1]);
-  }
-  constexpr int kMB = 4, kNV = 2;  // 4 x 16 outputs: 8 accumulator registers of 8 floats
+  const int64_t m_blocks = (M + kMB - 1) / kMB, n_blocks = (N + kNB - 1) / kNB;
+  float* sp = reinterpret_cast<float*>(data[3]);  // [m_blocks][K][kMB]
+  float* vp = sp + m_blocks * K * kMB;             // [n_blocks][K][kNB]
+  float* out = vp + n_blocks * K * kNB;            // [M][N]
+  // Decode the operands into packed panels, padding with zeros.
+  for (int64_t b = 0; b < m_blocks; ++b)
+    for (int64_t k = 0; k < K; ++k)
+      for (int i = 0; i < kMB; ++i) {
+        const int64_t m = b * kMB + i;
+        sp[(b * K + k) * kMB + i] =
+            m < M ? knit::ir::decode(type(s.stationary), data[1] + k * s.stationary.step[0] + m * s.stationary.step[1])
+                  : 0.0f;
+      }
+  for (int64_t b = 0; b < n_blocks; ++b)
+    for (int64_t k = 0; k < K; ++k)
+      for (int j = 0; j < kNB; ++j) {
+        const int64_t n = b * kNB + j;
+        vp[(b * K + k) * kNB + j] =
+            n < N ? knit::ir::decode(type(s.moving), data[2] + k * s.moving.step[0] + n * s.moving.step[1]) : 0.0f;
+      }
+  // A moving panel (K x 16 floats) stays in L1 while the stationary panels stream past it.
   const bool skip = s.skip_zero_moving;
-  const int64_t m_end = M - M % kMB, n_end = N - N % (8 * kNV);
-  for (int64_t m = 0; m < m_end; m += kMB)
-    for (int64_t n = 0; n < n_end; n += 8 * kNV) block<kMB, kNV>(stat, mov, out, K, M, N, m, n, skip);
-  scalar_block(stat, mov, out, K, M, N, 0, m_end, n_end, N, skip);
-  scalar_block(stat, mov, out, K, M, N, m_end, M, 0, N, skip);
+  for (int64_t nb = 0; nb < n_blocks; ++nb)
+    for (int64_t mb = 0; mb < m_blocks; ++mb)
+      block(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       uint8_t* p = data[0] + m * s.dst.step[0] + n * s.dst.step[1];

@@ -1,6 +1,8 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <cstring>
 
 #include "../alu.h"
@@ -10,6 +12,7 @@
 #include "knit/jit/specializer.h"
 #include "knit/sim/native.h"
 #include "shapes.h"
+#include "workers.h"
 
 // The body library, LLVM bitcode embedded by the build (native/library.S).
 extern "C" const char knit_native_library[];
@@ -400,12 +403,44 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
       a->step[2] = a->step[3] = 0;
     }
     mm.skip_zero_moving = op->is_transpose;
-    out.scratch_floats = mm.K * mm.M + mm.K * mm.N + mm.M * mm.N;
+    out.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
     out.shape = bytes_of(mm);  // `accumulate` is filled in per run
     return true;
   }
   return false;
 }
+
+namespace {
+
+// One piece of an instruction for one thread: its shape, where its operands start relative to
+// the whole instruction's (bytes, by data[] index) and its scratch.
+struct Part {
+  std::string shape;
+  int64_t offset[3] = {0, 0, 0};
+  int64_t scratch_floats = 0;
+};
+
+// A matmul splits by moving / output columns into up to `threads` parts of whole 16-column
+// panels (each output is still one thread's k-ordered sum, so results are the same bytes for
+// any split); other instructions are one part.
+std::vector<Part> parts_of(const std::string& body, const std::string& shape, int64_t scratch_floats, int threads) {
+  if (body != "knit_matmul_body") return {Part{shape, {0, 0, 0}, scratch_floats}};
+  MatmulShape mm;
+  std::memcpy(&mm, shape.data(), sizeof mm);
+  const int64_t panels = (mm.N + 15) / 16;
+  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(threads, panels / 4));  // >= 64 columns each
+  const int64_t chunk = (panels + count - 1) / count * 16;
+  std::vector<Part> parts;
+  for (int64_t n0 = 0; n0 < mm.N; n0 += chunk) {
+    MatmulShape piece = mm;
+    piece.N = std::min(chunk, mm.N - n0);
+    parts.push_back({bytes_of(piece), {n0 * mm.dst.step[1], 0, n0 * mm.moving.step[1]},
+                     matmul_scratch_floats(piece.K, piece.M, piece.N)});
+  }
+  return parts;
+}
+
+}  // namespace
 
 bool NativeExecutor::run(const Instruction& inst) {
   Plan p;
@@ -455,7 +490,7 @@ bool NativeExecutor::execute(const Plan& p) {
     MatmulShape mm;
     std::memcpy(&mm, shape.data(), sizeof mm);
     mm.accumulate = add;
-    shape = std::string(reinterpret_cast<const char*>(&mm), sizeof mm);
+    shape = bytes_of(mm);
     by_matmul = true;
   }
   // Per-partition operands (read after the tiles, like the reference executors).
@@ -487,20 +522,31 @@ bool NativeExecutor::execute(const Plan& p) {
     col[0] = m_.column(*scale, P, "scale");
     col[1] = bias->is_none() ? std::vector<float>(P, 0.0f) : m_.column(*bias, P, "bias");
   }
-  // Compile (once per shape) and run.
-  const std::string key = std::string(p.body) + '\0' + shape;
-  auto it = compiled_.find(key);
-  if (it == compiled_.end()) {
-    const auto fns = jit_.compile({{p.body, shape}});
-    it = compiled_.emplace(key, reinterpret_cast<void*>(fns[0])).first;
-  }
-  if (p.scratch_floats > static_cast<int64_t>(scratch_.size())) scratch_.resize(static_cast<size_t>(p.scratch_floats));
-  uint8_t* data[4] = {};
-  for (size_t i = 0; i < p.ops.size(); ++i) data[i] = mem[i]->bytes.data() + p.ops[i].layout.base;
-  if (p.scratch_floats) data[3] = reinterpret_cast<uint8_t*>(scratch_.data());
+  // Compile (once per shape) and run, in parts on the worker threads where that pays.
+  WorkerPool& pool = WorkerPool::instance();
+  const std::vector<Part> parts = parts_of(p.body, shape, p.scratch_floats, pool.threads());
+  int64_t scratch_total = 0;
+  for (const Part& part : parts) scratch_total += part.scratch_floats;
+  if (scratch_total > static_cast<int64_t>(scratch_.size())) scratch_.resize(static_cast<size_t>(scratch_total));
   float* columns[3] = {col[0].data(), col[1].data(), folds.data()};
-  // The shapes' steps are relative to each operand's base; the bodies add them to data[i].
-  reinterpret_cast<codegen::SpecializedFn>(it->second)(data, columns);
+  std::vector<std::function<void()>> jobs;
+  float* scratch = scratch_.data();
+  for (const Part& part : parts) {
+    const std::string key = std::string(p.body) + '\0' + part.shape;
+    auto it = compiled_.find(key);
+    if (it == compiled_.end()) {
+      const auto fns = jit_.compile({{p.body, part.shape}});
+      it = compiled_.emplace(key, reinterpret_cast<void*>(fns[0])).first;
+    }
+    // The shapes' steps are relative to each operand's start; the bodies add them to data[i].
+    std::array<uint8_t*, 4> data{};
+    for (size_t i = 0; i < p.ops.size(); ++i) data[i] = mem[i]->bytes.data() + p.ops[i].layout.base + part.offset[i];
+    if (part.scratch_floats) data[3] = reinterpret_cast<uint8_t*>(scratch);
+    scratch += part.scratch_floats;
+    const auto fn = reinterpret_cast<codegen::SpecializedFn>(it->second);
+    jobs.push_back([fn, data, &columns] { fn(data.data(), columns); });
+  }
+  pool.run(jobs);
   const Operand& dst = p.ops[0];
   set_flags(mem[0]->init.data(), dst, 1);
   if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
@@ -521,16 +567,16 @@ void NativeExecutor::prepare() {
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
     Plan p;
     if (dynamic || !plan(inst, p)) continue;
+    std::vector<std::string> shapes{p.shape};
     if (std::holds_alternative<NcMatmul>(inst.op)) {  // both accumulation variants
-      for (int32_t add : {0, 1}) {
-        MatmulShape mm;
-        std::memcpy(&mm, p.shape.data(), sizeof mm);
-        mm.accumulate = add;
-        requests.push_back({p.body, std::string(reinterpret_cast<const char*>(&mm), sizeof mm)});
-      }
-    } else {
-      requests.push_back({p.body, p.shape});
+      MatmulShape mm;
+      std::memcpy(&mm, p.shape.data(), sizeof mm);
+      mm.accumulate = 1;
+      shapes.push_back(bytes_of(mm));
     }
+    for (const std::string& shape : shapes)
+      for (const Part& part : parts_of(p.body, shape, p.scratch_floats, WorkerPool::instance().threads()))
+        requests.push_back({p.body, part.shape});
   }
   std::sort(requests.begin(), requests.end(), [](const auto& a, const auto& b) {
     return std::tie(a.body, a.constant) < std::tie(b.body, b.constant);

@@ -77,6 +77,9 @@ struct MatmulShape {
   int32_t accumulate;        // add to dst's current fp32 values
 };
 // data[0] = dst, data[1] = stationary, data[2] = moving, data[3] = scratch of
-// K*M + K*N + M*N floats.
+// matmul_scratch_floats(K, M, N) floats (operands packed into padded panels, and the sums).
+constexpr int64_t matmul_scratch_floats(int64_t K, int64_t M, int64_t N) {
+  return K * (M + 8) + K * (N + 16) + M * N;
+}
 
 }  // namespace knit::sim::native

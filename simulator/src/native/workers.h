@@ -1,0 +1,39 @@
+// A small pool of persistent worker threads for the native path: a large instruction (a matmul)
+// is split into parts over disjoint outputs, each computed exactly as the whole would be, so
+// results do not depend on the number of threads. KNIT_THREADS caps the threads (default: the
+// machine's cores; 1 = no workers).
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace knit::sim {
+
+class WorkerPool {
+ public:
+  // The process-wide pool.
+  static WorkerPool& instance();
+  ~WorkerPool();
+  // Threads available, the calling one included.
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  // Runs jobs[0] on the calling thread and the others on workers; returns when all are done.
+  // At most threads() jobs.
+  void run(const std::vector<std::function<void()>>& jobs);
+
+ private:
+  explicit WorkerPool(int threads);
+  void work(size_t index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  const std::vector<std::function<void()>>* jobs_ = nullptr;
+  uint64_t generation_ = 0;
+  size_t pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace knit::sim
