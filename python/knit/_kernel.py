@@ -3,10 +3,11 @@ argument shapes, dtypes and constants) and run it on the reference interpreter."
 import functools
 import inspect
 import os
+import types
 
 import numpy as np
 
-from . import _trace
+from . import _program_cache, _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
 from ._tensor import NkiTensor
 from .errors import user_error
@@ -82,6 +83,8 @@ class Compiled:
         self._num_outputs = num_outputs  # the kernel's results; device_print outputs follow them
         self._single = single  # the kernel returned one tensor (not a tuple)
         self._program = None
+        self._disk_name = None  # the disk cache entry this is stored under (None: not cached)
+        self.from_disk_cache = False  # loaded from the disk cache instead of traced and lowered
 
     @property
     def ir(self):
@@ -89,10 +92,24 @@ class Compiled:
 
     @property
     def program(self):
-        """The engine program (codegen pipeline output), built on first use."""
+        """The engine program (codegen pipeline output), built on first use (and then written to
+        the disk cache, so another process loads it instead of tracing and lowering)."""
         if self._program is None:
             self._program = _trace.core_call(self.core.lower)
+            _program_cache.store(self._disk_name, self._program, {
+                "positions": self._param_positions, "num_outputs": self._num_outputs, "single": self._single,
+                "prints": self._prints}, self._constants)
         return self._program
+
+    @classmethod
+    def _from_cache(cls, kernel, target, entry):
+        """A Compiled rebuilt from a disk cache entry (program, metadata, constants)."""
+        program, meta, constants = entry
+        trace = types.SimpleNamespace(constants=constants, prints=[tuple(p) for p in meta["prints"]])
+        compiled = cls(kernel, program.kernel, trace, meta["positions"], target, meta["num_outputs"], meta["single"])
+        compiled._program = program
+        compiled.from_disk_cache = True
+        return compiled
 
     @property
     def asm(self):
@@ -150,7 +167,13 @@ class Kernel:
         key = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
         if key not in self._cache:
-            self._cache[key] = self._trace(args, kwargs, target)
+            name = _program_cache.key(self.fn, key)
+            entry = _program_cache.load(name)
+            if entry is not None:
+                self._cache[key] = Compiled._from_cache(self, target, entry)
+            else:
+                self._cache[key] = self._trace(args, kwargs, target)
+                self._cache[key]._disk_name = name
         return self._cache[key]
 
     # Traces every launch-grid instance into one kernel: instances run in program order, and

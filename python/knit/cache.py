@@ -1,4 +1,4 @@
-"""Knit's disk cache of JIT-compiled native code (docs/jit.md).
+"""Knit's disk cache: JIT-compiled native code and traced, lowered kernels (docs/jit.md).
 
 The directory is $KNIT_CACHE_DIR, else $XDG_CACHE_HOME/knit, else ~/.cache/knit; KNIT_CACHE=0
 turns the cache off. Entries are keyed by a content hash of what changes the code (Knit's
@@ -9,19 +9,23 @@ never used. From the shell: ``python -c "import knit; knit.cache.clear()"``.
 import os
 import re
 
-from . import _core
+from . import _core, _program_cache
 
 # What Knit writes in the cache directory: <sha256>.o entries and their temporary files.
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.o(\.tmp\.\d+)?$")
 
 
 def info():
-    """dict: the objects directory ("" when off), its entries and bytes, and what this process
-    compiled / loaded from the cache / rejected as corrupt."""
+    """dict: the compiled-objects directory ("" when off), the number of entries and bytes of
+    compiled objects and of cached programs, and what this process compiled / loaded from the
+    cache / rejected as corrupt."""
     stats = dict(_core.native_cache_stats())
-    entries = _entries(stats["directory"])
-    stats["entries"] = len(entries)
-    stats["bytes"] = sum(os.path.getsize(p) for p in entries)
+    objects = _entries(stats["directory"])
+    programs = _program_cache.entries()
+    stats["entries"] = len(objects)
+    stats["bytes"] = sum(_size(p) for p in objects)
+    stats["programs"] = len(programs)
+    stats["program_bytes"] = sum(_size(p) for p in programs)
     return stats
 
 
@@ -29,13 +33,20 @@ def clear():
     """Delete every cache entry (only files Knit wrote); returns how many were removed. Safe while
     other processes run: they recompile what they miss."""
     removed = 0
-    for path in _entries(_core.native_cache_stats()["directory"]):
+    for path in _entries(_core.native_cache_stats()["directory"]) + _program_cache.entries():
         try:
             os.remove(path)
             removed += 1
         except FileNotFoundError:  # another process removed it first
             pass
     return removed
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:  # removed meanwhile by another process
+        return 0
 
 
 def _entries(directory):

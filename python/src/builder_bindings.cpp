@@ -309,6 +309,8 @@ void bind_builder(py::module_& m) {
       .def_property_readonly("asm", &codegen::EngineProgram::disassemble)
       .def_property_readonly("target", [](const codegen::EngineProgram& p) { return std::string(ir::to_string(p.kernel.target)); })
       .def_property_readonly("text", [](const codegen::EngineProgram& p) { return ir::print(p.kernel); })
+      .def_property_readonly("kernel", [](const codegen::EngineProgram& p) { return p.kernel; },
+                             "The traced kernel the program was lowered from (a copy)")
       .def("stats", [](const codegen::EngineProgram& p) {
         const codegen::ProgramStats s = p.stats();
         py::dict instructions;

@@ -6,3 +6,10 @@ import sys
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if os.environ.get("KNIT_USE_INSTALLED") != "1":
     sys.path.insert(0, os.path.join(_REPO, "python"))
+
+# A fresh disk cache for each test session, so results never depend on what an earlier session
+# (or another checkout) left in ~/.cache/knit; tests of the cache itself use their own folders.
+if "KNIT_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["KNIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="knit-test-cache-")

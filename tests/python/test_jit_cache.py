@@ -111,7 +111,8 @@ def test_clear_removes_only_cache_entries(tmp_path):
     run_script(tmp_path)
     keep = tmp_path / "objects" / "notes.txt"
     keep.write_text("not Knit's")
-    code = "import knit, json; print(json.dumps([knit.cache.clear(), knit.cache.info()['entries']]))"
+    code = ("import knit, json; removed = knit.cache.clear(); info = knit.cache.info(); "
+            "print(json.dumps([removed, info['entries'] + info['programs']]))")
     environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120)
     removed, left = json.loads(done.stdout)
@@ -131,3 +132,82 @@ def test_backend_selection(monkeypatch):
     monkeypatch.setenv("KNIT_BACKEND", "fast")
     with pytest.raises(ValueError, match="backend must be"):
         c.run(x)
+
+
+# ---- the trace + engine program cache ----------------------------------------------------------
+
+KERNEL_FILE = textwrap.dedent("""
+    import knit as nki
+    import knit.isa as nisa
+    import knit.language as nl
+    from helper import scale_tile
+
+    @nki.jit
+    def scaled_copy(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        scale_tile(t, FACTOR)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+""")
+
+HELPER_FILE = textwrap.dedent("""
+    import knit.isa as nisa
+    import knit.language as nl
+
+    def scale_tile(t, factor):
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=factor)
+""")
+
+RUN_KERNEL = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from kernel import scaled_copy
+    x = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
+    c = scaled_copy.compile(x)
+    out = c(x)
+    print(json.dumps({"cached": c.from_disk_cache, "first": float(np.asarray(out)[1, 0])}))
+""")
+
+
+def run_kernel_file(cache_dir, src_dir):
+    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(cache_dir))
+    done = subprocess.run([sys.executable, "-c", RUN_KERNEL, str(src_dir)], env=environment, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def write_kernel(src_dir, factor, helper_op="nl.multiply"):
+    (src_dir / "kernel.py").write_text(KERNEL_FILE.replace("FACTOR", repr(factor)))
+    (src_dir / "helper.py").write_text(HELPER_FILE.replace("nl.multiply", helper_op))
+
+
+def test_program_cache_reuses_the_trace_until_a_source_changes(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    cache = tmp_path / "cache"
+    write_kernel(src, 2.0)
+    assert run_kernel_file(cache, src) == {"cached": False, "first": 8.0}
+    assert run_kernel_file(cache, src) == {"cached": True, "first": 8.0}
+    write_kernel(src, 3.0)  # the kernel's own file changed
+    assert run_kernel_file(cache, src) == {"cached": False, "first": 12.0}
+    write_kernel(src, 3.0, helper_op="nl.add")  # a file the trace's instructions come from changed
+    assert run_kernel_file(cache, src) == {"cached": False, "first": 7.0}
+    assert run_kernel_file(cache, src) == {"cached": True, "first": 7.0}
+
+
+def test_a_corrupt_program_entry_is_traced_again(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    cache = tmp_path / "cache"
+    write_kernel(src, 2.0)
+    run_kernel_file(cache, src)
+    (entry,) = (cache / "programs").glob("*.knp")
+    data = bytearray(entry.read_bytes())
+    data[-10] ^= 0x01
+    entry.write_bytes(bytes(data))
+    assert run_kernel_file(cache, src) == {"cached": False, "first": 8.0}
+    assert run_kernel_file(cache, src) == {"cached": True, "first": 8.0}

@@ -1,0 +1,214 @@
+"""The disk cache of traced and lowered kernels (docs/jit.md, "The disk cache").
+
+A kernel called in a new process with the same argument shapes, dtypes and constants loads its
+engine program (which carries the traced IR) from `<cache dir>/programs` instead of running the
+kernel's Python again and lowering it. An entry is valid only while everything it came from is
+unchanged: Knit itself (its Python files and the compiled core), the kernel's own source file and
+every source file an instruction of the trace comes from (each checked by content hash). Constant
+arguments must be plain values (numbers, strings, bools, None, dtypes, tuples of those); a kernel
+called with anything else is traced every time. Writes are atomic; a corrupt entry is ignored and
+replaced.
+"""
+import glob
+import hashlib
+import inspect
+import io
+import json
+import os
+import re
+import tempfile
+
+import numpy as np
+
+from . import _core
+
+_MAGIC = b"KNITPRG1"
+_SIMPLE = (int, float, bool, str, type(None), np.dtype, np.generic)
+
+
+def directory():
+    """`<cache dir>/programs`, or None when the cache is off (same rules as the native cache) or
+    KNIT_DEBUG asks for the lowering passes' dumps (a loaded program would skip them)."""
+    if os.environ.get("KNIT_DEBUG", "0") not in ("", "0"):
+        return None
+    objects = _core.native_cache_stats()["directory"]
+    return os.path.join(os.path.dirname(objects), "programs") if objects else None
+
+
+def _plain(value):
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return isinstance(value, _SIMPLE) or (isinstance(value, type) and issubclass(value, np.generic))
+
+
+def key(fn, memory_key):
+    """The entry name for a kernel function and its in-memory compile key, or None when the key
+    or the function's free values hold something whose text does not identify it."""
+    consts = [k for k in memory_key[3] if k[0] == "const"] + [v for _, v in memory_key[4] if v[0] == "const"]
+    if not all(_plain(c[2]) for c in consts):
+        return None
+    free = _free_values(fn)
+    if free is None:
+        return None
+    text = repr((_knit_identity(), fn.__module__, fn.__qualname__, fn.__code__.co_filename,
+                 _file_hash(fn.__code__.co_filename), memory_key, free))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _free_values(fn, seen=None):
+    """What the kernel's code reads besides its arguments and its own file's text: closure cells,
+    default values and the module globals its code names. Plain values enter the key as text;
+    functions (and kernels) by their code (bytecode, line, defining file's content hash) and, in
+    turn, their own free values; modules not at all. Anything else (an array, an object) makes
+    the kernel uncacheable (None)."""
+    if not inspect.isfunction(fn):
+        return None
+    seen = set() if seen is None else seen
+    if fn in seen:
+        return []
+    seen.add(fn)
+    code = fn.__code__
+    items = [(code.co_firstlineno, hashlib.sha256(code.co_code).hexdigest())]
+
+    def describe(name, value):
+        if _plain(value):
+            items.append((name, repr(value)))
+            return True
+        target = getattr(value, "fn", value)  # a @knit.jit Kernel wraps its function
+        if inspect.isfunction(target):
+            inner = _free_values(target, seen)
+            items.append((name, target.__qualname__, _file_hash(target.__code__.co_filename), inner))
+            return inner is not None
+        if isinstance(value, type):  # a class: by its defining file
+            try:
+                items.append((name, value.__qualname__, _file_hash(inspect.getsourcefile(value))))
+            except TypeError:  # a built-in class
+                items.append((name, value.__qualname__))
+            return True
+        return inspect.ismodule(value) or inspect.isbuiltin(value)
+
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell (a name assigned later in the enclosing function)
+            return None
+        if not describe(name, value):
+            return None
+    for i, value in enumerate(fn.__defaults__ or ()):
+        if not describe(f"default{i}", value):
+            return None
+    for name, value in sorted((fn.__kwdefaults__ or {}).items()):
+        if not describe(name, value):
+            return None
+    for name in sorted(_global_names(code)):
+        if name in fn.__globals__ and not describe(name, fn.__globals__[name]):
+            return None
+    return items
+
+
+def _global_names(code):
+    names = set(code.co_names)
+    for const in code.co_consts:  # nested functions, comprehensions
+        if inspect.iscode(const):
+            names |= _global_names(const)
+    return names
+
+
+def load(name):
+    """(program, metadata, constants) of a valid entry, else None."""
+    folder = directory()
+    if not folder or not name:
+        return None
+    path = os.path.join(folder, name + ".knp")
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError:
+        return None
+    body = blob[len(_MAGIC) + 32:]
+    if blob[:len(_MAGIC)] != _MAGIC or hashlib.sha256(body).digest() != blob[len(_MAGIC):len(_MAGIC) + 32]:
+        _remove(path)  # truncated or corrupted
+        return None
+    try:
+        meta_len = int.from_bytes(body[:8], "little")
+        meta = json.loads(body[8:8 + meta_len])
+        if any(_file_hash(p) != h for p, h in meta["sources"].items()):
+            return None  # a source file changed since: trace again (the new entry replaces this one)
+        program_end = 8 + meta_len + meta["program_bytes"]
+        program = _core.EngineProgram.from_binary(body[8 + meta_len:program_end])
+        arrays = np.load(io.BytesIO(body[program_end:]), allow_pickle=False) if meta["constants"] else {}
+        constants = [(tid, arrays[f"c{i}"]) for i, tid in enumerate(meta["constants"])]
+        return program, meta, constants
+    except Exception:  # noqa: BLE001 - an unreadable entry is a cache miss, never an error
+        _remove(path)
+        return None
+
+
+def store(name, program, meta, constants):
+    """Write an entry atomically (a temporary file renamed into place); failures only cost speed."""
+    folder = directory()
+    if not folder or not name:
+        return
+    binary = program.to_binary()
+    meta = dict(meta, program_bytes=len(binary), constants=[tid for tid, _ in constants],
+                sources={p: _file_hash(p) for p in _sources(program.text)})
+    arrays = io.BytesIO()
+    if constants:
+        np.savez(arrays, **{f"c{i}": np.asarray(a) for i, (_, a) in enumerate(constants)})
+    meta_bytes = json.dumps(meta).encode()
+    body = len(meta_bytes).to_bytes(8, "little") + meta_bytes + binary + arrays.getvalue()
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + hashlib.sha256(body).digest() + body)
+        os.replace(temp, os.path.join(folder, name + ".knp"))
+    except OSError:
+        pass
+
+
+def entries():
+    folder = directory()
+    return glob.glob(os.path.join(folder, "*.knp")) + glob.glob(os.path.join(folder, "*.tmp")) if folder else []
+
+
+def _sources(ir_text):
+    """The source files the trace's instructions and tensors come from."""
+    return sorted(set(re.findall(r'@ "([^"]+)":\d+', ir_text)))
+
+
+_hashes = {}
+
+
+def _file_hash(path):
+    """Content hash of a file, memoized by (size, mtime) so a process hashes each file once."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    stamp = (path, st.st_size, st.st_mtime_ns)
+    if stamp not in _hashes:
+        with open(path, "rb") as f:
+            _hashes[stamp] = hashlib.sha256(f.read()).hexdigest()
+    return _hashes[stamp]
+
+
+_identity = None
+
+
+def _knit_identity():
+    """What identifies this Knit build: its version and the content of its Python files and core."""
+    global _identity
+    if _identity is None:
+        from . import __version__
+        here = os.path.dirname(os.path.abspath(__file__))
+        files = sorted(glob.glob(os.path.join(here, "*.py"))) + [_core.__file__]
+        _identity = (__version__, [_file_hash(f) for f in files])
+    return _identity
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
