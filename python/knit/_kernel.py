@@ -257,7 +257,7 @@ class Kernel:
                 any_torch = a
             want = np.dtype(ALL[specs[n][0]].numpy)
             arr = np.ascontiguousarray(arr.astype(want, copy=False))
-            hosts.append((specs[n][0], list(arr.shape), arr.tobytes()))
+            hosts.append((specs[n][0], list(arr.shape), arr))  # the core copies it once, as a buffer
             originals.append((a, arr))
         for tid, const in compiled._constants:
             hosts.append((str(to_dtype(const.dtype)), list(const.shape), b"" if shapes_only else const.tobytes()))
@@ -267,8 +267,11 @@ class Kernel:
     def _results(compiled, outs, after, warnings, originals, any_torch):
         for w in warnings:
             print(w)
-        # Inputs the kernel wrote to are written back in place.
-        for (a, arr), (dt, shape, raw) in zip(originals, after):
+        # Inputs the kernel wrote to are written back in place (None: no instruction writes it).
+        for (a, arr), written in zip(originals, after):
+            if written is None:
+                continue
+            dt, shape, raw = written
             if raw != arr.tobytes():
                 new = np.frombuffer(raw, dtype=ALL[dt].numpy).reshape(shape)
                 if _is_torch(a):

@@ -14,6 +14,8 @@ namespace knit::python {
 // (dtype, shape, bytes) tuples -> host tensors; with shapes_only, bytes may be empty (timing-only runs).
 std::vector<sim::HostTensor> host_tensors_from(const pybind11::list& args, bool shapes_only = false);
 pybind11::list host_tensors_to(const std::vector<sim::HostTensor>& tensors);
+// The arguments after a run, None for those no instruction writes (they cannot have changed).
+pybind11::list written_args_to(const std::vector<sim::HostTensor>& args, const std::vector<bool>& written);
 
 void bind_builder(pybind11::module_& m);
 

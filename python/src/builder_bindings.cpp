@@ -116,7 +116,7 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
     source.append(py::make_tuple(std::string(inst.opcode_name()), inst.loc.file, inst.loc.line));
   d["source"] = source;
   d["outputs"] = timing_only ? py::list() : host_tensors_to(run.outputs);
-  d["args_after"] = timing_only ? py::list() : host_tensors_to(hosts);
+  d["args_after"] = timing_only ? py::list() : written_args_to(hosts, run.args_written);
   d["warnings"] = run.warnings;
   return d;
 }
@@ -290,7 +290,7 @@ void bind_builder(py::module_& m) {
               py::gil_scoped_release release;
               r = sim::interpret(k, hosts, options);
             }
-            return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings);
+            return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true,
           "Run on the reference interpreter. Returns (outputs, args after the run, warnings), tensors as "
@@ -356,7 +356,7 @@ void bind_builder(py::module_& m) {
             counts["backend"] = backend;
             counts["native"] = r.native_instructions;
             counts["interpreted"] = r.interpreted_instructions;
-            return py::make_tuple(host_tensors_to(r.outputs), host_tensors_to(hosts), r.warnings, counts);
+            return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings, counts);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",
           py::arg("seed") = 0, py::arg("check_races") = true, py::arg("backend") = "jit",

@@ -67,14 +67,27 @@ std::vector<sim::HostTensor> host_tensors_from(const py::list& args, bool shapes
     sim::HostTensor h;
     h.dtype = dtype_named(tup[0].cast<std::string>());
     h.shape = tup[1].cast<std::vector<int64_t>>();
-    char* raw = nullptr;
-    Py_ssize_t size = 0;
-    if (PyBytes_AsStringAndSize(tup[2].ptr(), &raw, &size) != 0) throw py::error_already_set();
-    h.bytes.assign(reinterpret_cast<const uint8_t*>(raw), reinterpret_cast<const uint8_t*>(raw) + size);
+    // bytes, or any C-contiguous buffer (a NumPy array): copied once, whatever its element type.
+    Py_buffer view;
+    if (PyObject_GetBuffer(tup[2].ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) throw py::error_already_set();
+    const auto* raw = static_cast<const uint8_t*>(view.buf);
+    h.bytes.assign(raw, raw + view.len);
+    PyBuffer_Release(&view);
     if (!(shapes_only && h.bytes.empty()) && static_cast<int64_t>(h.bytes.size()) != h.size_bytes()) throw py::value_error("argument byte size mismatch");
     hosts.push_back(std::move(h));
   }
   return hosts;
+}
+
+py::list written_args_to(const std::vector<sim::HostTensor>& args, const std::vector<bool>& written) {
+  py::list out;
+  for (size_t a = 0; a < args.size(); ++a)
+    if (a < written.size() && written[a])
+      out.append(py::make_tuple(std::string(ir::to_string(args[a].dtype)), args[a].shape,
+                                py::bytes(reinterpret_cast<const char*>(args[a].bytes.data()), args[a].bytes.size())));
+    else
+      out.append(py::none());
+  return out;
 }
 
 py::list host_tensors_to(const std::vector<sim::HostTensor>& tensors) {

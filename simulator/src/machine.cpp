@@ -35,7 +35,7 @@ Pool& pool() {
 
 }  // namespace
 
-void ZeroedBytes::reset(size_t n) {
+void ZeroedBytes::reset(size_t n, bool zero) {
   release();
   {
     Pool& p = pool();
@@ -48,8 +48,8 @@ void ZeroedBytes::reset(size_t n) {
         break;
       }
   }
-  if (data_) std::memset(data_, 0, n);
-  else data_ = static_cast<uint8_t*>(std::calloc(n ? n : 1, 1));
+  if (data_ && zero) std::memset(data_, 0, n);
+  else if (!data_) data_ = static_cast<uint8_t*>(zero ? std::calloc(n ? n : 1, 1) : std::malloc(n ? n : 1));
   if (!data_) throw std::bad_alloc();
   size_ = n;
 }
@@ -120,6 +120,7 @@ void set_flags(uint8_t* flags, int size, uint8_t value) {
 
 void Tile::check_init(int64_t i) const {
   const int size = esize_;
+  if (!mem_->tracks_init()) return;
   const uint8_t* flags = mem_->init.data() + offset_[i];
   if (all_flags(flags, size)) return;
   for (int b = 0; b < size; ++b) {
@@ -171,7 +172,7 @@ void Tile::write_all_bits(const std::vector<uint32_t>& bits) {
 
 void Tile::mark_written(int64_t i, bool by_matmul) {
   const int size = esize_;
-  set_flags(mem_->init.data() + offset_[i], size, 1);
+  if (mem_->tracks_init()) set_flags(mem_->init.data() + offset_[i], size, 1);
   if (mem_->tracks_matmul()) set_flags(mem_->mm_written.data() + offset_[i], size, by_matmul ? 1 : 0);
 }
 
@@ -197,7 +198,7 @@ void Tile::write_from_matmul(int64_t i, float v) {
   mark_written(i, true);
 }
 
-bool Tile::is_initialized(int64_t i) const { return mem_->init[offset_[i]] != 0; }
+bool Tile::is_initialized(int64_t i) const { return !mem_->tracks_init() || mem_->init[offset_[i]] != 0; }
 
 // ---- Machine --------------------------------------------------------------------------------
 
@@ -252,14 +253,15 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     if (is_on_chip(t.buffer)) continue;
     Memory& mem = hbm_[id];
     if (options.timing_only) continue;  // no data: HBM is never touched
-    mem.resize(static_cast<size_t>(t.size_bytes()));
     placement_[id] = {&mem, 0, 0, t.size_bytes(), true};
-    if (!t.is_param) fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
+    if (t.is_param) continue;  // filled from its argument below
+    mem.resize(static_cast<size_t>(t.size_bytes()));
+    fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
   }
   for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
     Memory& mem = hbm_[kernel.params[a]];
+    mem.resize_initialized(args[a].bytes.size());
     std::memcpy(mem.bytes.data(), args[a].bytes.data(), args[a].bytes.size());
-    std::memset(mem.init.data(), 1, mem.init.size());
   }
   if (program && options.backend == Backend::jit && !options.timing_only) {
     native_ = std::make_unique<NativeExecutor>(*this);
@@ -736,8 +738,10 @@ RunResult Machine::run() {
     for (const codegen::Access& a : codegen::instruction_accesses(kernel_, plan_, inst))
       if (a.write) written.push_back(a.memory);
   std::sort(written.begin(), written.end());
+  result.args_written.assign(args_.size(), false);
   for (size_t a = 0; a < args_.size(); ++a) {
     if (!std::binary_search(written.begin(), written.end(), codegen::hbm_memory(kernel_.params[a]))) continue;
+    result.args_written[a] = true;
     const Memory& mem = hbm_[kernel_.params[a]];
     args_[a].bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
   }

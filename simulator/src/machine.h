@@ -40,7 +40,8 @@ class ZeroedBytes {
     return *this;
   }
   ~ZeroedBytes() { release(); }
-  void reset(size_t n);
+  // n bytes, zeroed unless `zero` is false (the caller overwrites them all).
+  void reset(size_t n, bool zero = true);
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }
   uint8_t& operator[](size_t i) { return data_[i]; }
@@ -55,13 +56,20 @@ class ZeroedBytes {
 
 struct Memory {
   ZeroedBytes bytes;
-  ZeroedBytes init;        // 1 where the byte was ever written
+  ZeroedBytes init;        // 1 where the byte was ever written; empty: every byte was (arguments)
   ZeroedBytes mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
   void resize(size_t n, bool track_matmul = false) {
     bytes.reset(n);
     init.reset(n);
     mm_written.reset(track_matmul ? n : 0);
   }
+  // An argument's memory: `n` bytes the caller fills, all initialized (no bitmap to keep).
+  void resize_initialized(size_t n) {
+    bytes.reset(n, /*zero=*/false);
+    init.reset(0);
+    mm_written.reset(0);
+  }
+  bool tracks_init() const { return init.size() != 0; }
   bool tracks_matmul() const { return mm_written.size() != 0; }
 };
 

@@ -462,7 +462,7 @@ bool NativeExecutor::execute(const Plan& p) {
   for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
   // Reads of never-written bytes: the reference executor names the element (or warns).
   for (size_t i = 0; i < p.ops.size(); ++i)
-    if (!p.ops[i].written && !all_flags_are(mem[i]->init.data(), p.ops[i], 1)) return false;
+    if (!p.ops[i].written && mem[i]->tracks_init() && !all_flags_are(mem[i]->init.data(), p.ops[i], 1)) return false;
   // An output may be an input exactly (element-wise in place), never a shifted one.
   for (size_t i = 0; i < p.ops.size(); ++i)
     for (size_t j = 0; j < p.ops.size(); ++j) {
@@ -548,7 +548,7 @@ bool NativeExecutor::execute(const Plan& p) {
   }
   pool.run(jobs);
   const Operand& dst = p.ops[0];
-  set_flags(mem[0]->init.data(), dst, 1);
+  if (mem[0]->tracks_init()) set_flags(mem[0]->init.data(), dst, 1);
   if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
   if (const auto* op = std::get_if<Activation>(&inst.op)) finish_activation(m_, *op, folds.data(), P);
   if (const auto* op = std::get_if<ActivationReduce>(&inst.op))

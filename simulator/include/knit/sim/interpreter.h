@@ -67,6 +67,8 @@ struct Executed {
 
 struct RunResult {
   std::vector<HostTensor> outputs;  // in the kernel's return order
+  // Per argument: whether some instruction writes it (only those can have changed).
+  std::vector<bool> args_written;
   std::vector<std::string> warnings;
   std::vector<Executed> executed;  // with options.record_execution
   // Data and register instructions executed by native code / by the reference executors.
