@@ -212,6 +212,7 @@ float decode(DType t, const uint8_t* p) {
 }
 
 void encode(DType t, float v, uint8_t* p) {
+  if (std::isnan(v)) v = std::bit_cast<float>(0x7FC00000u);  // the canonical NaN (numerics.h)
   switch (t) {
     case DType::bool_: p[0] = (v != 0.0f || std::isnan(v)) ? 1 : 0; return;
     case DType::int8: write_as(p, saturate_round<int8_t>(v)); return;

@@ -9,6 +9,24 @@ namespace knit::sim {
 using ir::AluOp;
 using ir::ActFunc;
 
+// maximum / minimum ignore a NaN operand (a NaN only if both are, then the first), and order
+// -0 below +0. Spelled out with comparisons and selects rather than fmaxf: C libraries and
+// compilers differ on signalling NaNs and on which zero a tie returns, and every execution path
+// must give the same bits.
+float max_of(float a, float b) {
+  if (std::isnan(a)) return b == b ? b : a;
+  if (std::isnan(b)) return a;
+  if (a == b) return std::signbit(a) ? b : a;  // +0 over -0 (equal nonzero values are identical)
+  return a > b ? a : b;
+}
+
+float min_of(float a, float b) {
+  if (std::isnan(a)) return b == b ? b : a;
+  if (std::isnan(b)) return a;
+  if (a == b) return std::signbit(a) ? a : b;  // -0 below +0
+  return a < b ? a : b;
+}
+
 float alu(AluOp op, float a, float b) {
   switch (op) {
     case AluOp::bypass: return a;
@@ -16,8 +34,8 @@ float alu(AluOp op, float a, float b) {
     case AluOp::subtract: return a - b;
     case AluOp::multiply: return a * b;
     case AluOp::divide: return a / b;
-    case AluOp::maximum: return std::fmax(a, b);
-    case AluOp::minimum: return std::fmin(a, b);
+    case AluOp::maximum: return max_of(a, b);
+    case AluOp::minimum: return min_of(a, b);
     case AluOp::equal: return a == b ? 1.0f : 0.0f;
     case AluOp::not_equal: return a != b ? 1.0f : 0.0f;
     case AluOp::greater_equal: return a >= b ? 1.0f : 0.0f;

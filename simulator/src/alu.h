@@ -9,6 +9,9 @@
 
 namespace knit::sim {
 
+// maximum / minimum: a NaN operand is ignored (both NaN: the first); -0 < +0.
+float max_of(float a, float b);
+float min_of(float a, float b);
 // a op b for an Arith or Unary op (Unary ops ignore b). Comparisons and logical ops give 1.0/0.0.
 float alu(ir::AluOp op, float a, float b);
 // a op b on bit patterns for a Bitvec/BitvecUnary op (shifts are logical; invert ignores b).

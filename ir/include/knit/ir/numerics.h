@@ -9,10 +9,16 @@
 //      mantissa bits zero), float8_e5m2 (5e/2m) and float8_e4m3 (4e/3m, the IEEE-like variant
 //      of ml_dtypes: bias 7, max 240, inf = S.1111.000, NaN = S.1111.xxx).
 //    Subnormals are kept (no flush to zero). A value whose rounded magnitude exceeds the largest
-//    finite value becomes +-inf. NaN stays NaN (quiet, sign kept).
+//    finite value becomes +-inf. Every NaN is written as the canonical quiet NaN (fp32
+//    0x7FC00000: positive, payload 0; bf16 0x7FC0, fp16 0x7E00, e4m3/e5m2 their positive quiet
+//    NaN codes), whatever NaN the computation produced: IEEE 754 leaves the sign and payload of a
+//    NaN result open (which operand's NaN an add of two NaNs returns, the sign of 0 * inf), and
+//    compilers exploit that, so only a canonical NaN makes every execution path agree bit for
+//    bit. Moving raw bits (same-dtype copies, DMA, bit-vector ops) keeps a NaN's bits.
 //    float8_e4m3fn (OCP fp8, = ml_dtypes.float8_e4m3fn): 4e/3m, bias 7, no inf, max 448, NaN =
 //    S.1111.111. Same RNE and subnormals, but a rounded magnitude above 448 and +-inf become NaN
-//    (sign kept): the format has no inf and ml_dtypes does the same.
+//    (sign kept for those; computed NaNs are canonical as above): the format has no inf and
+//    ml_dtypes does the same.
 //    float8_e8m0fnu (MX scale, = ml_dtypes.float8_e8m0fnu): value 2^(code-127), code 0xFF = NaN,
 //    no sign, no zero. It has no mantissa, so "nearest" is decided in the linear domain and a tie
 //    goes up: x in [2^e, 2^(e+1)) becomes 2^(e+1) iff x >= 1.5 * 2^e (ml_dtypes' rule; there is
