@@ -197,13 +197,19 @@ _identity = None
 
 
 def _knit_identity():
-    """What identifies this Knit build: its version and the content of its Python files and core."""
+    """What identifies this Knit build: its version and the size and modification time of its
+    Python files and compiled core (a stat each, like Python's own .pyc check: hashing the 2 MB
+    core on every start would cost more than the cache saves for small kernels)."""
     global _identity
     if _identity is None:
         from . import __version__
         here = os.path.dirname(os.path.abspath(__file__))
         files = sorted(glob.glob(os.path.join(here, "*.py"))) + [_core.__file__]
-        _identity = (__version__, [_file_hash(f) for f in files])
+        stamps = []
+        for f in files:
+            st = os.stat(f)
+            stamps.append((os.path.basename(f), st.st_size, st.st_mtime_ns))
+        _identity = (__version__, stamps)
     return _identity
 
 
