@@ -1,0 +1,508 @@
+"""How fast Knit executes kernels on the CPU, each figure against a baseline measured in the same run.
+
+    PYTHONPATH=python:build/python python3 bench/jit_speed.py              # about 2 min on 2 cores
+    PYTHONPATH=python:build/python python3 bench/jit_speed.py --quick      # smaller sizes, fewer repeats
+    PYTHONPATH=python:build/python python3 bench/jit_speed.py --markdown   # table as Markdown
+
+Sections (every time is the best of --repeats runs, time.perf_counter):
+  a. matmul (examples/kernels/python/matmul.py), bf16 inputs, fp32 PSUM: `c.run(backend="jit",
+     check_races=False)` after one warm-up run, against torch.matmul on fp32 tensors of the same
+     shape (torch's default threads); plus the reference backend at a small size for scale.
+  b. softmax, RMSNorm, LayerNorm, tensor add: the JIT backend against the reference backend and
+     against an eager NumPy-per-instruction interpreter (bench/numpy_eager.py, outputs checked
+     allclose to Knit's before it is timed).
+  c. the same softmax and vector add in Triton's CPU interpreter (TRITON_INTERPRET=1), if Triton is
+     installed.
+  d. cold and warm start of each example kernel, each in a fresh subprocess sharing one new
+     KNIT_CACHE_DIR: knit.compile + .program (lowering), then the first and a second run.
+  e. timing-only simulation speed: executed instructions / wall time of knit.profile on a large
+     matmul given as shape placeholders.
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples", "kernels", "python")
+for _p in (os.path.join(ROOT, "bench"), EXAMPLES, os.path.join(ROOT, "python")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+os.environ.setdefault("KNIT_PROGRESS", "0")  # no progress bar on stderr in the middle of the table
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+
+THIS = os.path.abspath(__file__)
+
+
+# ---- measuring -------------------------------------------------------------------------------
+
+
+def best_of(repeats, fn):
+    """The fastest of `repeats` calls of fn (seconds); the minimum is the least noisy estimate on a
+    shared machine, where other load only ever adds time."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def progress(msg):
+    print(f"[jit_speed] {msg}", file=sys.stderr, flush=True)
+
+
+def fmt_time(s):
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} us"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s:.2f} s"
+
+
+# ---- table rows ------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    name: str
+    knit: str
+    base: str
+    ratio: str
+    goal: str
+    verdict: str
+    note: str = ""
+
+
+def _factor(x):
+    return f"{x:.0f}x" if x >= 100 else f"{x:.1f}x" if x >= 10 else f"{x:.2f}x"
+
+
+def _verdict(factor):
+    """factor = how many times faster Knit has to get to meet the goal (<= 1: met)."""
+    return "met" if factor <= 1 else f"missed by {_factor(factor)}"
+
+
+def _relative(speedup):
+    """Knit against the baseline in words: '3.26x faster' or '9.5x slower'."""
+    return f"{_factor(speedup)} faster" if speedup >= 1 else f"{_factor(1 / speedup)} slower"
+
+
+def speedup_row(name, knit_s, base_s, base_name, goal, note=""):
+    """Knit should be `goal` times faster than the baseline (goal None: for information)."""
+    speedup = base_s / knit_s
+    return Row(name, fmt_time(knit_s), f"{fmt_time(base_s)} {base_name}", _relative(speedup),
+               f">= {goal:g}x faster" if goal else "info", _verdict(goal / speedup) if goal else "-", note)
+
+
+def slowdown_row(name, knit_s, base_s, base_name, goal, note=""):
+    """Knit may take at most `goal` times the baseline's time."""
+    slowdown = knit_s / base_s
+    return Row(name, fmt_time(knit_s), f"{fmt_time(base_s)} {base_name}", _relative(1 / slowdown),
+               f"<= {goal:g}x slower", _verdict(slowdown / goal), note)
+
+
+def limit_row(name, knit_s, limit_s, note=""):
+    """Knit's time should be at most limit_s."""
+    return Row(name, fmt_time(knit_s), "-", "-", f"<= {limit_s * 1e3:g} ms", _verdict(knit_s / limit_s), note)
+
+
+def failed_row(name, why):
+    return Row(name, "-", "-", "-", "-", "not measured", why)
+
+
+# ---- inputs ----------------------------------------------------------------------------------
+
+RNG = np.random.default_rng(0)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def norm_kernels(rows, cols):
+    """(label, kernel, args) for section b: the four row-wise example kernels at [rows, cols] fp32."""
+    from layernorm import layernorm_kernel
+    from rmsnorm import rmsnorm_kernel
+    from softmax import softmax_kernel
+    from tensor_add import tensor_add_kernel
+
+    x, y, w, b = randn(rows, cols), randn(rows, cols), randn(cols), randn(cols)
+    return [("softmax", softmax_kernel, (x,)), ("rmsnorm", rmsnorm_kernel, (x, w)),
+            ("layernorm", layernorm_kernel, (x, w, b)), ("tensor_add", tensor_add_kernel, (x, y))]
+
+
+# ---- a. matmul against torch -----------------------------------------------------------------
+
+
+def bench_matmul(n, n_ref, repeats):
+    import torch
+
+    import knit
+    from matmul import matmul_kernel
+
+    rows = []
+    lhsT, rhs = randn(n, n, dtype=ml_dtypes.bfloat16), randn(n, n, dtype=ml_dtypes.bfloat16)
+    c = knit.compile(matmul_kernel, lhsT, rhs)
+    c.program  # lower now, outside the timings
+    progress(f"matmul {n}^3 bf16: JIT warm-up run")
+    out = c.run(lhsT, rhs, backend="jit", check_races=False)
+    counts = c.last_run
+    knit_s = best_of(repeats, lambda: c.run(lhsT, rhs, backend="jit", check_races=False))
+
+    # torch on fp32 copies of the same (bf16-representable) values: lhsT.T @ rhs.
+    a = torch.from_numpy(lhsT.astype(np.float32)).T.contiguous()
+    b = torch.from_numpy(rhs.astype(np.float32))
+    expect = torch.matmul(a, b)  # also torch's warm-up
+    torch_s = best_of(repeats, lambda: torch.matmul(a, b))
+    # Knit rounds the fp32 sums to bf16 on the way out: compare at bf16 precision.
+    close = np.allclose(out.astype(np.float32), expect.numpy(), rtol=1e-2, atol=1e-2 * np.sqrt(n))
+    note = (f"{counts['native']} native / {counts['interpreted']} interpreted instructions; "
+            f"output {'allclose to' if close else 'DIFFERS from'} torch at bf16 precision")
+    rows.append(slowdown_row(f"a. matmul {n}^3 bf16, JIT vs torch fp32 ({torch.get_num_threads()} threads)",
+                             knit_s, torch_s, "torch", 3, note))
+
+    # The reference backend is too slow at n; measure it at n_ref to show the scale.
+    progress(f"matmul {n_ref}^3 bf16: JIT vs reference backend")
+    lhsT, rhs = randn(n_ref, n_ref, dtype=ml_dtypes.bfloat16), randn(n_ref, n_ref, dtype=ml_dtypes.bfloat16)
+    c = knit.compile(matmul_kernel, lhsT, rhs)
+    c.run(lhsT, rhs, backend="jit", check_races=False)
+    jit_s = best_of(repeats, lambda: c.run(lhsT, rhs, backend="jit", check_races=False))
+    ref_s = best_of(repeats, lambda: c.run(lhsT, rhs, backend="reference", check_races=False))
+    rows.append(speedup_row(f"a. matmul {n_ref}^3 bf16, JIT vs reference backend", jit_s, ref_s, "reference",
+                            None, "for scale; the reference backend is too slow at the size above"))
+    return rows
+
+
+# ---- b. row kernels against the reference backend and eager NumPy ---------------------------
+
+
+def bench_row_kernels(rows_n, cols_n, repeats):
+    """Returns (table rows, {label: JIT seconds}); section c reuses the JIT times."""
+    import knit
+    import numpy_eager
+
+    rows, jit_times = [], {}
+    for label, kernel, args in norm_kernels(rows_n, cols_n):
+        progress(f"{label} {rows_n}x{cols_n}: JIT, reference backend, eager NumPy")
+        shape = f"{rows_n}x{cols_n} fp32"
+        c = knit.compile(kernel, *args)
+        out = c.run(*args, backend="jit", check_races=False)  # warm-up: compiles the instruction bodies
+        counts = c.last_run
+        jit_s = best_of(repeats, lambda: c.run(*args, backend="jit", check_races=False))
+        jit_times[label] = jit_s
+        ref_out = c.run(*args, backend="reference", check_races=False)
+        ref_s = best_of(repeats, lambda: c.run(*args, backend="reference", check_races=False))
+        same = "bitwise equal" if np.array_equal(out, ref_out, equal_nan=True) else \
+            f"max |diff| {np.nanmax(np.abs(out - ref_out)):.2g}"
+        rows.append(speedup_row(f"b. {label} {shape}, JIT vs reference backend", jit_s, ref_s, "reference", 20,
+                                f"{counts['native']} native / {counts['interpreted']} interpreted "
+                                f"instructions; JIT and reference outputs {same}"))
+
+        # Only an eager interpreter that computes the same thing is a fair baseline.
+        eager = numpy_eager.run(kernel, *args)
+        diff = float(np.max(np.abs(eager.astype(np.float64) - out.astype(np.float64))))
+        if not np.allclose(eager, out, rtol=1e-4, atol=1e-5):
+            rows.append(failed_row(f"b. {label} {shape}, JIT vs eager NumPy",
+                                   f"eager output differs from Knit's (max |diff| {diff:.2g})"))
+            continue
+        eager_s = best_of(repeats, lambda: numpy_eager.run(kernel, *args))
+        rows.append(speedup_row(f"b. {label} {shape}, JIT vs eager NumPy", jit_s, eager_s, "eager", 50,
+                                f"eager output allclose to Knit's (max |diff| {diff:.2g})"))
+    return rows, jit_times
+
+
+# ---- c. Triton's interpreter -----------------------------------------------------------------
+
+
+def triton_child(rows_n, cols_n, repeats):
+    """Runs in a subprocess with TRITON_INTERPRET=1 (read when triton is imported). Softmax uses
+    128-row blocks like the NKI kernel; vector add is Triton's usual 1-D block, its fastest form
+    here. Prints {"softmax": s, "tensor_add": s} as JSON."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def softmax_kernel(out_ptr, in_ptr, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+        rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]
+        cols = tl.arange(0, BLOCK)[None, :]
+        mask = cols < n_cols
+        x = tl.load(in_ptr + rows * n_cols + cols, mask=mask, other=-float("inf"))
+        e = tl.exp(x - tl.max(x, axis=1)[:, None])
+        tl.store(out_ptr + rows * n_cols + cols, e / tl.sum(e, axis=1)[:, None], mask=mask)
+
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+    x, y = torch.randn(rows_n, cols_n), torch.randn(rows_n, cols_n)
+    out = torch.empty_like(x)
+    block = triton.next_power_of_2(cols_n)
+
+    def softmax():
+        softmax_kernel[(triton.cdiv(rows_n, 128),)](out, x, cols_n, ROWS=128, BLOCK=block)
+
+    def add():
+        add_kernel[(triton.cdiv(x.numel(), 128 * block),)](x, y, out, x.numel(), BLOCK=128 * block)
+
+    softmax()
+    assert torch.allclose(out, torch.softmax(x, dim=1), rtol=1e-4, atol=1e-6), "Triton softmax is wrong"
+    softmax_s = best_of(repeats, softmax)
+    add()
+    assert torch.equal(out, x + y), "Triton add is wrong"
+    add_s = best_of(repeats, add)
+    print(json.dumps({"softmax": softmax_s, "tensor_add": add_s, "version": triton.__version__}))
+
+
+def bench_triton(rows_n, cols_n, repeats, jit_times):
+    # Look for the package without importing it here: the interpreter flag must be set before import.
+    if importlib.util.find_spec("triton") is None:
+        return [failed_row("c. Triton interpreter", "Triton not installed: no module named 'triton' "
+                           "(pip install triton, about 290 MB, to get these rows)")]
+    progress(f"Triton interpreter {rows_n}x{cols_n}")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, THIS, "--child-triton", f"{rows_n},{cols_n},{repeats}"], env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return [failed_row("c. Triton interpreter", "Triton run failed: " + r.stderr.strip().splitlines()[-1])]
+    t = json.loads(r.stdout.strip().splitlines()[-1])
+    note = f"triton {t['version']}, TRITON_INTERPRET=1, same shape, fp32; Knit time from section b"
+    return [speedup_row(f"c. {label} {rows_n}x{cols_n}, Knit JIT vs Triton interpreter", jit_times[label], t[label],
+                        "triton", None, note) for label in ("softmax", "tensor_add")]
+
+
+# ---- d. cold and warm start ------------------------------------------------------------------
+
+# Each example kernel at the shapes its own __main__ uses: (module, kernel, argument factory).
+STARTUP_KERNELS = {
+    "tensor_add": ("tensor_add", "tensor_add_kernel", lambda: (randn(300, 512), randn(300, 512))),
+    "matmul": ("matmul", "matmul_kernel", lambda: (randn(512, 256), randn(512, 1024))),
+    "softmax": ("softmax", "softmax_kernel", lambda: (randn(300, 1024),)),
+    "rmsnorm": ("rmsnorm", "rmsnorm_kernel", lambda: (randn(300, 1024), randn(1024))),
+    "layernorm": ("layernorm", "layernorm_kernel", lambda: (randn(300, 1000), randn(1000), randn(1000))),
+    "transpose": ("transpose", "transpose_kernel", lambda: (randn(256, 384),)),
+    "attention": ("attention", "attention_kernel", lambda: tuple(randn(512, 128) for _ in range(3))),
+    "mx_matmul": ("mx_matmul", "mx_matmul_kernel",
+                  lambda: (randn(512, 128, dtype=ml_dtypes.bfloat16), randn(512, 256, dtype=ml_dtypes.bfloat16))),
+}
+
+
+def startup_child(name):
+    """In a fresh process: import (not timed), then time compile, lowering, the first run (which
+    also prepares the JIT bodies) and a second run (data only). Prints the seconds as JSON."""
+    t0 = time.perf_counter()
+    import knit
+
+    module, attr, make_args = STARTUP_KERNELS[name]
+    kernel = getattr(importlib.import_module(module), attr)
+    args = make_args()
+    t_import = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    c = knit.compile(kernel, *args)
+    t1 = time.perf_counter()
+    c.program
+    t2 = time.perf_counter()
+    c.run(*args, backend="jit", check_races=False)
+    t3 = time.perf_counter()
+    c.run(*args, backend="jit", check_races=False)
+    t4 = time.perf_counter()
+    print(json.dumps({"import": t_import, "compile": t1 - t0, "lower": t2 - t1, "first": t3 - t2,
+                      "second": t4 - t3, "counts": c.last_run}))
+
+
+def run_startup_child(name, cache_dir, attempts=3):
+    env = dict(os.environ, KNIT_CACHE_DIR=cache_dir)
+    for attempt in range(attempts):
+        r = subprocess.run([sys.executable, THIS, "--child-startup", name], env=env, capture_output=True, text=True)
+        if r.returncode == 0:
+            return json.loads(r.stdout.strip().splitlines()[-1])
+        why = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"
+        # A child that could not even import knit (its _core being rebuilt underneath us) measured
+        # nothing and wrote nothing to the cache: wait and try again. Any other failure is real.
+        if not why.startswith("ImportError") or attempt == attempts - 1:
+            raise RuntimeError(why)
+        progress(f"{name}: {why}; retrying in 20 s")
+        time.sleep(20)
+
+
+def startup_rows(name, phase, t, limit_s, cache_files):
+    # The JIT prepares an instruction's body on its first execution; the second run does the same
+    # data work without it, so first - second estimates the preparation.
+    prep = max(0.0, t["first"] - t["second"])
+    total = t["compile"] + t["lower"] + prep
+    note = (f"compile {fmt_time(t['compile'])} + lower {fmt_time(t['lower'])} + JIT prep ~{fmt_time(prep)} "
+            f"(first run {fmt_time(t['first'])} - second {fmt_time(t['second'])}); import {fmt_time(t['import'])} "
+            f"not counted; {cache_files} file(s) in KNIT_CACHE_DIR after the run")
+    return limit_row(f"d. {phase} start {name}", total, limit_s, note)
+
+
+def count_files(path):
+    return sum(len(files) for _, _, files in os.walk(path))
+
+
+def bench_startup(names):
+    rows = []
+    for name in names:
+        progress(f"cold and warm start: {name}")
+        cache_dir = tempfile.mkdtemp(prefix="knit-cache-bench-")
+        try:
+            cold = run_startup_child(name, cache_dir)
+            rows.append(startup_rows(name, "cold", cold, 0.300, count_files(cache_dir)))
+            warm = run_startup_child(name, cache_dir)
+            rows.append(startup_rows(name, "warm", warm, 0.020, count_files(cache_dir)))
+        except RuntimeError as e:
+            rows.append(failed_row(f"d. cold/warm start {name}", f"subprocess failed: {e}"))
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    return rows
+
+
+# ---- e. timing-only simulation speed ---------------------------------------------------------
+
+
+def bench_profile(k, m, n, repeats):
+    import knit
+    import knit.language as nl
+    import knit.typing as nt
+    from knit._kernel import Kernel
+    from matmul import matmul_kernel
+
+    progress(f"knit.profile timing-only matmul [{k}, {m}] x [{k}, {n}] bf16")
+    args = (nt.tensor[[k, m], nl.bfloat16], nt.tensor[[k, n], nl.bfloat16])
+    # Trace and lower once, outside the timing: knit.profile then finds the kernel in its cache.
+    t0 = time.perf_counter()
+    c = knit.compile(matmul_kernel, *args)
+    t1 = time.perf_counter()
+    program = c.program
+    t2 = time.perf_counter()
+    prof = knit.profile(matmul_kernel, *args, timing_only=True)
+    executed = sum(prof.instructions.values())
+    wall = best_of(repeats, lambda: knit.profile(matmul_kernel, *args, timing_only=True))
+    rate = executed / wall
+    name = f"e. knit.profile timing-only, matmul {k}x{m}x{n} bf16"
+    note = (f"{executed} instructions executed; trace {fmt_time(t1 - t0)} + lower {fmt_time(t2 - t1)} "
+            f"once, not counted; simulated {prof.latency_us / 1e3:.2f} ms on {prof.target}")
+    rows = [Row(name, fmt_time(wall), "-", f"{rate / 1e6:.2f} M instr/s", ">= 2 M instr/s",
+                _verdict(2e6 / rate), note)]
+
+    # Diagnostic: the C++ replay alone, without building the Python timeline (what knit.profile
+    # adds on top: argument marshalling, the per-instruction timeline, the Profile object).
+    hosts, _, _ = Kernel._hosts(c, args, shapes_only=True)
+    core = best_of(repeats, lambda: program.time(hosts, True, False))
+    rows.append(Row("e. (diagnostic) same, C++ replay only, no timeline", fmt_time(core), "-",
+                    f"{executed / core / 1e6:.2f} M instr/s", ">= 2 M instr/s", _verdict(2e6 * core / executed),
+                    "EngineProgram.time(keep_timeline=False), the part knit.profile cannot avoid"))
+    return rows
+
+
+# ---- output ----------------------------------------------------------------------------------
+
+
+def machine_lines():
+    import torch
+
+    import knit
+
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return [f"machine: {cpu}, {os.cpu_count()} cores, load average {load}",
+            f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__} "
+            f"({torch.get_num_threads()} threads), knit {knit.__version__}",
+            f"taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
+
+
+COLUMNS = ("benchmark", "Knit", "baseline", "ratio", "goal", "met?")
+
+
+def cells(r):
+    return (r.name, r.knit, r.base, r.ratio, r.goal, r.verdict)
+
+
+def print_text(header, rows, elapsed):
+    for line in header:
+        print(line)
+    print()
+    widths = [max(len(c), *(len(cells(r)[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
+    print("  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(cells(r), widths)))
+    print()
+    print("notes:")
+    for r in rows:
+        if r.note:
+            print(f"  {r.name}: {r.note}")
+    print(f"\ntotal wall time {elapsed:.0f} s")
+
+
+def print_markdown(header, rows, elapsed):
+    for line in header:
+        print(f"{line}  ")
+    print()
+    print("| " + " | ".join(COLUMNS + ("notes",)) + " |")
+    print("|" + "---|" * (len(COLUMNS) + 1))
+    for r in rows:
+        print("| " + " | ".join(c.replace("|", "\\|") for c in cells(r) + (r.note,)) + " |")
+    print(f"\nTotal wall time {elapsed:.0f} s.")
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (about 30 s)")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--repeats", type=int, help="timed repeats per measurement (default 5, --quick 2)")
+    ap.add_argument("--child-startup", help=argparse.SUPPRESS)
+    ap.add_argument("--child-triton", help=argparse.SUPPRESS)
+    opts = ap.parse_args()
+    if opts.child_startup:
+        return startup_child(opts.child_startup)
+    if opts.child_triton:
+        rows_n, cols_n, repeats = (int(v) for v in opts.child_triton.split(","))
+        return triton_child(rows_n, cols_n, repeats)
+
+    repeats = opts.repeats or (2 if opts.quick else 5)
+    mm_n, mm_ref_n = (1024, 256) if opts.quick else (2048, 512)
+    rows_n, cols_n = (1024, 1024) if opts.quick else (2048, 2048)
+    prof_kmn = (4096, 2048, 2048) if opts.quick else (4096, 4096, 4096)
+    startup = ["tensor_add", "softmax", "matmul"] if opts.quick else list(STARTUP_KERNELS)
+
+    start = time.perf_counter()
+    header = machine_lines() + [f"repeats: best of {repeats}" + (" (--quick)" if opts.quick else "")]
+    rows = bench_matmul(mm_n, mm_ref_n, repeats)
+    b_rows, jit_times = bench_row_kernels(rows_n, cols_n, repeats)
+    rows += b_rows
+    rows += bench_triton(rows_n, cols_n, repeats, jit_times)
+    rows += bench_startup(startup)
+    rows += bench_profile(*prof_kmn, repeats)
+    elapsed = time.perf_counter() - start
+    # Other load on a shared machine inflates every time: say how busy it was by the end too.
+    header.append("load average at the end " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+    (print_markdown if opts.markdown else print_text)(header, rows, elapsed)
+
+
+if __name__ == "__main__":
+    main()
