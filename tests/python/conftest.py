@@ -10,6 +10,9 @@ if os.environ.get("KNIT_USE_INSTALLED") != "1":
 # A fresh disk cache for each test session, so results never depend on what an earlier session
 # (or another checkout) left in ~/.cache/knit; tests of the cache itself use their own folders.
 if "KNIT_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["KNIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="knit-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["KNIT_CACHE_DIR"], ignore_errors=True)
