@@ -265,7 +265,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   }
   if (program && options.backend == Backend::jit && !options.timing_only) {
     native_ = std::make_unique<NativeExecutor>(*this);
-    native_->prepare();
+    native_->start();
   }
 }
 

@@ -42,7 +42,8 @@ SCRIPT = textwrap.dedent("""
 
 
 def run_script(cache_dir, **env):
-    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(cache_dir), **env)
+    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(cache_dir),
+                       KNIT_JIT_THRESHOLD="0", **env)
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=environment, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
@@ -86,7 +87,8 @@ def test_a_corrupt_entry_is_rejected_and_rebuilt(tmp_path):
 
 
 def test_concurrent_processes_share_one_directory(tmp_path):
-    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(tmp_path))
+    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(tmp_path),
+                       KNIT_JIT_THRESHOLD="0")
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=ROOT, env=environment, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = []
@@ -120,6 +122,7 @@ def test_clear_removes_only_cache_entries(tmp_path):
 
 
 def test_backend_selection(monkeypatch):
+    monkeypatch.setenv("KNIT_JIT_THRESHOLD", "0")  # a small kernel: compile it anyway
     softmax = load_example("softmax.py").softmax_kernel
     x = np.random.default_rng(1).standard_normal((128, 256)).astype(np.float32)
     c = knit.compile(softmax, x)

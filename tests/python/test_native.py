@@ -46,6 +46,14 @@ import knit.isa as nisa  # noqa: E402
 import knit.language as nl  # noqa: E402
 from kernel_test_util import load_example, sum_first_n_tiles  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _compile_every_kernel(monkeypatch):
+    """These kernels are small: without this they would stay on the reference executors (below
+    the JIT's work threshold, docs/jit.md) and nothing native would be tested."""
+    monkeypatch.setenv("KNIT_JIT_THRESHOLD", "0")
+
+
 F32 = np.dtype(np.float32)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)

@@ -1,6 +1,7 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <functional>
 #include <cstring>
@@ -228,7 +229,9 @@ struct NativeExecutor::Plan {
   int64_t scratch_floats = 0;
 };
 
-NativeExecutor::NativeExecutor(Machine& m) : m_(m), jit_(native_specializer()) {}
+NativeExecutor::NativeExecutor(Machine& m) : m_(m), jit_(native_specializer()) {
+  if (const char* env = std::getenv("KNIT_JIT_THRESHOLD"); env && *env) threshold_ = std::max<int64_t>(0, std::atoll(env));
+}
 
 namespace {
 
@@ -448,6 +451,21 @@ bool NativeExecutor::run(const Instruction& inst) {
     ++interpreted;
     return false;
   }
+  // Tiered: a kernel too small to repay compiling runs on the reference executors until the
+  // element work it has done passes the threshold (a device loop can get there late).
+  if (!hot_) {
+    for (const Operand& o : p.ops) work_ += static_cast<int64_t>(o.layout.num.empty() ? 1 : [&] {
+      int64_t n = 1;
+      for (int64_t d : o.layout.num) n *= d;
+      return n;
+    }());
+    if (work_ < threshold_) {
+      ++interpreted;
+      return false;
+    }
+    hot_ = true;
+    prepare();
+  }
   if (!execute(p)) {
     ++interpreted;
     return false;
@@ -557,6 +575,18 @@ bool NativeExecutor::execute(const Plan& p) {
                       folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
   return true;
+}
+
+void NativeExecutor::start() {
+  // The kernel's static element work (each data instruction once; loops traced into the body
+  // count once per trace-time iteration): above the threshold, compile everything now.
+  int64_t estimate = 0;
+  for (const Instruction& inst : m_.kernel().body)
+    for_each_view(inst, [&](const char*, const View& v) { estimate += v.num_elements(); });
+  if (estimate >= threshold_) {
+    hot_ = true;
+    prepare();
+  }
 }
 
 void NativeExecutor::prepare() {

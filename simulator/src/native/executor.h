@@ -33,9 +33,16 @@ bool natively_executable(ir::Opcode op);
 class NativeExecutor {
  public:
   explicit NativeExecutor(Machine& m);
+  // Decides whether the kernel is worth compiling: when its static element work reaches the
+  // threshold (KNIT_JIT_THRESHOLD elements, default kDefaultThreshold; 0 = always), prepare()
+  // now; otherwise instructions run on the reference executors until the work done at run time
+  // reaches it (then prepare()). Compiling costs tens of milliseconds per kernel, which a small
+  // kernel (a unit test's) never earns back.
+  void start();
   // Compiles the bodies of every instruction of the kernel whose shape is known before running
   // (all static views), in one module; dynamic instances compile on first use.
   void prepare();
+  static constexpr int64_t kDefaultThreshold = int64_t{1} << 21;
   // Runs `inst` natively and returns true, or returns false (nothing touched) for the reference
   // executor to run it.
   bool run(const ir::Instruction& inst);
@@ -50,6 +57,9 @@ class NativeExecutor {
 
   Machine& m_;
   codegen::Specializer& jit_;
+  int64_t threshold_ = kDefaultThreshold;
+  int64_t work_ = 0;  // elements touched by instructions run so far (until hot)
+  bool hot_ = false;  // compiling pays: instructions run natively
   std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function
   std::vector<float> scratch_;
 };
