@@ -33,7 +33,7 @@ struct Specializer::Impl {
   std::unique_ptr<llvm::TargetMachine> machine;
   std::string cpu, features;
   std::map<std::pair<std::string, std::string>, SpecializedFn> done;
-  int64_t modules = 0, from_cache = 0;
+  int64_t compiled = 0, from_cache = 0;  // modules built by LLVM / loaded from the disk cache
   std::mutex mutex;
 
   std::unique_ptr<llvm::Module> load(llvm::LLVMContext& context) {
@@ -102,11 +102,12 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
     key_text += requests[i].constant;
   }
   const std::string key = content_hash(key_text);
+  // The k-th wrapper's symbol: the same in a compiled module and in its cached object.
+  auto wrapper_name = [&](size_t k) { return "knit_spec_" + key.substr(0, 24) + "_" + std::to_string(k); };
   auto finish = [&] {
-    ++impl_->modules;
     for (size_t k = 0; k < missing.size(); ++k) {
       const size_t i = missing[k];
-      out[i] = reinterpret_cast<SpecializedFn>(impl_->jit->lookup("knit_spec_" + key.substr(0, 24) + "_" + std::to_string(k)));
+      out[i] = reinterpret_cast<SpecializedFn>(impl_->jit->lookup(wrapper_name(k)));
       impl_->done[{requests[i].body, requests[i].constant}] = out[i];
     }
     return out;
@@ -140,9 +141,8 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
 
   llvm::IRBuilder<> ir(*context);
   llvm::Type* ptr = ir.getPtrTy();
-  std::vector<std::string> names;
-  for (size_t i : missing) {
-    const SpecializeRequest& r = requests[i];
+  for (size_t k = 0; k < missing.size(); ++k) {
+    const SpecializeRequest& r = requests[missing[k]];
     llvm::Function* body = module->getFunction(r.body);
     if (!body || body->isDeclaration()) internal_error("the native body library has no function '" + r.body + "'");
     body->addFnAttr(llvm::Attribute::AlwaysInline);
@@ -152,17 +152,16 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
     auto* shape = new llvm::GlobalVariable(*module, bytes->getType(), /*isConstant=*/true,
                                            llvm::GlobalValue::PrivateLinkage, bytes, "knit.shape");
     shape->setAlignment(llvm::Align(8));
-    const std::string name = "knit_spec_" + key.substr(0, 24) + "_" + std::to_string(names.size());
     auto* fn = llvm::Function::Create(llvm::FunctionType::get(ir.getVoidTy(), {ptr, ptr}, false),
-                                      llvm::GlobalValue::ExternalLinkage, name, *module);
+                                      llvm::GlobalValue::ExternalLinkage, wrapper_name(k), *module);
     fn->addFnAttr("target-cpu", impl_->cpu);
     fn->addFnAttr("target-features", impl_->features);
     ir.SetInsertPoint(llvm::BasicBlock::Create(*context, "entry", fn));
     ir.CreateCall(body, {shape, fn->getArg(0), fn->getArg(1)});
     ir.CreateRetVoid();
-    names.push_back(name);
   }
   impl_->optimize(*module);
+  ++impl_->compiled;
   module->setModuleIdentifier(key);  // the object cache's key
   if (const char* dump = std::getenv("KNIT_JIT_DUMP"); dump && *dump) {  // optimized IR, for reading
     std::error_code ec;
@@ -179,7 +178,7 @@ std::string Specializer::host_description() const {
          LLVM_VERSION_STRING;
 }
 
-int64_t Specializer::modules_compiled() const { return impl_->modules - impl_->from_cache; }
+int64_t Specializer::modules_compiled() const { return impl_->compiled; }
 int64_t Specializer::modules_from_cache() const { return impl_->from_cache; }
 int64_t Specializer::cache_entries_rejected() const { return impl_->cache ? impl_->cache->rejected : 0; }
 std::string Specializer::cache_directory() const { return impl_->cache ? impl_->cache_dir : ""; }

@@ -124,10 +124,11 @@ void finish_activation(Machine& m, const Activation& op, const float* folds, int
 }
 
 // activation with reduce_cmd=reset_reduce and a read-out into reduce_res.
-void exec(Machine& m, const ActivationReduce& op) {
-  exec(m, Activation{op.dst, op.op, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res,
-                     ReduceCmd::reset_reduce, 0.0});
+Activation as_activation(const ActivationReduce& op) {
+  return Activation{op.dst, op.op, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res, ReduceCmd::reset_reduce, 0.0};
 }
+
+void exec(Machine& m, const ActivationReduce& op) { exec(m, as_activation(op)); }
 
 // ---- Vector / GpSimd element-wise ---------------------------------------------------------------
 

@@ -23,6 +23,8 @@ bool exact_int_path(Machine& m, const ir::TensorTensor& op);
 // activation's row reduction: whether its reduce_cmd folds the row, and the accumulator update
 // and reduce_res read-out once the per-partition folds of the fp32 results are known.
 bool activation_folds(const ir::Activation& op);
+// activation_reduce is activation with reduce_cmd=reset_reduce: the instruction as that.
+ir::Activation as_activation(const ir::ActivationReduce& op);
 void finish_activation(Machine& m, const ir::Activation& op, const float* folds, int64_t P);
 // tensor_scalar_reduce's accumulator update and read-out, given the per-partition folds.
 void finish_tensor_scalar_reduce(Machine& m, const ir::TensorScalarReduce& op, const float* folds, int64_t P);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <array>
 #include <functional>
+#include <optional>
 #include <cstring>
 
 #include "../alu.h"
@@ -114,9 +115,7 @@ bool common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
     for (size_t i = 0; i < cur.size(); ++i) {
       Cursor& c = cur[i];
       if (c.rem % e) return false;
-      const bool merge = !extents.empty() && steps[i].back() * extents.back() == c.stride;
       steps[i].push_back(c.stride);
-      (void)merge;
       c.stride *= e;
       c.rem /= e;
       if (c.rem == 1 && !c.dims.empty()) {
@@ -240,6 +239,24 @@ std::string bytes_of(const Shape& s) {
   return std::string(reinterpret_cast<const char*>(&s), sizeof s);
 }
 
+// A matmul shape with its accumulate flag set (the flag is decided per run, by the PSUM state).
+std::string with_accumulate(const std::string& shape, bool add) {
+  MatmulShape mm;
+  std::memcpy(&mm, shape.data(), sizeof mm);
+  mm.accumulate = add;
+  return bytes_of(mm);
+}
+
+// The key of a compiled body in NativeExecutor::compiled_.
+std::string compiled_key(const std::string& body, const std::string& shape) { return body + '\0' + shape; }
+
+// The instruction as an activation (activation_reduce is one), if it is either.
+std::optional<Activation> activation_of(const Instruction& inst) {
+  if (const auto* op = std::get_if<Activation>(&inst.op)) return *op;
+  if (const auto* op = std::get_if<ActivationReduce>(&inst.op)) return as_activation(*op);
+  return std::nullopt;
+}
+
 }  // namespace
 
 // The static part of running `inst` natively: operand layouts, the walk and the shape bytes.
@@ -312,18 +329,17 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.op0 = static_cast<int32_t>(AluOp::reciprocal);
     return map(s, op->dst, op->data, nullptr);
   }
-  auto activation = [&](const Activation& op) {
+  if (const std::optional<Activation> act = activation_of(inst)) {
     s.kind = MapKind::activation;
-    s.op0 = static_cast<int32_t>(op.op);
-    s.has_bias = !op.bias.is_none();
-    s.fold_op = activation_folds(op) ? static_cast<int32_t>(op.reduce_op) : -1;
-    s.alpha = static_cast<float>(op.alpha);
+    s.op0 = static_cast<int32_t>(act->op);
+    s.has_bias = !act->bias.is_none();
+    s.fold_op = activation_folds(*act) ? static_cast<int32_t>(act->reduce_op) : -1;
+    s.alpha = static_cast<float>(act->alpha);
+    // The plan keeps pointers to the views: pass the instruction's own, not the copy's.
+    if (const auto* op = std::get_if<Activation>(&inst.op)) return map(s, op->dst, op->data, nullptr);
+    const auto& op = std::get<ActivationReduce>(inst.op);
     return map(s, op.dst, op.data, nullptr);
-  };
-  if (const auto* op = std::get_if<Activation>(&inst.op)) return activation(*op);
-  if (const auto* op = std::get_if<ActivationReduce>(&inst.op))
-    return activation(Activation{op->dst, op->op, op->data, op->bias, op->scale, op->reduce_op, op->reduce_res,
-                                 ReduceCmd::reset_reduce, 0.0});
+  }
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
     s.kind = MapKind::tensor_scalar_fold;
     s.op0 = static_cast<int32_t>(op->op0);
@@ -454,11 +470,7 @@ bool NativeExecutor::run(const Instruction& inst) {
   // Tiered: a kernel too small to repay compiling runs on the reference executors until the
   // element work it has done passes the threshold (a device loop can get there late).
   if (!hot_) {
-    for (const Operand& o : p.ops) work_ += static_cast<int64_t>(o.layout.num.empty() ? 1 : [&] {
-      int64_t n = 1;
-      for (int64_t d : o.layout.num) n *= d;
-      return n;
-    }());
+    for (const Operand& o : p.ops) work_ += o.view->num_elements();
     if (work_ < threshold_) {
       ++interpreted;
       return false;
@@ -505,10 +517,7 @@ bool NativeExecutor::execute(const Plan& p) {
     else if (op->accumulate == Accumulate::auto_) add = written;
     if (add && !written) return false;  // adds into unwritten / non-matmul PSUM: the reference warns
     if (op->accumulate == Accumulate::auto_ && !written && !fresh) return false;
-    MatmulShape mm;
-    std::memcpy(&mm, shape.data(), sizeof mm);
-    mm.accumulate = add;
-    shape = bytes_of(mm);
+    shape = with_accumulate(shape, add);
     by_matmul = true;
   }
   // Per-partition operands (read after the tiles, like the reference executors).
@@ -520,6 +529,7 @@ bool NativeExecutor::execute(const Plan& p) {
     return v;
   };
   const int64_t P = p.partitions;
+  const std::optional<Activation> activation = activation_of(inst);
   if (const auto* op = std::get_if<TensorScalar>(&inst.op)) {
     if (is_bitvec_op(op->op0)) {
       col[0] = bits_as_floats(scalar_column_bits(m_, op->operand0, op->op0, P, "operand0"));
@@ -532,13 +542,9 @@ bool NativeExecutor::execute(const Plan& p) {
     col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
   } else if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
     col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
-  } else if (std::holds_alternative<Activation>(inst.op) || std::holds_alternative<ActivationReduce>(inst.op)) {
-    const ir::Operand* scale;
-    const ir::Operand* bias;
-    if (const auto* op = std::get_if<Activation>(&inst.op)) scale = &op->scale, bias = &op->bias;
-    else scale = &std::get<ActivationReduce>(inst.op).scale, bias = &std::get<ActivationReduce>(inst.op).bias;
-    col[0] = m_.column(*scale, P, "scale");
-    col[1] = bias->is_none() ? std::vector<float>(P, 0.0f) : m_.column(*bias, P, "bias");
+  } else if (activation) {
+    col[0] = m_.column(activation->scale, P, "scale");
+    col[1] = activation->bias.is_none() ? std::vector<float>(P, 0.0f) : m_.column(activation->bias, P, "bias");
   }
   // Compile (once per shape) and run, in parts on the worker threads where that pays.
   WorkerPool& pool = WorkerPool::instance();
@@ -550,7 +556,7 @@ bool NativeExecutor::execute(const Plan& p) {
   std::vector<std::function<void()>> jobs;
   float* scratch = scratch_.data();
   for (const Part& part : parts) {
-    const std::string key = std::string(p.body) + '\0' + part.shape;
+    const std::string key = compiled_key(p.body, part.shape);
     auto it = compiled_.find(key);
     if (it == compiled_.end()) {
       const auto fns = jit_.compile({{p.body, part.shape}});
@@ -568,11 +574,7 @@ bool NativeExecutor::execute(const Plan& p) {
   const Operand& dst = p.ops[0];
   if (mem[0]->tracks_init()) set_flags(mem[0]->init.data(), dst, 1);
   if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
-  if (const auto* op = std::get_if<Activation>(&inst.op)) finish_activation(m_, *op, folds.data(), P);
-  if (const auto* op = std::get_if<ActivationReduce>(&inst.op))
-    finish_activation(m_, Activation{op->dst, op->op, op->data, op->bias, op->scale, op->reduce_op, op->reduce_res,
-                                     ReduceCmd::reset_reduce, 0.0},
-                      folds.data(), P);
+  if (activation) finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
   return true;
 }
@@ -591,19 +593,13 @@ void NativeExecutor::start() {
 
 void NativeExecutor::prepare() {
   std::vector<codegen::SpecializeRequest> requests;
-  std::vector<std::string> keys;
   for (const Instruction& inst : m_.kernel().body) {
     bool dynamic = false;
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
     Plan p;
     if (dynamic || !plan(inst, p)) continue;
     std::vector<std::string> shapes{p.shape};
-    if (std::holds_alternative<NcMatmul>(inst.op)) {  // both accumulation variants
-      MatmulShape mm;
-      std::memcpy(&mm, p.shape.data(), sizeof mm);
-      mm.accumulate = 1;
-      shapes.push_back(bytes_of(mm));
-    }
+    if (std::holds_alternative<NcMatmul>(inst.op)) shapes.push_back(with_accumulate(p.shape, true));  // both variants
     for (const std::string& shape : shapes)
       for (const Part& part : parts_of(p.body, shape, p.scratch_floats, WorkerPool::instance().threads()))
         requests.push_back({p.body, part.shape});
@@ -617,7 +613,7 @@ void NativeExecutor::prepare() {
   if (requests.empty()) return;
   const auto fns = jit_.compile(requests);
   for (size_t i = 0; i < requests.size(); ++i)
-    compiled_.emplace(requests[i].body + '\0' + requests[i].constant, reinterpret_cast<void*>(fns[i]));
+    compiled_.emplace(compiled_key(requests[i].body, requests[i].constant), reinterpret_cast<void*>(fns[i]));
 }
 
 }  // namespace knit::sim
