@@ -272,13 +272,14 @@ class Kernel:
             if written is None:
                 continue
             dt, shape, raw = written
-            if raw != arr.tobytes():
+            if not np.array_equal(np.frombuffer(raw, dtype=np.uint8), arr.reshape(-1).view(np.uint8)):
                 new = np.frombuffer(raw, dtype=ALL[dt].numpy).reshape(shape)
                 if _is_torch(a):
                     a.copy_(_to_torch(new, a))
                 else:
                     np.copyto(a, new.astype(a.dtype, copy=False))
-        arrays = [np.frombuffer(raw, dtype=ALL[dt].numpy).reshape(shape).copy() for dt, shape, raw in outs]
+        # Each raw buffer is the core's own (writable, owned by the array): no copy needed.
+        arrays = [np.frombuffer(raw, dtype=ALL[dt].numpy).reshape(shape) for dt, shape, raw in outs]
         for (prefix, _), values in zip(compiled._prints, arrays[compiled._num_outputs:]):
             print(f"{prefix}: {values}")
         arrays = arrays[:compiled._num_outputs]

@@ -9,14 +9,32 @@
 
 namespace knit::python {
 
-// Host tensors cross the boundary as (dtype name, shape, bytes) tuples: layout independent of
-// the NumPy version (see core_module.cpp).
-// (dtype, shape, bytes) tuples -> host tensors; with shapes_only, bytes may be empty (timing-only runs).
-std::vector<sim::HostTensor> host_tensors_from(const pybind11::list& args, bool shapes_only = false);
-pybind11::list host_tensors_to(const std::vector<sim::HostTensor>& tensors);
-// The arguments after a run, None for those no instruction writes (they cannot have changed).
-pybind11::list written_args_to(const std::vector<sim::HostTensor>& args, const std::vector<bool>& written);
+// Host tensors cross the boundary as (dtype name, shape, buffer) tuples, through the buffer
+// protocol only: layout independent of the NumPy version (see core_module.cpp).
 
+// (dtype, shape, buffer) tuples -> host tensors that borrow each buffer's bytes (no copy) until
+// this object is destroyed, which must happen with the GIL held. With shapes_only, buffers may
+// be empty (timing-only runs).
+class HostArgs {
+ public:
+  explicit HostArgs(const pybind11::list& args, bool shapes_only = false);
+  ~HostArgs();
+  HostArgs(const HostArgs&) = delete;
+  HostArgs& operator=(const HostArgs&) = delete;
+
+  std::vector<sim::HostTensor> tensors;
+
+ private:
+  std::vector<Py_buffer> buffers_;
+};
+
+// Host tensors -> (dtype, shape, buffer) tuples. Each buffer takes over the tensor's bytes (the
+// tensors are left empty), so numpy.frombuffer wraps them without a copy.
+pybind11::list host_tensors_to(std::vector<sim::HostTensor>& tensors);
+// The arguments after a run, None for those no instruction writes (they cannot have changed).
+pybind11::list written_args_to(std::vector<sim::HostTensor>& args, const std::vector<bool>& written);
+
+void bind_owned_bytes(pybind11::module_& m);
 void bind_builder(pybind11::module_& m);
 
 }  // namespace knit::python

@@ -75,13 +75,14 @@ sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<si
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
 py::dict time_program(const codegen::EngineProgram& p, const py::list& args, bool timing_only, bool keep_timeline,
                       const std::string& backend) {
-  std::vector<sim::HostTensor> hosts = host_tensors_from(args, timing_only);
+  HostArgs host_args(args, timing_only);
+  std::vector<sim::HostTensor>& hosts = host_args.tensors;
   sim::InterpretOptions options;
   options.backend = backend_from(backend);
   options.record_execution = true;
   options.timing_only = timing_only;
   options.schedule = sim::Schedule::program_order;
-  const sim::RunResult run = run_with_progress(p, hosts, options);
+  sim::RunResult run = run_with_progress(p, hosts, options);
   sim::TimingReport t;
   {
     py::gil_scoped_release release;
@@ -282,7 +283,8 @@ void bind_builder(py::module_& m) {
       .def(
           "run",
           [](const ir::Kernel& k, const py::list& args, bool uninitialized_is_error) {
-            std::vector<sim::HostTensor> hosts = host_tensors_from(args);
+            HostArgs host_args(args);
+            std::vector<sim::HostTensor>& hosts = host_args.tensors;
             sim::InterpretOptions options;
             options.uninitialized_read_is_error = uninitialized_is_error;
             sim::RunResult r;
@@ -341,7 +343,8 @@ void bind_builder(py::module_& m) {
           "run",
           [](const codegen::EngineProgram& p, const py::list& args, bool uninitialized_is_error, const std::string& schedule,
              uint64_t seed, bool check_races, const std::string& backend) {
-            std::vector<sim::HostTensor> hosts = host_tensors_from(args);
+            HostArgs host_args(args);
+            std::vector<sim::HostTensor>& hosts = host_args.tensors;
             sim::InterpretOptions options;
             options.backend = backend_from(backend);
             options.uninitialized_read_is_error = uninitialized_is_error;
@@ -351,7 +354,7 @@ void bind_builder(py::module_& m) {
             else throw py::value_error("schedule must be \"program_order\", \"round_robin\" or \"random\", not \"" + schedule + "\"");
             options.seed = seed;
             options.check_races = check_races;
-            const sim::RunResult r = run_with_progress(p, hosts, options);
+            sim::RunResult r = run_with_progress(p, hosts, options);
             py::dict counts;
             counts["backend"] = backend;
             counts["native"] = r.native_instructions;

@@ -60,41 +60,75 @@ py::bytes decode_array(py::buffer bytes, const std::string& dtype) {
 
 namespace knit::python {
 
-std::vector<sim::HostTensor> host_tensors_from(const py::list& args, bool shapes_only) {
-  std::vector<sim::HostTensor> hosts;
+HostArgs::HostArgs(const py::list& args, bool shapes_only) {
+  buffers_.reserve(args.size());
   for (const auto& a : args) {
     auto tup = a.cast<py::tuple>();
     sim::HostTensor h;
     h.dtype = dtype_named(tup[0].cast<std::string>());
     h.shape = tup[1].cast<std::vector<int64_t>>();
-    // bytes, or any C-contiguous buffer (a NumPy array): copied once, whatever its element type.
+    // bytes, or any C-contiguous buffer (a NumPy array), whatever its element type.
     Py_buffer view;
     if (PyObject_GetBuffer(tup[2].ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) throw py::error_already_set();
-    const auto* raw = static_cast<const uint8_t*>(view.buf);
-    h.bytes.assign(raw, raw + view.len);
-    PyBuffer_Release(&view);
-    if (!(shapes_only && h.bytes.empty()) && static_cast<int64_t>(h.bytes.size()) != h.size_bytes()) throw py::value_error("argument byte size mismatch");
-    hosts.push_back(std::move(h));
+    buffers_.push_back(view);
+    h.borrowed = {static_cast<const uint8_t*>(view.buf), static_cast<size_t>(view.len)};
+    if (!(shapes_only && view.len == 0) && view.len != h.size_bytes()) throw py::value_error("argument byte size mismatch");
+    tensors.push_back(std::move(h));
   }
-  return hosts;
 }
 
-py::list written_args_to(const std::vector<sim::HostTensor>& args, const std::vector<bool>& written) {
+HostArgs::~HostArgs() {
+  for (Py_buffer& b : buffers_) PyBuffer_Release(&b);
+}
+
+namespace {
+
+// Bytes owned on the C++ side, exposed to Python through the buffer protocol (writable), so a
+// NumPy array can wrap them without copying.
+struct OwnedBytes {
+  std::vector<uint8_t> bytes;
+};
+
+py::object owned_buffer(std::vector<uint8_t>&& bytes) {
+  return py::cast(OwnedBytes{std::move(bytes)});
+}
+
+py::tuple host_tuple(sim::HostTensor& t) {
+  return py::make_tuple(std::string(ir::to_string(t.dtype)), t.shape, owned_buffer(std::move(t.bytes)));
+}
+
+}  // namespace
+
+void bind_owned_bytes(py::module_& m) {
+  py::class_<OwnedBytes>(m, "OwnedBytes", py::buffer_protocol())
+      .def_buffer([](OwnedBytes& b) {
+        return py::buffer_info(b.bytes.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.bytes.size())}, {py::ssize_t{1}});
+      })
+      .def("__len__", [](const OwnedBytes& b) { return b.bytes.size(); })
+      // Equal to any buffer with the same bytes (bytes, another OwnedBytes), like bytes itself.
+      .def("__eq__", [](const OwnedBytes& b, const py::object& other) {
+        if (!PyObject_CheckBuffer(other.ptr())) return false;
+        const py::buffer_info o = py::reinterpret_borrow<py::buffer>(other).request();
+        const auto n = static_cast<size_t>(o.size * o.itemsize);
+        return n == b.bytes.size() && std::memcmp(o.ptr, b.bytes.data(), n) == 0;
+      })
+      .def("tobytes", [](const OwnedBytes& b) {
+        return py::bytes(reinterpret_cast<const char*>(b.bytes.data()), b.bytes.size());
+      });
+}
+
+py::list written_args_to(std::vector<sim::HostTensor>& args, const std::vector<bool>& written) {
   py::list out;
   for (size_t a = 0; a < args.size(); ++a)
-    if (a < written.size() && written[a])
-      out.append(py::make_tuple(std::string(ir::to_string(args[a].dtype)), args[a].shape,
-                                py::bytes(reinterpret_cast<const char*>(args[a].bytes.data()), args[a].bytes.size())));
-    else
-      out.append(py::none());
+    if (a < written.size() && written[a]) out.append(host_tuple(args[a]));
+    else out.append(py::none());
   return out;
 }
 
-py::list host_tensors_to(const std::vector<sim::HostTensor>& tensors) {
+py::list host_tensors_to(std::vector<sim::HostTensor>& tensors) {
   py::list outs;
-  for (const auto& o : tensors)
-    outs.append(py::make_tuple(std::string(ir::to_string(o.dtype)), o.shape,
-                               py::bytes(reinterpret_cast<const char*>(o.bytes.data()), o.bytes.size())));
+  for (sim::HostTensor& o : tensors) outs.append(host_tuple(o));
   return outs;
 }
 
@@ -105,8 +139,9 @@ namespace {
 // Runs IR text on the reference interpreter. args: list of (dtype name, shape, raw bytes).
 py::list run_ir(const std::string& text, const py::list& args) {
   const ir::Kernel k = ir::parse(text);
-  std::vector<sim::HostTensor> hosts = python::host_tensors_from(args);
-  return python::host_tensors_to(sim::interpret(k, hosts).outputs);
+  python::HostArgs hosts(args);
+  sim::RunResult r = sim::interpret(k, hosts.tensors);
+  return python::host_tensors_to(r.outputs);
 }
 
 }  // namespace
@@ -149,5 +184,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("verify_ir", [](const std::string& text) { ir::verify(ir::parse(text)); }, "Parse and verify IR text");
   m.def("run_ir", &run_ir, py::arg("text"), py::arg("args"),
         "Run IR text on the reference interpreter; args and results are (dtype, shape, bytes) tuples");
+  knit::python::bind_owned_bytes(m);
   knit::python::bind_builder(m);
 }

@@ -243,7 +243,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   for (size_t a = 0; a < args.size(); ++a) {
     const TensorDecl& t = kernel.tensor(kernel.params[a]);
     if (args[a].dtype != t.dtype || args[a].shape != t.shape ||
-        (!options.timing_only && static_cast<int64_t>(args[a].bytes.size()) != t.size_bytes()))
+        (!options.timing_only && static_cast<int64_t>(args[a].input_bytes().size()) != t.size_bytes()))
       user_error(t.loc, "kernel-args", "argument " + std::to_string(a) + " ('" + t.name + "') does not match the "
                                        "kernel's parameter dtype/shape");
   }
@@ -260,8 +260,9 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   }
   for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
     Memory& mem = hbm_[kernel.params[a]];
-    mem.resize_initialized(args[a].bytes.size());
-    std::memcpy(mem.bytes.data(), args[a].bytes.data(), args[a].bytes.size());
+    const std::span<const uint8_t> in = args[a].input_bytes();
+    mem.resize_initialized(in.size());
+    std::memcpy(mem.bytes.data(), in.data(), in.size());
   }
   if (program && options.backend == Backend::jit && !options.timing_only) {
     native_ = std::make_unique<NativeExecutor>(*this);
@@ -744,6 +745,7 @@ RunResult Machine::run() {
     result.args_written[a] = true;
     const Memory& mem = hbm_[kernel_.params[a]];
     args_[a].bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
+    args_[a].borrowed = {};
   }
   return result;
 }

@@ -75,6 +75,21 @@ def test_inputs_written_by_the_kernel_are_written_back():
     np.testing.assert_array_equal(a, np.ones((2, 4)))
 
 
+@pytest.mark.parametrize("backend", ["jit", "reference"])
+def test_outputs_are_fresh_writable_arrays_and_inputs_are_not_touched(backend):
+    # Inputs are borrowed by the core for the run and outputs wrap the core's own buffers
+    # without a copy: each call must still give an independent, writable array.
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    before = a.copy()
+    c = knit.compile(double, a)
+    first = c.run(a, backend=backend)
+    second = c.run(a, backend=backend)
+    assert first.flags.writeable and first.flags.owndata is False  # a view of the core's buffer
+    first[:] = -1
+    np.testing.assert_array_equal(second, 2 * before)
+    np.testing.assert_array_equal(a, before)
+
+
 def test_several_outputs_come_back_as_a_tuple():
     @nki.jit
     def split(a):

@@ -14,6 +14,13 @@ struct HostTensor {
   ir::DType dtype = ir::DType::float32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
+  // An input may instead borrow its bytes from the caller (a NumPy array the Python binding holds
+  // for the run), which saves copying every argument once more. A run that writes the argument
+  // back stores the new bytes in `bytes`.
+  std::span<const uint8_t> borrowed;
+
+  // The bytes a run reads: the borrowed span if there is one, else `bytes`.
+  std::span<const uint8_t> input_bytes() const { return borrowed.data() ? borrowed : std::span<const uint8_t>(bytes); }
 
   int64_t num_elements() const;
   int64_t size_bytes() const { return num_elements() * ir::dtype_size(dtype); }
