@@ -27,12 +27,7 @@ void check(Checker& c, const DmaTranspose& op) {
   if (dtype_size(op.src.dtype) != 2) c.fail("dtype", "dma_transpose moves 2-byte dtypes only (bfloat16, float16, int16, uint16)");
   c.same_dtype(op.dst, "dst", op.src, "src");
   const size_t rank = op.src.dims.size();
-  IntList axes = op.axes;
-  if (axes.empty()) {
-    if (rank == 2) axes = {1, 0};
-    else if (rank == 3) axes = {2, 1, 0};
-    else if (rank == 4) axes = {3, 1, 2, 0};
-  }
+  const IntList axes = op.resolved_axes();
   const bool ok = (rank == 2 && axes == IntList{1, 0}) || (rank == 3 && axes == IntList{2, 1, 0}) ||
                   (rank == 4 && axes == IntList{3, 1, 2, 0});
   if (!ok) c.fail("dma-transpose", "supported permutations are (1,0) for 2-D, (2,1,0) for 3-D and (3,1,2,0) for 4-D src");

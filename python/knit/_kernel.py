@@ -126,8 +126,9 @@ class Compiled:
 
     def run(self, *args, schedule="round_robin", seed=0, check_races=True, backend=None, **kwargs):
         """Run the engine program with a chosen queue interleaving: "program_order",
-        "round_robin" or "random" (with `seed`), on `backend` ("jit" or "reference"; default
-        $KNIT_BACKEND, else "jit"). ``last_run`` then tells how many instructions ran natively."""
+        "round_robin" or "random" (with `seed`), on `backend` ("jit", "jit-strict" or "reference";
+        default $KNIT_BACKEND, else "jit"). ``last_run`` then tells how many instructions ran
+        natively and lists (``fallbacks``) those the native path could not run, with why."""
         return self.kernel._run(self, args, kwargs, runner=lambda hosts, uninit: self.program.run(
             hosts, uninit, schedule, seed, check_races, backend or default_backend()))
 
@@ -137,7 +138,8 @@ class Compiled:
 
 
 def default_backend():
-    """The execution backend of engine programs: $KNIT_BACKEND ("jit" or "reference"), else "jit"."""
+    """The execution backend of engine programs: $KNIT_BACKEND ("jit", "jit-strict" or "reference"),
+    else "jit" (docs/jit.md)."""
     return os.environ.get("KNIT_BACKEND", "jit")
 
 

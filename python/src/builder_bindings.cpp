@@ -54,7 +54,8 @@ std::function<void(int64_t)> progress_bar(const ir::Kernel& k) {
 sim::Backend backend_from(const std::string& name) {
   if (name == "jit") return sim::Backend::jit;
   if (name == "reference") return sim::Backend::reference;
-  throw py::value_error("backend must be \"jit\" or \"reference\", not \"" + name + "\" (KNIT_BACKEND)");
+  if (name == "jit-strict") return sim::Backend::jit_strict;
+  throw py::value_error("backend must be \"jit\", \"jit-strict\" or \"reference\", not \"" + name + "\" (KNIT_BACKEND)");
 }
 
 // run_program without the GIL, with the progress line.
@@ -359,6 +360,7 @@ void bind_builder(py::module_& m) {
             counts["backend"] = backend;
             counts["native"] = r.native_instructions;
             counts["interpreted"] = r.interpreted_instructions;
+            counts["fallbacks"] = r.fallbacks;
             return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings, counts);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",

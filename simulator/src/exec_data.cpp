@@ -86,8 +86,7 @@ void exec(Machine& m, const DmaTranspose& op) {
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<int64_t> sshape = op.src.shape();
   const size_t rank = sshape.size();
-  IntList axes = op.axes;
-  if (axes.empty()) axes = rank == 2 ? IntList{1, 0} : rank == 3 ? IntList{2, 1, 0} : IntList{3, 1, 2, 0};
+  const IntList axes = op.resolved_axes();
   // dst dim k is src dim axes[k]; map each src element (row-major) to its dst position.
   std::vector<int64_t> dshape(rank), dstride(rank);
   for (size_t k = 0; k < rank; ++k) dshape[k] = sshape[axes[k]];

@@ -264,7 +264,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     mem.resize_initialized(in.size());
     std::memcpy(mem.bytes.data(), in.data(), in.size());
   }
-  if (program && options.backend == Backend::jit && !options.timing_only) {
+  if (program && options.backend != Backend::reference && !options.timing_only) {
     native_ = std::make_unique<NativeExecutor>(*this);
     native_->start();
   }
@@ -723,6 +723,7 @@ RunResult Machine::run() {
   if (native_) {
     result.native_instructions = native_->native;
     result.interpreted_instructions = native_->interpreted;
+    result.fallbacks = native_->fallbacks;
   }
   if (options_.timing_only) return result;
   for (int id : kernel_.outputs) {

@@ -157,6 +157,7 @@ class Machine {
   void warn(const std::string& message);
   [[noreturn]] void fail(const std::string& rule, const std::string& message) const;
   bool uninitialized_is_error() const { return options_.uninitialized_read_is_error; }
+  Backend backend() const { return options_.backend; }
 
   // Engine accumulator registers (nki-api.md §4.8): one fp32 per partition lane.
   std::array<float, 128> scalar_acc{};

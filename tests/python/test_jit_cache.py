@@ -130,7 +130,7 @@ def test_backend_selection(monkeypatch):
     assert c.last_run["backend"] == "jit" and c.last_run["native"] > 0
     monkeypatch.setenv("KNIT_BACKEND", "reference")
     ref_out = c.run(x)
-    assert c.last_run == {"backend": "reference", "native": 0, "interpreted": 0}
+    assert c.last_run == {"backend": "reference", "native": 0, "interpreted": 0, "fallbacks": []}
     assert np.asarray(jit_out).tobytes() == np.asarray(ref_out).tobytes()
     monkeypatch.setenv("KNIT_BACKEND", "fast")
     with pytest.raises(ValueError, match="backend must be"):

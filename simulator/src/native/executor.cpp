@@ -1,11 +1,11 @@
 #include "executor.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <optional>
-#include <cstring>
 
 #include "../alu.h"
 #include "../exec_compute.h"
@@ -47,6 +47,8 @@ bool natively_executable(Opcode op) {
     case Opcode::tensor_scalar_reduce:
     case Opcode::tensor_copy:
     case Opcode::dma_copy:
+    case Opcode::nc_transpose:
+    case Opcode::dma_transpose:
     case Opcode::tensor_reduce:
     case Opcode::nc_matmul: return true;
     default: return false;
@@ -64,6 +66,10 @@ struct Operand {
   int esize = 4;
   bool written = false;
   bool partitioned = false;  // layout dim 0 is the partition dim (an on-chip view)
+  // A transposed operand's dims in the order the walk takes them (`layout` stays the view's
+  // own, for the overlap and initialized-byte checks).
+  std::optional<Machine::Layout> walk_order;
+  const Machine::Layout& walked() const { return walk_order ? *walk_order : layout; }
 };
 
 Access access_of(const Operand& o) {
@@ -99,7 +105,7 @@ bool common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
   };
   std::vector<Cursor> cur(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) {
-    cur[i].dims = simplified(ops[i]->layout, first);
+    cur[i].dims = simplified(ops[i]->walked(), first);
     if (!cur[i].dims.empty()) {
       cur[i].rem = cur[i].dims.back().first;
       cur[i].stride = cur[i].dims.back().second;
@@ -230,6 +236,7 @@ struct NativeExecutor::Plan {
 
 NativeExecutor::NativeExecutor(Machine& m) : m_(m), jit_(native_specializer()) {
   if (const char* env = std::getenv("KNIT_JIT_THRESHOLD"); env && *env) threshold_ = std::max<int64_t>(0, std::atoll(env));
+  if (m_.backend() == Backend::jit_strict) threshold_ = 0;  // strict: every instruction natively
 }
 
 namespace {
@@ -274,12 +281,24 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   };
   const Kernel& k = m_.kernel();
   auto on_chip = [&](const View& v) { return is_on_chip(k.tensor(v.tensor).buffer); };
-  auto map = [&](MapShape s, const View& dst, const View& a, const View* b) {
+  // `a_axes` (a transpose): walk operand a with its dims permuted, dim k being a's dim a_axes[k];
+  // its elements then pair with dst's in row-major order, across partitions.
+  auto map = [&](MapShape s, const View& dst, const View& a, const View* b, const IntList* a_axes = nullptr) {
     out.body = "knit_map_body";
     if (!add(dst, true) || !add(a, false) || (b && !add(*b, false))) return false;
+    if (a_axes) {
+      const Machine::Layout& l = out.ops[1].layout;
+      if (a_axes->size() != l.num.size()) return false;
+      Machine::Layout permuted{l.base, {}, {}};
+      for (int64_t axis : *a_axes) {
+        permuted.num.push_back(l.num[static_cast<size_t>(axis)]);
+        permuted.stride.push_back(l.stride[static_cast<size_t>(axis)]);
+      }
+      out.ops[1].walk_order = std::move(permuted);
+    }
     std::vector<Operand*> ops;
     for (Operand& o : out.ops) ops.push_back(&o);
-    const bool partitioned = on_chip(dst) && on_chip(a) && (!b || on_chip(*b));
+    const bool partitioned = !a_axes && on_chip(dst) && on_chip(a) && (!b || on_chip(*b));
     if (partitioned) {
       out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
       for (Operand* o : ops) {
@@ -354,6 +373,19 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   if (const auto* op = std::get_if<DmaCopy>(&inst.op)) {
     s.kind = MapKind::copy;
     return map(s, op->dst, op->src, nullptr);
+  }
+  if (const auto* op = std::get_if<NcTranspose>(&inst.op)) {
+    // dst[f, p] = data[p, f], f running over data's free dims (exec_data.cpp).
+    s.kind = MapKind::copy;
+    IntList axes;
+    for (size_t k = 1; k < op->data.dims.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+    axes.push_back(0);
+    return map(s, op->dst, op->data, nullptr, &axes);
+  }
+  if (const auto* op = std::get_if<DmaTranspose>(&inst.op)) {
+    s.kind = MapKind::copy;
+    const IntList axes = op->resolved_axes();
+    return map(s, op->dst, op->src, nullptr, &axes);
   }
   if (const auto* op = std::get_if<TensorReduce>(&inst.op)) {
     out.body = "knit_reduce_body";
@@ -461,11 +493,33 @@ std::vector<Part> parts_of(const std::string& body, const std::string& shape, in
 
 }  // namespace
 
+namespace {
+
+// Register and multi-core synchronization instructions move no tensor data: nothing to compile.
+bool moves_no_data(Opcode op) {
+  switch (op) {
+    case Opcode::register_move:
+    case Opcode::register_load:
+    case Opcode::register_store:
+    case Opcode::register_alu:
+    case Opcode::core_barrier: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 bool NativeExecutor::run(const Instruction& inst) {
   Plan p;
   if (!plan(inst, p)) {
-    ++interpreted;
-    return false;
+    if (moves_no_data(inst.opcode())) {
+      ++interpreted;
+      return false;
+    }
+    return refuse(inst, {natively_executable(inst.opcode())
+                             ? "its operands are not views the native bodies walk (indirect, partition-crossing, "
+                               "or more than 4 strided dims after merging)"
+                             : "no native body for this opcode yet"});
   }
   // Tiered: a kernel too small to repay compiling runs on the reference executors until the
   // element work it has done passes the threshold (a device loop can get there late).
@@ -478,21 +532,33 @@ bool NativeExecutor::run(const Instruction& inst) {
     hot_ = true;
     prepare();
   }
-  if (!execute(p)) {
-    ++interpreted;
-    return false;
-  }
+  if (const Refusal why = execute(p); why.reason) return refuse(inst, why);
   ++native;
   return true;
 }
 
-bool NativeExecutor::execute(const Plan& p) {
+bool NativeExecutor::refuse(const Instruction& inst, Refusal why) {
+  if (!why.diagnostic) {
+    if (m_.backend() == Backend::jit_strict)
+      m_.fail("jit-strict", std::string(inst.opcode_name()) + " cannot run on the native path: " + why.reason +
+                                ". KNIT_BACKEND=jit runs such instructions on the reference executors "
+                                "(listed in Compiled.last_run[\"fallbacks\"]); KNIT_BACKEND=reference runs all of them there");
+    std::string line = inst.loc.file + ":" + std::to_string(inst.loc.line) + ": " + std::string(inst.opcode_name()) +
+                       ": " + why.reason;
+    if (std::find(fallbacks.begin(), fallbacks.end(), line) == fallbacks.end()) fallbacks.push_back(std::move(line));
+  }
+  ++interpreted;
+  return false;
+}
+
+NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   const Instruction& inst = *p.inst;
   Memory* mem[4] = {};
   for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
   // Reads of never-written bytes: the reference executor names the element (or warns).
   for (size_t i = 0; i < p.ops.size(); ++i)
-    if (!p.ops[i].written && mem[i]->tracks_init() && !all_flags_are(mem[i]->init.data(), p.ops[i], 1)) return false;
+    if (!p.ops[i].written && mem[i]->tracks_init() && !all_flags_are(mem[i]->init.data(), p.ops[i], 1))
+      return {"reads never-written bytes", true};
   // An output may be an input exactly (element-wise in place), never a shifted one.
   for (size_t i = 0; i < p.ops.size(); ++i)
     for (size_t j = 0; j < p.ops.size(); ++j) {
@@ -502,21 +568,23 @@ bool NativeExecutor::execute(const Plan& p) {
       if (!may_overlap(w, r)) continue;
       const bool same = w.layout.base == r.layout.base && w.esize == r.esize &&
                         std::equal(w.step, w.step + kWalkDims, r.step) && std::equal(w.n, w.n + kWalkDims, r.n);
-      if (!same || p.body != std::string_view("knit_map_body")) return false;
+      if (!same || p.body != std::string_view("knit_map_body"))
+        return {"its output overlaps an input other than element for element"};
     }
   std::string shape = p.shape;
   bool by_matmul = false;
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
     // Accumulation is decided per element by the PSUM state; natively only when it is uniform.
     const Operand& dst = p.ops[0];
-    if (!mem[0]->tracks_matmul()) return false;
+    if (!mem[0]->tracks_matmul()) return {"its dst is not in PSUM"};
     const bool written = all_flags_are(mem[0]->mm_written.data(), dst, 1);
     const bool fresh = all_flags_are(mem[0]->mm_written.data(), dst, 0);
     bool add = false;
     if (op->accumulate == Accumulate::on) add = true;
     else if (op->accumulate == Accumulate::auto_) add = written;
-    if (add && !written) return false;  // adds into unwritten / non-matmul PSUM: the reference warns
-    if (op->accumulate == Accumulate::auto_ && !written && !fresh) return false;
+    if (add && !written) return {"it adds into PSUM no matmul wrote", true};  // the reference warns
+    if (op->accumulate == Accumulate::auto_ && !written && !fresh)
+      return {"its dst is partly matmul-accumulated, partly not (accumulation decided per element)"};
     shape = with_accumulate(shape, add);
     by_matmul = true;
   }
@@ -576,7 +644,7 @@ bool NativeExecutor::execute(const Plan& p) {
   if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
   if (activation) finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
-  return true;
+  return {};
 }
 
 void NativeExecutor::start() {

@@ -44,16 +44,26 @@ class NativeExecutor {
   void prepare();
   static constexpr int64_t kDefaultThreshold = int64_t{1} << 21;
   // Runs `inst` natively and returns true, or returns false (nothing touched) for the reference
-  // executor to run it.
+  // executor to run it. Under Backend::jit_strict, an instruction it cannot run (see
+  // RunResult::fallbacks) is a runtime error instead.
   bool run(const ir::Instruction& inst);
 
   int64_t native = 0;       // instructions executed natively
   int64_t interpreted = 0;  // instructions left to the reference executors
+  // RunResult::fallbacks: each source line whose instruction the native path could not run, why.
+  std::vector<std::string> fallbacks;
 
  private:
   struct Plan;
+  // Why an instance goes to the reference executors; `diagnostic` when it is so that the
+  // reference raises or warns with its exact message (not a limit of the native path).
+  struct Refusal {
+    const char* reason = nullptr;
+    bool diagnostic = false;
+  };
   bool plan(const ir::Instruction& inst, Plan& out);
-  bool execute(const Plan& plan);
+  Refusal execute(const Plan& plan);
+  bool refuse(const ir::Instruction& inst, Refusal why);
 
   Machine& m_;
   codegen::Specializer& jit_;

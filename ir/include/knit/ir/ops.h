@@ -317,6 +317,12 @@ struct DmaTranspose {
   template <class F> void fields(F&& f) {
     f("dst", dst); f("src", src); f("axes", axes); f("dge_mode", dge_mode); f("oob_mode", oob_mode);
   }
+  // dst dim k is src dim resolved_axes()[k]; no axes means NKI's default for the rank.
+  IntList resolved_axes() const {
+    if (!axes.empty()) return axes;
+    const size_t rank = src.dims.size();
+    return rank == 2 ? IntList{1, 0} : rank == 3 ? IntList{2, 1, 0} : IntList{3, 1, 2, 0};
+  }
   KNIT_FIELDS_EQ(DmaTranspose);
 };
 

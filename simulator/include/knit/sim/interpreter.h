@@ -27,9 +27,11 @@ enum class Schedule : uint8_t { program_order, round_robin, random };
 // How run_program executes data instructions: `jit` runs each instruction whose operands are
 // static strided views as a body specialized for its shape and compiled to native code with
 // LLVM ORC (bit-identical to the reference executors, which run the rest); `reference` runs
-// every instruction through the reference executors, element by element. interpret() is
-// always the reference.
-enum class Backend : uint8_t { reference, jit };
+// every instruction through the reference executors, element by element. `jit_strict` is `jit`
+// that compiles every kernel (no work threshold) and makes an instruction the native path cannot
+// run a runtime error naming it, instead of handing it to the reference executors. interpret()
+// is always the reference.
+enum class Backend : uint8_t { reference, jit, jit_strict };
 
 struct InterpretOptions {
   // A read of never-written memory is a runtime error (true) or a warning (false).
@@ -74,6 +76,11 @@ struct RunResult {
   // Data and register instructions executed by native code / by the reference executors.
   int64_t native_instructions = 0;
   int64_t interpreted_instructions = 0;
+  // Instructions the jit backend handed to the reference executors because it cannot run them
+  // (no native body, views it cannot walk, partial overlap, ...), one line each, in first-run
+  // order: "file:line: opcode: reason". Not listed: kernels below the compile threshold, and
+  // instances sent there so the reference names an error or warning (uninitialized reads).
+  std::vector<std::string> fallbacks;
 };
 
 // Runs `kernel` on `args` (one per kernel parameter, matching shape and dtype). Arguments the
