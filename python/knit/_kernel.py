@@ -21,24 +21,36 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
+# torch dtypes NumPy has no type for, by the Knit dtype with the same encoding; they cross as raw
+# integer words of their size. (Knit's float8_e4m3, with infinities, has no torch counterpart:
+# torch's float8_e4m3fn is Knit's float8_e4m3fn.)
+_TORCH_RAW = {"bfloat16": "bfloat16", "float8_e5m2": "float8_e5m2", "float8_e4m3fn": "float8_e4m3fn"}
+_INT_OF_SIZE = {1: np.uint8, 2: np.int16}
+
+
 def _to_numpy(x):
     """(array, was_torch) for a NumPy array, a torch tensor or anything np.asarray accepts."""
     if _is_torch(x):
         import torch
 
         t = x.detach().cpu().contiguous()
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(ALL["bfloat16"].numpy), True
+        name = str(t.dtype).removeprefix("torch.")
+        if name in _TORCH_RAW:
+            raw = t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy()
+            return raw.view(ALL[_TORCH_RAW[name]].numpy), True
         return t.numpy(), True
     return np.asarray(x), False
 
 
 def _to_torch(a, like):
+    """A torch tensor sharing `a`'s memory (results are fresh arrays), on `like`'s device."""
     import torch
 
-    if a.dtype == ALL["bfloat16"].numpy:
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).to(like.device)
-    return torch.from_numpy(a.copy()).to(like.device)
+    for knit_name, torch_name in _TORCH_RAW.items():
+        if a.dtype == ALL[knit_name].numpy:
+            raw = torch.from_numpy(a.view(_INT_OF_SIZE[a.dtype.itemsize]))
+            return raw.view(getattr(torch, torch_name)).to(like.device)
+    return torch.from_numpy(a).to(like.device)
 
 
 def _is_array(x):
@@ -80,6 +92,7 @@ class Compiled:
         self._prints = trace.prints
         self._param_positions = param_positions
         self.last_run = None  # the last run's backend and native / interpreted instruction counts
+        self.last_written = []  # argument positions the last run's kernel writes
         self._num_outputs = num_outputs  # the kernel's results; device_print outputs follow them
         self._single = single  # the kernel returned one tensor (not a tuple)
         self._program = None
@@ -238,6 +251,9 @@ class Kernel:
             runner = lambda h, u: compiled.program.run(h, u, backend=default_backend())  # noqa: E731
         outs, after, warnings, *counts = _trace.core_call(runner, hosts, uninit_error)
         compiled.last_run = counts[0] if counts else {"backend": "interpreter"}
+        # Positions (in the call's arguments) of the inputs some instruction writes.
+        params = compiled._param_positions
+        compiled.last_written = [params[n] for n, w in enumerate(after) if w is not None and n < len(params)]
         return self._results(compiled, outs, after, warnings, originals, any_torch)
 
     @staticmethod

@@ -234,6 +234,13 @@ void append(frontend::Builder& b, const std::string& opname, const py::dict& fie
   b.append(std::move(inst));
 }
 
+// (dtype name, shape) of the tensors `ids` of a kernel.
+std::vector<std::pair<std::string, std::vector<int64_t>>> tensor_specs(const ir::Kernel& k, const std::vector<int>& ids) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+  for (int id : ids) specs.emplace_back(std::string(ir::to_string(k.tensor(id).dtype)), k.tensor(id).shape);
+  return specs;
+}
+
 std::vector<ir::Index> key_from(const py::list& key) {
   std::vector<ir::Index> out;
   for (const auto& item : key) {
@@ -276,11 +283,10 @@ void bind_builder(py::module_& m) {
       .def_readonly("name", &ir::Kernel::name)
       .def_property_readonly("text", [](const ir::Kernel& k) { return ir::print(k); })
       .def_property_readonly("num_instructions", [](const ir::Kernel& k) { return k.body.size(); })
-      .def("param_specs", [](const ir::Kernel& k) {
-        std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
-        for (int id : k.params) specs.emplace_back(std::string(ir::to_string(k.tensor(id).dtype)), k.tensor(id).shape);
-        return specs;
-      })
+      .def("param_specs", [](const ir::Kernel& k) { return tensor_specs(k, k.params); },
+           "(dtype, shape) of each parameter")
+      .def("output_specs", [](const ir::Kernel& k) { return tensor_specs(k, k.outputs); },
+           "(dtype, shape) of each output (the kernel's results, then device_print tensors)")
       .def(
           "run",
           [](const ir::Kernel& k, const py::list& args, bool uninitialized_is_error) {
