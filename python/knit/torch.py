@@ -177,6 +177,7 @@ class KnitOp:
         self.op = getattr(getattr(torch.ops, namespace), op_name).default
         self.__name__ = op_name
         self.__doc__ = fn.__doc__
+        self.backward_op = None  # the KnitOp computing the gradients, if register_backward gave one
 
     def __repr__(self):
         return f"<knit.torch op {self.name}{self.schema}>"
@@ -235,6 +236,7 @@ class KnitOp:
         if isinstance(backward, Kernel):
             backward = KnitOp(self.name + "_backward", backward, target=self.target, backend=self.backend)
         if isinstance(backward, KnitOp):
+            self.backward_op = backward
             if setup_context is not None:
                 raise user_error("torch-autograd", "a Knit backward kernel gets the inputs saved for it; pass "
                                                    "setup_context only with a backward function", self._where)

@@ -128,6 +128,7 @@ KERNELS = {
     "rmsnorm": "rmsnorm_kernel",
     "layernorm": "layernorm_kernel",
     "attention": "attention_kernel",
+    "rmsnorm_backward": "rmsnorm_backward_kernel",
 }
 
 
