@@ -286,7 +286,8 @@ def _concrete(shape, op):
         except Exception as e:  # torch raises several types for unbacked symbols
             raise user_error("torch-dynamic-shape", f"{op.name}: Knit traces kernels for concrete shapes and dim {s} "
                                                     f"has no value to specialize on ({type(e).__name__}); give the op "
-                                                    f"inputs whose shapes are known when compiling", op._where) from None
+                                                    f"inputs whose shapes do not depend on data, or call it outside "
+                                                    f"the compiled region", op._where) from None
     return out
 
 

@@ -285,6 +285,14 @@ def test_dynamic_shapes_specialize_per_shape():
         torch.testing.assert_close(f(t), torch.softmax(t, -1) * 2, rtol=1e-5, atol=1e-7)
 
 
+def test_data_dependent_shapes_are_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
+    torch._dynamo.reset()
+    f = torch.compile(lambda t: ops.softmax(t[t[:, 0] > 0]), fullgraph=True)
+    with pytest.raises(Exception, match=r"softmax\.py:\d+: error: \[torch-dynamic-shape\].*no value to specialize on"):
+        f(torch.randn(200, 64))
+
+
 # ---- the end-to-end example ----------------------------------------------------------------------------
 
 
@@ -313,3 +321,53 @@ def test_transformer_block_trains_like_pure_torch(monkeypatch):
 def test_transformer_block_reports_simulated_latencies():
     lat = transformer_block.op_latencies()
     assert len(lat) == 6 and all(0 < us < 1000 for us in lat.values())
+
+
+# ---- C++ kernels registered with TORCH_LIBRARY (<knit/torch.h>) -------------------------------------
+
+CPP_OPS_LIBRARY = os.path.join(ROOT, "build", "examples", "torch", "cpp", "libknit_torch_ops.so")
+
+
+@pytest.fixture(scope="module")
+def knit_cpp():
+    if not os.path.exists(CPP_OPS_LIBRARY):
+        pytest.skip("build/examples/torch/cpp/libknit_torch_ops.so not built (CMake found no torch to build against)")
+    torch.ops.load_library(CPP_OPS_LIBRARY)
+    return torch.ops.knit_cpp
+
+
+CPP_CASES = {
+    "tensor_add": (lambda: (torch.randn(200, 64), torch.randn(200, 64)), lambda a, b: a + b),
+    "softmax": (lambda: (torch.randn(200, 256),), lambda x: torch.softmax(x, -1)),
+    "rmsnorm": (lambda: (torch.randn(200, 256), torch.randn(256)),
+                lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w),
+    "matmul": (lambda: (torch.randn(128, 128), torch.randn(128, 512)), lambda a, b: a.t() @ b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPP_CASES))
+def test_cpp_op_passes_opcheck_and_matches_torch(knit_cpp, name):
+    make, reference = CPP_CASES[name]
+    torch.manual_seed(7)
+    args = make()
+    op = getattr(knit_cpp, name)
+    torch.library.opcheck(op.default, args)
+    torch.testing.assert_close(op(*args), reference(*args), rtol=1e-5, atol=1e-4)
+    bf16 = tuple(a.bfloat16() for a in args)
+    got = op(*bf16)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), reference(*(a.float() for a in bf16)), rtol=2e-2, atol=2e-2)
+
+
+def test_cpp_op_under_torch_compile(knit_cpp):
+    torch._dynamo.reset()
+    x, w = torch.randn(128, 256), torch.randn(256)
+    f = torch.compile(lambda a, b: knit_cpp.softmax(knit_cpp.rmsnorm(a, b)) * 3, fullgraph=True)
+    torch.testing.assert_close(f(x, w), knit_cpp.softmax(knit_cpp.rmsnorm(x, w)) * 3, rtol=1e-6, atol=1e-7)
+
+
+def test_cpp_op_error_names_the_kernel_source_line(knit_cpp):
+    with pytest.raises(RuntimeError, match=r"examples/kernels/cpp/matmul\.cpp:\d+:\d+: error: \[view-out-of-range\]"):
+        knit_cpp.matmul(torch.randn(100, 128), torch.randn(100, 512))
+    with pytest.raises(RuntimeError, match="has no Knit counterpart"):
+        knit_cpp.softmax(torch.randn(128, 64, dtype=torch.float64))
