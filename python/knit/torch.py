@@ -195,7 +195,10 @@ class KnitOp:
         return self.kernel.compile(*specs, target=self.target)
 
     def _outputs_of(self, compiled):
+        """(dtype, shape) of the kernel's results, checked against the schema and torch's dtypes."""
         specs = compiled.core.output_specs()[: compiled._num_outputs]
+        for dt, _ in specs:
+            torch_dtype(dt, self._where)
         if len(specs) != self.num_outputs:
             raise user_error("torch-schema", f"{self.kernel.fn.__name__} returned {len(specs)} tensor(s) but the op "
                                              f"{self.name} was declared with {self.num_outputs}; pass num_outputs="

@@ -108,6 +108,16 @@ def test_bad_declarations_are_clear_errors():
         op(torch.randn(8, 8), torch.randn(8, 8))
 
 
+def test_a_result_dtype_torch_lacks_is_a_clear_error():
+    @knit.jit
+    def to_e4m3(x):
+        return _store(_load(x), nl.float8_e4m3)
+
+    op = ktorch.op(unique("to_e4m3"), to_e4m3)
+    with pytest.raises(knit.KnitError, match="float8_e4m3 has no torch counterpart"):
+        op(torch.randn(16, 16))
+
+
 def test_an_undeclared_mutation_is_an_error_naming_the_argument():
     op = ktorch.op(unique("double_undeclared"), double_in_place)
     with pytest.raises(knit.KnitError, match=r"writes its argument\(s\) \['x'\].*mutates_args"):
