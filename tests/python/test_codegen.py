@@ -122,6 +122,8 @@ CASES = {
     "transpose": ("transpose.py", "transpose_kernel", lambda r: [_rn(r, 256, 128)], ALL, 0.0),
     "softmax": ("softmax.py", "softmax_kernel", lambda r: [_rn(r, 200, 256) * 4], ALL, 1e-5),
     "rmsnorm": ("rmsnorm.py", "rmsnorm_kernel", lambda r: [_rn(r, 200, 256), _rn(r, 256)], ALL, 1e-5),
+    "rmsnorm_backward": ("rmsnorm_backward.py", "rmsnorm_backward_kernel",  # two outputs: (dx, dw)
+                         lambda r: [_rn(r, 200, 256), _rn(r, 256), _rn(r, 200, 256)], ALL, 1e-5),
     "layernorm": ("layernorm.py", "layernorm_kernel",
                   lambda r: [_rn(r, 200, 256) * 3 + 1, _rn(r, 256), _rn(r, 256)], ALL, 1e-5),
     "attention": ("attention.py", "attention_kernel", lambda r: [_rn(r, 256, 128) for _ in range(3)], ALL, 1e-5),
@@ -177,14 +179,18 @@ def test_example_matches_its_numpy_reference(case, target):
     module, compiled, inputs, out = compiled_case(case, target)
     tol = CASES[case][4]
     x = [a.astype(np.float64) for a in inputs]
-    want = np.asarray(module.reference(*x), np.float64)
-    got = np.asarray(out).astype(np.float64)
-    assert got.shape == want.shape and np.all(np.isfinite(got))
-    err = np.abs(got - want)
-    if tol == "mx":
-        assert np.all(err <= module.quantization_bound(*inputs))
-    else:
-        assert err.max() <= tol * np.abs(want).max(), f"max error {err.max():.3g}"
+    wants = module.reference(*x)
+    outs, wants = (out, wants) if isinstance(out, tuple) else ((out,), (wants,))
+    assert len(outs) == len(wants)
+    for got, want in zip(outs, wants):
+        want = np.asarray(want, np.float64)
+        got = np.asarray(got).astype(np.float64)
+        assert got.shape == want.shape and np.all(np.isfinite(got))
+        err = np.abs(got - want)
+        if tol == "mx":
+            assert np.all(err <= module.quantization_bound(*inputs))
+        else:
+            assert err.max() <= tol * np.abs(want).max(), f"max error {err.max():.3g}"
 
 
 @pytest.mark.parametrize("schedule,seed", SCHEDULES)
