@@ -1,5 +1,7 @@
 #include "knit/jit/orc_jit.h"
 
+#include <dlfcn.h>
+
 #include <map>
 #include <mutex>
 
@@ -72,6 +74,15 @@ OrcJit::OrcJit(llvm::ObjectCache* cache) : impl_(std::make_unique<Impl>()) {
   for (const char* runtime : {"libstdc++.so.6", "libgcc_s.so.1", "libm.so.6"})
     if (auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(runtime, prefix)) dylib.addGenerator(std::move(*generator));
     else llvm::consumeError(generator.takeError());  // absent runtimes are only needed if referenced
+  // Kernels compiled from C++ files (frontend/cpp) call Knit itself (the IR builder). When Knit
+  // lives in a shared library (a Python extension) its symbols are not the process's, so look
+  // them up in that library through a local handle: reopening it RTLD_GLOBAL (what
+  // DynamicLibrarySearchGenerator::Load does) would put its LLVM symbols in front of every
+  // library loaded later, and a second LLVM (Triton's) then crashes on load.
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void*>(&initialize_native_target), &self) && self.dli_fname)
+    if (void* handle = dlopen(self.dli_fname, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD))
+      dylib.addGenerator(std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(llvm::sys::DynamicLibrary(handle), prefix));
 }
 
 OrcJit::~OrcJit() = default;

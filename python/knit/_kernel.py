@@ -182,7 +182,7 @@ class Kernel:
         key = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
         if key not in self._cache:
-            name = _program_cache.key(self.fn, key)
+            name = self._disk_name(key)
             entry = _program_cache.load(name)
             if entry is not None:
                 self._cache[key] = Compiled._from_cache(self, target, entry)
@@ -190,6 +190,10 @@ class Kernel:
                 self._cache[key] = self._trace(args, kwargs, target)
                 self._cache[key]._disk_name = name
         return self._cache[key]
+
+    def _disk_name(self, key):
+        """The program disk cache's entry name for this compile key (None: not cached)."""
+        return _program_cache.key(self.fn, key)
 
     # Traces every launch-grid instance into one kernel: instances run in program order, and
     # shared_hbm tensors with the same name are one tensor across instances (NKI's LNC rule).

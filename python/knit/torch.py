@@ -115,8 +115,7 @@ def _returned_count(fn, where):
                     counts.add(1)
             visit(child, False)
 
-    func = tree.body[0]
-    visit(func, True)
+    visit(tree.body[0], True)
     if not counts:
         return 0
     return counts.pop() if len(counts) == 1 and -1 not in counts else None
@@ -163,8 +162,8 @@ class KnitOp:
         self.target = target
         self.backend = backend
         self.mutates_args = tuple(mutates_args)
-        if num_outputs is None:
-            num_outputs = _returned_count(fn, self._where)
+        if num_outputs is None:  # a C++ kernel states it; a Python one's return statements say
+            num_outputs = getattr(self.kernel, "default_num_outputs", None) or _returned_count(fn, self._where)
             if num_outputs is None:
                 raise user_error("torch-schema", f"cannot tell how many tensors {fn.__name__} returns from its return "
                                                  f"statements; pass num_outputs= to knit.torch.op", self._where)

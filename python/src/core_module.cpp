@@ -181,6 +181,8 @@ PYBIND11_MODULE(_core, m) {
   }, "What the native path compiled in this process and where its disk cache is");
   m.def("roundtrip_ir", [](const std::string& text) { return ir::print(ir::parse(text)); },
         "Parse IR text and print it back");
+  m.def("parse_ir", [](const std::string& text) { return ir::parse(text); }, py::arg("text"),
+        "Parse IR text (as printed, source locations included) into a Kernel");
   m.def("verify_ir", [](const std::string& text) { ir::verify(ir::parse(text)); }, "Parse and verify IR text");
   m.def("run_ir", &run_ir, py::arg("text"), py::arg("args"),
         "Run IR text on the reference interpreter; args and results are (dtype, shape, bytes) tuples");

@@ -100,4 +100,31 @@ inline std::vector<HostTensor> run(const ir::Kernel& kernel, std::vector<HostTen
   return sim::interpret(kernel, args, options).outputs;
 }
 
+// ---- kernels of a file Knit compiles itself (knit run FILE.cpp, knit.cpp.load) -------------
+//
+//   nl::tensor rmsnorm(nl::tensor x, nl::tensor w) { ... }
+//   KNIT_KERNEL(rmsnorm)
+//
+// KNIT_KERNEL(fn) marks a kernel function for Knit's in-process C++ compiler (frontend/cpp):
+// write it next to the function, in the same namespace, with the function's plain name. It
+// emits a C-linkage entry point knit_kernel_entry_<fn> describing the kernel, which the compiler
+// finds in the file's module; in an ordinary build (linked into your own program) it is unused.
+struct KernelEntry {
+  const char* name = nullptr;  // as written in KNIT_KERNEL(...)
+  size_t arity = 0;            // tensor parameters
+  ir::Kernel (*trace)(const std::string& name, const std::vector<ArgSpec>& args, ir::Target target) = nullptr;
+};
+
+namespace detail {
+template <auto Fn>
+KernelEntry entry_of(const char* name) {
+  using Traits = fn_traits<std::remove_cvref_t<std::remove_pointer_t<decltype(Fn)>>>;
+  return {name, Traits::arity,
+          [](const std::string& n, const std::vector<ArgSpec>& args, ir::Target t) { return knit::trace(n, Fn, args, t); }};
+}
+}  // namespace detail
+
+#define KNIT_KERNEL(fn) \
+  extern "C" void knit_kernel_entry_##fn(::knit::KernelEntry* out) { *out = ::knit::detail::entry_of<&fn>(#fn); }
+
 }  // namespace knit

@@ -22,4 +22,6 @@ nl::tensor gather_rows(nl::tensor table, nl::tensor ids) {
   return out;
 }
 
+KNIT_KERNEL(gather_rows)
+
 }  // namespace knit::examples

@@ -26,4 +26,6 @@ nl::tensor matmul(nl::tensor lhsT, nl::tensor rhs) {
   return out;
 }
 
+KNIT_KERNEL(matmul)
+
 }  // namespace knit::examples

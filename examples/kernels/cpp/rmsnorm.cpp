@@ -35,4 +35,6 @@ nl::tensor rmsnorm(nl::tensor x, nl::tensor w) {
   return out;
 }
 
+KNIT_KERNEL(rmsnorm)
+
 }  // namespace knit::examples

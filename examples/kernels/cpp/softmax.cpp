@@ -27,4 +27,6 @@ nl::tensor softmax(nl::tensor x) {
   return out;
 }
 
+KNIT_KERNEL(softmax)
+
 }  // namespace knit::examples

@@ -20,4 +20,6 @@ nl::tensor tensor_add(nl::tensor a, nl::tensor b) {
   return out;
 }
 
+KNIT_KERNEL(tensor_add)
+
 }  // namespace knit::examples

@@ -19,4 +19,6 @@ nl::tensor transpose(nl::tensor x) {
   return out;
 }
 
+KNIT_KERNEL(transpose)
+
 }  // namespace knit::examples

@@ -1,0 +1,57 @@
+// Knit's in-process C++ kernel compiler: compiles a .cpp file written against the header-only
+// API (<knit/knit.h>) with Clang's libraries, loads it with Knit's ORC JIT and traces the
+// kernels it marks with KNIT_KERNEL(fn) into the IR. No build system, no process spawned.
+//
+// Compiler diagnostics become knit::Error (user errors) with the file, line, column and source
+// line of the first error and Clang's full report. Compiled objects go through Knit's disk
+// cache (codegen/jit/disk_cache.h), keyed by the contents of the file and of every non-system
+// header it includes, the flags, the host CPU and the Knit and LLVM versions: a second load of
+// an unchanged file skips Clang entirely.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "knit/ir/ir.h"
+
+namespace knit::frontend {
+
+struct CppKernelInfo {
+  std::string name;  // as written in KNIT_KERNEL(...), e.g. "knit::examples::rmsnorm"
+  size_t arity = 0;  // tensor parameters
+};
+
+struct CppTensorSpec {
+  ir::DType dtype = ir::DType::float32;
+  std::vector<int64_t> shape;
+  std::string name;
+};
+
+class CppKernelFile {
+ public:
+  // Compiles (or loads from the disk cache) `path`. extra_args are added to the compiler's
+  // command line (e.g. "-DTILE=256", "-I/some/dir").
+  static std::unique_ptr<CppKernelFile> load(const std::string& path, const std::vector<std::string>& extra_args = {});
+  ~CppKernelFile();
+
+  const std::vector<CppKernelInfo>& kernels() const { return kernels_; }
+  // Whether the object came from the disk cache (Clang did not run).
+  bool from_cache() const { return from_cache_; }
+  // Traces kernel `name` (as listed in kernels(), or its last `::` component) for these
+  // argument shapes and dtypes.
+  ir::Kernel trace(const std::string& name, const std::vector<CppTensorSpec>& args, ir::Target target) const;
+
+ private:
+  CppKernelFile() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<CppKernelInfo> kernels_;
+  std::vector<void*> entries_;  // knit_kernel_entry_<n> functions, in kernels_ order
+  bool from_cache_ = false;
+};
+
+// The include directories Knit's headers live in (the -I flags of every compile).
+std::vector<std::string> knit_include_dirs();
+
+}  // namespace knit::frontend

@@ -1,0 +1,218 @@
+#include "knit/frontend/cpp_compiler.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/FrontendActions.h>
+#include <clang/Frontend/Utils.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/MemoryBuffer.h>
+
+#include "knit/ir/error.h"
+#include "knit/jit/disk_cache.h"
+#include "knit/knit.h"
+#include "knit/jit/orc_jit.h"
+
+namespace knit::frontend {
+
+namespace {
+
+constexpr const char* kEntryPrefix = "knit_kernel_entry_";
+
+// Every error and warning Clang reports, with where it points.
+class CollectingConsumer : public clang::DiagnosticConsumer {
+ public:
+  struct Item {
+    SourceLoc loc;
+    std::string severity, message;
+  };
+  std::vector<Item> items;
+
+  void HandleDiagnostic(clang::DiagnosticsEngine::Level level, const clang::Diagnostic& info) override {
+    DiagnosticConsumer::HandleDiagnostic(level, info);
+    if (level < clang::DiagnosticsEngine::Warning) return;
+    llvm::SmallString<256> text;
+    info.FormatDiagnostic(text);
+    Item item;
+    item.severity = level >= clang::DiagnosticsEngine::Error ? "error" : "warning";
+    item.message = text.str().str();
+    if (info.getLocation().isValid() && info.hasSourceManager()) {
+      const clang::PresumedLoc p = info.getSourceManager().getPresumedLoc(info.getLocation());
+      if (p.isValid()) item.loc = {p.getFilename(), static_cast<int>(p.getLine()), static_cast<int>(p.getColumn())};
+    }
+    items.push_back(std::move(item));
+  }
+
+  // Throws the first error as a Knit user error (its place and source line); any further
+  // errors follow the message, each with its place.
+  [[noreturn]] void fail(const std::string& path) const {
+    const Item* first = nullptr;
+    std::ostringstream more;
+    int others = 0;
+    for (const Item& i : items) {
+      if (i.severity != "error") continue;
+      if (!first) {
+        first = &i;
+        continue;
+      }
+      ++others;
+      more << "\n  " << i.loc.file << ":" << i.loc.line << ":" << i.loc.column << ": error: " << i.message;
+    }
+    if (!first) user_error(SourceLoc{path, 0, 0}, "cpp-compile", "Clang could not compile " + path);
+    std::string message = first->message + " (Clang; fix the C++ source)";
+    if (others) message += "; " + std::to_string(others) + " more error(s):" + more.str();
+    user_error(first->loc.known() ? first->loc : SourceLoc{path, 0, 0}, "cpp-compile", message);
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The compiler's command line: the clang++ driver next to LLVM (it finds Clang's own headers and
+// the system's C++ library from there), C++20 at -O2, Knit's headers and the file's folder.
+std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra) {
+  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O2", "-fPIC", "-Wno-unused-command-line-argument"};
+  for (const std::string& dir : knit_include_dirs()) args.push_back("-I" + dir);
+  args.push_back("-I" + std::filesystem::path(path).parent_path().string());
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("-c");
+  args.push_back(path);
+  return args;
+}
+
+std::unique_ptr<clang::CompilerInstance> instance(const std::vector<std::string>& args, CollectingConsumer& diags) {
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  clang::CreateInvocationOptions options;
+  options.Diags = clang::CompilerInstance::createDiagnostics(new clang::DiagnosticOptions, &diags, /*ShouldOwnClient=*/false);
+  std::shared_ptr<clang::CompilerInvocation> invocation = clang::createInvocation(argv, options);
+  if (!invocation) diags.fail(args.back());
+  invocation->getDiagnosticOpts().ShowCarets = false;  // also silences Clang's "N errors generated." on stderr
+  auto ci = std::make_unique<clang::CompilerInstance>();
+  ci->setInvocation(std::move(invocation));
+  ci->createDiagnostics(&diags, /*ShouldOwnClient=*/false);
+  return ci;
+}
+
+// Collects the files a compile reads besides system headers (the kernel file, its own headers,
+// Knit's headers), for the cache key.
+class Dependencies : public clang::DependencyCollector {
+ public:
+  bool needSystemDependencies() override { return false; }
+};
+
+// The cache key: everything that changes the object, by content.
+std::string cache_key(const std::vector<std::string>& args, const codegen::OrcJit& jit, CollectingConsumer& diags) {
+  auto ci = instance(args, diags);
+  auto deps = std::make_shared<Dependencies>();
+  ci->addDependencyCollector(deps);
+  clang::PreprocessOnlyAction preprocess;
+  if (!ci->ExecuteAction(preprocess) || ci->getDiagnostics().hasErrorOccurred()) diags.fail(args.back());
+  std::string text = "knit " KNIT_VERSION "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
+  for (const std::string& a : args) text += a + "\n";
+  for (const std::string& file : deps->getDependencies()) text += "file " + file + "\n" + read_file(file) + "\n";
+  return codegen::content_hash(text);
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> knit_include_dirs() {
+  std::vector<std::string> dirs;
+  std::istringstream in(KNIT_INCLUDE_DIRS);
+  for (std::string dir; std::getline(in, dir, '|');)
+    if (!dir.empty()) dirs.push_back(dir);
+  return dirs;
+}
+
+struct CppKernelFile::Impl {
+  std::unique_ptr<codegen::DiskObjectCache> cache;
+  std::unique_ptr<codegen::OrcJit> jit;
+};
+
+CppKernelFile::~CppKernelFile() = default;
+
+std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, const std::vector<std::string>& extra_args) {
+  if (!std::filesystem::is_regular_file(path))
+    user_error(SourceLoc{path, 0, 0}, "cpp-file", "no C++ kernel file " + path + "; give the path of a .cpp file");
+  const std::string file = std::filesystem::absolute(path).lexically_normal().string();
+  std::unique_ptr<CppKernelFile> out(new CppKernelFile());
+  out->impl_ = std::make_unique<Impl>();
+  Impl& impl = *out->impl_;
+  const std::vector<std::string> args = command_line(file, extra_args);
+  if (const std::string dir = codegen::cache_directory(); !dir.empty())
+    impl.cache = std::make_unique<codegen::DiskObjectCache>(dir + "/objects");
+  impl.jit = std::make_unique<codegen::OrcJit>(impl.cache.get());
+  CollectingConsumer diags;
+  const std::string key = cache_key(args, *impl.jit, diags);
+  const std::string entries_key = codegen::content_hash(key + "\nentries");
+
+  std::vector<std::string> entry_names;
+  std::unique_ptr<llvm::MemoryBuffer> object, entry_list;
+  if (impl.cache && (entry_list = impl.cache->load(entries_key)) && (object = impl.cache->load(key))) {
+    std::istringstream in(entry_list->getBuffer().str());
+    for (std::string name; std::getline(in, name);) entry_names.push_back(name);
+    impl.jit->add_object(std::move(object));
+    out->from_cache_ = true;
+  } else {
+    auto context = std::make_unique<llvm::LLVMContext>();
+    auto ci = instance(args, diags);
+    clang::EmitLLVMOnlyAction action(context.get());
+    if (!ci->ExecuteAction(action)) diags.fail(file);
+    std::unique_ptr<llvm::Module> module = action.takeModule();
+    if (!module) diags.fail(file);
+    for (const llvm::Function& f : module->functions())
+      if (!f.isDeclaration() && f.getName().starts_with(kEntryPrefix)) entry_names.push_back(f.getName().str());
+    module->setModuleIdentifier(key);  // the object cache stores the compiled object under it
+    impl.jit->add_module(std::move(module), std::move(context));
+    if (impl.cache) impl.cache->store(entries_key, join_lines(entry_names));
+  }
+  if (entry_names.empty())
+    user_error(SourceLoc{file, 0, 0}, "cpp-no-kernels",
+               "no kernel is marked in " + file + "; add KNIT_KERNEL(your_kernel) after each kernel function");
+  for (const std::string& name : entry_names) {
+    void* fn = impl.jit->lookup(name);
+    KernelEntry entry;
+    reinterpret_cast<void (*)(KernelEntry*)>(fn)(&entry);
+    out->kernels_.push_back({entry.name, entry.arity});
+    out->entries_.push_back(fn);
+  }
+  return out;
+}
+
+ir::Kernel CppKernelFile::trace(const std::string& name, const std::vector<CppTensorSpec>& args, ir::Target target) const {
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    const std::string& full = kernels_[k].name;
+    const size_t colon = full.rfind("::");
+    const std::string last = colon == std::string::npos ? full : full.substr(colon + 2);
+    if (name != full && name != last) continue;
+    KernelEntry entry;
+    reinterpret_cast<void (*)(KernelEntry*)>(entries_[k])(&entry);
+    std::vector<ArgSpec> specs;
+    for (const CppTensorSpec& a : args) specs.push_back({a.shape, a.dtype, a.name});
+    return entry.trace(last, specs, target);
+  }
+  std::string known;
+  for (const CppKernelInfo& k : kernels_) known += (known.empty() ? "" : ", ") + k.name;
+  user_error(SourceLoc{}, "cpp-kernel", "no kernel '" + name + "' in the file; it marks " + known);
+}
+
+}  // namespace knit::frontend

@@ -1,0 +1,116 @@
+"""knit.cpp: C++ kernel files compiled in-process (Clang + LLVM ORC), used like @knit.jit kernels.
+
+    import knit.cpp
+    kernels = knit.cpp.load("examples/kernels/cpp/rmsnorm.cpp")
+    out = kernels.rmsnorm(x, w)                    # NumPy / torch in and out, on the simulator
+    knit.compile(kernels.rmsnorm, x, w).asm        # the engine program
+    knit.profile(kernels.rmsnorm, x, w).summary()  # simulated timing
+    knit.torch.op("my_lib::rmsnorm", kernels.rmsnorm)
+
+A file includes <knit/knit.h> and marks each kernel with KNIT_KERNEL(fn). The first load runs
+Clang (a few seconds for the header-only API at -O2); the object goes to Knit's disk cache, so
+later loads of the unchanged file (and headers) take tens of milliseconds. See docs/cpp.md.
+"""
+import os
+import types
+
+from . import _core, _trace
+from ._dtypes import to_dtype
+from ._kernel import Compiled, Kernel, _is_array, _to_numpy
+from .errors import user_error
+from .typing import TensorType
+
+__all__ = ["load", "CppModule", "CppKernel"]
+
+
+def _cppc():
+    from . import _cppc as module  # Clang's libraries load only when a C++ file is
+
+    return module
+
+
+class CppKernel(Kernel):
+    """One KNIT_KERNEL-marked kernel of a compiled C++ file: call it, knit.compile / profile /
+    benchmark it, or make it a torch op, like a @knit.jit kernel. Its arguments are tensors."""
+
+    default_num_outputs = 1  # for knit.torch.op: a C++ kernel returns one tensor unless told
+
+    def __init__(self, file, path, name, arity):
+        self._file, self.path, self.qualified_name, self.arity = file, path, name, arity
+        short = name.rsplit("::", 1)[-1]
+        params = ", ".join(f"arg{i}" for i in range(arity))
+        # A stand-in Python function with the kernel's name, arity and file (what knit.torch
+        # reads for the op's schema and error locations); it is never called.
+        code = compile(f"def {short}({params}):\n    pass\n", path, "exec")
+        namespace = {}
+        exec(code, namespace)  # noqa: S102 (our own two lines)
+        fn = namespace[short]
+        fn.__doc__ = f"C++ kernel {name} from {path}"
+        super().__init__(fn)
+
+    def __repr__(self):
+        return f"<knit.cpp kernel {self.qualified_name} ({self.arity} tensors) from {self.path}>"
+
+    def __call__(self, *args, **kwargs):
+        if _trace.active():
+            raise user_error("cpp-kernel", f"C++ kernel {self.qualified_name} called while tracing a Python kernel; "
+                                           f"C++ kernels run on their own", None)
+        return self.compile(*args, **kwargs)(*args, **kwargs)
+
+    def __getitem__(self, grid):
+        raise user_error("cpp-kernel", "C++ kernels have no launch grid in knit.cpp", (self.path, 0, 0))
+
+    def _disk_name(self, key):
+        return None  # tracing is fast; the compiled file itself is what the disk cache keeps
+
+    def _trace(self, args, kwargs, target):
+        where = (self.path, 0, 0)
+        if kwargs:
+            raise user_error("kernel-args", f"C++ kernel {self.qualified_name} takes positional tensors only", where)
+        if len(args) != self.arity:
+            raise user_error("kernel-args", f"C++ kernel {self.qualified_name} takes {self.arity} tensor(s), "
+                                            f"got {len(args)}", where)
+        specs = []
+        for i, a in enumerate(args):
+            if isinstance(a, TensorType):
+                if a.dtype is None:
+                    raise user_error("kernel-args", f"placeholder {a!r} has no dtype", where)
+                shape, dt = a.shape, a.dtype
+            elif _is_array(a):
+                arr = _to_numpy(a)[0]
+                shape, dt = arr.shape, to_dtype(arr.dtype)
+            else:
+                raise user_error("kernel-args", f"argument {i} of C++ kernel {self.qualified_name} is "
+                                                f"{type(a).__name__}; C++ kernels take tensors", where)
+            specs.append((str(dt), [int(s) for s in shape], f"arg{i}"))
+        text = _trace.core_call(self._file.trace, self.qualified_name, specs, str(target))
+        core_kernel = _trace.core_call(_core.parse_ir, text)
+        n = len(core_kernel.output_specs())
+        trace = types.SimpleNamespace(constants=[], prints=[])
+        return Compiled(self, core_kernel, trace, list(range(len(args))), target, n, n == 1)
+
+
+class CppModule:
+    """The kernels of one C++ file, as attributes (by their unqualified names) and in `kernels`."""
+
+    def __init__(self, path, file):
+        self.path = path
+        self.from_cache = file.from_cache  # loaded from the disk cache: Clang did not run
+        self.kernels = {}
+        for name, arity in file.kernels:
+            kernel = CppKernel(file, path, name, arity)
+            self.kernels[name.rsplit("::", 1)[-1]] = kernel
+        for short, kernel in self.kernels.items():
+            setattr(self, short, kernel)
+
+    def __repr__(self):
+        return f"<knit.cpp module {self.path}: {', '.join(self.kernels)}>"
+
+
+def load(path, extra_args=()):
+    """Compile the C++ kernel file `path` in-process (or load it from the disk cache) and return
+    its KNIT_KERNEL-marked kernels. extra_args: more compiler flags ("-DN=4", "-I/dir")."""
+    path = os.path.abspath(path)
+    file = _trace.core_call(_cppc().CppKernelFile.load, path, list(extra_args))
+    return CppModule(path, file)
+

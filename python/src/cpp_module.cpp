@@ -1,0 +1,47 @@
+// knit._cppc: the in-process C++ kernel compiler (frontend/cpp) seen from Python. A separate
+// extension from knit._core so that only `knit.cpp` users load Clang's libraries. Kernels cross
+// to knit._core as IR text (with their source locations), parsed there.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "knit/frontend/cpp_compiler.h"
+#include "knit/ir/text.h"
+
+namespace py = pybind11;
+using knit::frontend::CppKernelFile;
+
+PYBIND11_MODULE(_cppc, m) {
+  m.doc() = "Knit's in-process C++ kernel compiler (Clang + ORC)";
+  py::class_<CppKernelFile>(m, "CppKernelFile")
+      .def_static(
+          "load",
+          [](const std::string& path, const std::vector<std::string>& extra_args) {
+            py::gil_scoped_release release;
+            return CppKernelFile::load(path, extra_args);
+          },
+          py::arg("path"), py::arg("extra_args") = std::vector<std::string>{},
+          "Compile (or load from the disk cache) a C++ kernel file")
+      .def_property_readonly("kernels",
+                             [](const CppKernelFile& f) {
+                               std::vector<std::pair<std::string, size_t>> out;
+                               for (const auto& k : f.kernels()) out.emplace_back(k.name, k.arity);
+                               return out;
+                             })
+      .def_property_readonly("from_cache", &CppKernelFile::from_cache)
+      .def(
+          "trace",
+          [](const CppKernelFile& f, const std::string& name, const py::list& args, const std::string& target) {
+            std::vector<knit::frontend::CppTensorSpec> specs;
+            for (const auto& a : args) {
+              auto t = a.cast<py::tuple>();
+              auto dtype = knit::ir::parse_enum<knit::ir::DType>(t[0].cast<std::string>());
+              if (!dtype) throw py::value_error("unknown Knit dtype " + t[0].cast<std::string>());
+              specs.push_back({*dtype, t[1].cast<std::vector<int64_t>>(), t[2].cast<std::string>()});
+            }
+            auto parsed = knit::ir::parse_enum<knit::ir::Target>(target);
+            if (!parsed) throw py::value_error("unknown target " + target);
+            return knit::ir::print(f.trace(name, specs, *parsed));
+          },
+          py::arg("name"), py::arg("args"), py::arg("target"),
+          "Trace a kernel for (dtype, shape, name) arguments; returns the IR text");
+}
