@@ -80,44 +80,6 @@ Picked pick(const Tile& src, DType dst_dtype, std::vector<bool> take) {
   return r;
 }
 
-// ---- bn_stats / bn_aggr -----------------------------------------------------------------------
-// One bn_stats group: (count, mean, sum of squared deviations = variance * count), all fp32,
-// two-pass. Knit: an empty group (data with one element has no odd elements) is (0, 0, 0), which
-// bn_aggr then ignores.
-struct Moments {
-  float count = 0, mean = 0, m2 = 0;
-};
-
-Moments group_moments(const float* row, int64_t F, int64_t first) {
-  Moments g;
-  float sum = 0;
-  for (int64_t j = first; j < F; j += 2) {
-    sum += row[j];
-    g.count += 1;
-  }
-  if (g.count == 0) return g;
-  g.mean = sum / g.count;
-  for (int64_t j = first; j < F; j += 2) g.m2 += (row[j] - g.mean) * (row[j] - g.mean);
-  return g;
-}
-
-// Chan et al.'s combination of k groups: N = sum n, mean = sum(n * mean) / N,
-// variance = sum(m2 + n * (mean_k - mean)^2) / N (population variance). No samples: 0/0 = NaN.
-std::pair<float, float> combine_moments(const float* triples, int64_t k) {
-  float n = 0, weighted = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    n += triples[3 * t];
-    weighted += triples[3 * t] * triples[3 * t + 1];
-  }
-  const float mean = weighted / n;
-  float m2 = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    const float d = triples[3 * t + 1] - mean;
-    m2 += triples[3 * t + 2] + triples[3 * t] * d * d;
-  }
-  return {mean, m2 / n};
-}
-
 // max8 order: descending fp32, NaN above everything (Knit: a NaN is "largest", like np.argmax).
 bool ranks_above(float a, float b) {
   if (std::isnan(a)) return !std::isnan(b);
