@@ -50,6 +50,11 @@ bool natively_executable(Opcode op) {
     case Opcode::nc_transpose:
     case Opcode::dma_transpose:
     case Opcode::tensor_reduce:
+    case Opcode::memset:
+    case Opcode::iota:
+    case Opcode::affine_select:
+    case Opcode::bn_stats:
+    case Opcode::bn_aggr:
     case Opcode::nc_matmul: return true;
     default: return false;
   }
@@ -282,10 +287,13 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   const Kernel& k = m_.kernel();
   auto on_chip = [&](const View& v) { return is_on_chip(k.tensor(v.tensor).buffer); };
   // `a_axes` (a transpose): walk operand a with its dims permuted, dim k being a's dim a_axes[k];
-  // its elements then pair with dst's in row-major order, across partitions.
-  auto map = [&](MapShape s, const View& dst, const View& a, const View* b, const IntList* a_axes = nullptr) {
+  // its elements then pair with dst's in row-major order, across partitions. `affine` (iota,
+  // affine_select): a pseudo-operand whose "layout" is the affine index's per-partition and
+  // pattern steps; walked with the others, its steps become the shape's affine_step.
+  auto map = [&](MapShape s, const View& dst, const View* a, const View* b, const IntList* a_axes = nullptr,
+                 const Operand* affine = nullptr) {
     out.body = "knit_map_body";
-    if (!add(dst, true) || !add(a, false) || (b && !add(*b, false))) return false;
+    if (!add(dst, true) || (a && !add(*a, false)) || (b && !add(*b, false))) return false;
     if (a_axes) {
       const Machine::Layout& l = out.ops[1].layout;
       if (a_axes->size() != l.num.size()) return false;
@@ -296,9 +304,11 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
       }
       out.ops[1].walk_order = std::move(permuted);
     }
+    Operand index;  // the walk of `affine`
     std::vector<Operand*> ops;
     for (Operand& o : out.ops) ops.push_back(&o);
-    const bool partitioned = !a_axes && on_chip(dst) && on_chip(a) && (!b || on_chip(*b));
+    if (affine) ops.push_back(&(index = *affine));
+    const bool partitioned = !a_axes && on_chip(dst) && (!a || on_chip(*a)) && (!b || on_chip(*b));
     if (partitioned) {
       out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
       for (Operand* o : ops) {
@@ -312,9 +322,48 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     if (!common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0)) return false;
     std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
     s.dst = access_of(out.ops[0]);
-    s.a = access_of(out.ops[1]);
+    if (a) s.a = access_of(out.ops[1]);
     if (b) s.b = access_of(out.ops[2]);
+    if (affine) std::copy(index.step, index.step + kWalkDims, s.affine_step);
     out.shape = bytes_of(s);
+    return true;
+  };
+  // The affine index of iota / affine_select (exec_select.cpp's free_affine_values): partition p
+  // steps by channel_multiplier, free element j by the pattern dims j decomposes into.
+  auto affine_index = [&](const View& dst, const Pattern& pattern, int64_t channel_multiplier) {
+    Operand o;
+    o.layout.num.push_back(dst.dims.empty() ? 1 : dst.dims[0].num);
+    o.layout.stride.push_back(channel_multiplier);
+    for (const ApDim& d : pattern) {
+      o.layout.num.push_back(d.num);
+      o.layout.stride.push_back(d.step);
+    }
+    return o;
+  };
+  // bn_stats / bn_aggr: each operand walks its own free dims (up to three after merging).
+  auto row = [&](RowKind kind, const View& dst, const View& data) {
+    out.body = "knit_row_body";
+    if (!add(dst, true) || !add(data, false) || !on_chip(dst) || !on_chip(data)) return false;
+    out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
+    for (Operand& o : out.ops) {
+      if (o.layout.num.empty() || o.layout.num[0] != out.partitions) return false;
+      o.n[0] = out.partitions;
+      o.step[0] = o.layout.stride[0];
+      const auto free = simplified(o.layout, 1);
+      if (free.size() > kWalkDims - 1) return false;
+      for (size_t d = 0; d < free.size(); ++d) {
+        o.n[kWalkDims - free.size() + d] = free[d].first;
+        o.step[kWalkDims - free.size() + d] = free[d].second;
+      }
+    }
+    RowShape r{};
+    std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, r.dst_walk.n);
+    std::copy(out.ops[1].n, out.ops[1].n + kWalkDims, r.data_walk.n);
+    r.dst = access_of(out.ops[0]);
+    r.data = access_of(out.ops[1]);
+    r.kind = kind;
+    out.scratch_floats = out.ops[1].n[1] * out.ops[1].n[2] * out.ops[1].n[3];
+    out.shape = bytes_of(r);
     return true;
   };
   MapShape s{};
@@ -325,7 +374,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
              : exact_int_path(m_, *op) ? MapKind::tensor_tensor_int
                                        : MapKind::tensor_tensor;
     s.op0 = static_cast<int32_t>(op->op);
-    return map(s, op->dst, op->data1, &op->data2);
+    return map(s, op->dst, &op->data1, &op->data2);
   }
   if (const auto* op = std::get_if<TensorScalar>(&inst.op)) {
     s.kind = is_bitvec_op(op->op0) ? MapKind::tensor_scalar_bits : MapKind::tensor_scalar;
@@ -333,7 +382,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.op1 = static_cast<int32_t>(op->op1);
     s.reverse0 = op->reverse0;
     s.reverse1 = op->reverse1;
-    return map(s, op->dst, op->data, nullptr);
+    return map(s, op->dst, &op->data, nullptr);
   }
   if (const auto* op = std::get_if<ScalarTensorTensor>(&inst.op)) {
     s.kind = MapKind::scalar_tensor_tensor;
@@ -341,12 +390,12 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.op1 = static_cast<int32_t>(op->op1);
     s.reverse0 = op->reverse0;
     s.reverse1 = op->reverse1;
-    return map(s, op->dst, op->data, &op->operand1);
+    return map(s, op->dst, &op->data, &op->operand1);
   }
   if (const auto* op = std::get_if<Reciprocal>(&inst.op)) {
     s.kind = MapKind::tensor_scalar;  // apply(reciprocal, x, .) = alu(reciprocal, x, 0), as exec
     s.op0 = static_cast<int32_t>(AluOp::reciprocal);
-    return map(s, op->dst, op->data, nullptr);
+    return map(s, op->dst, &op->data, nullptr);
   }
   if (const std::optional<Activation> act = activation_of(inst)) {
     s.kind = MapKind::activation;
@@ -355,24 +404,24 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.fold_op = activation_folds(*act) ? static_cast<int32_t>(act->reduce_op) : -1;
     s.alpha = static_cast<float>(act->alpha);
     // The plan keeps pointers to the views: pass the instruction's own, not the copy's.
-    if (const auto* op = std::get_if<Activation>(&inst.op)) return map(s, op->dst, op->data, nullptr);
+    if (const auto* op = std::get_if<Activation>(&inst.op)) return map(s, op->dst, &op->data, nullptr);
     const auto& op = std::get<ActivationReduce>(inst.op);
-    return map(s, op.dst, op.data, nullptr);
+    return map(s, op.dst, &op.data, nullptr);
   }
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
     s.kind = MapKind::tensor_scalar_fold;
     s.op0 = static_cast<int32_t>(op->op0);
     s.reverse0 = op->reverse0;
     s.fold_op = static_cast<int32_t>(op->reduce_op);
-    return map(s, op->dst, op->data, nullptr);
+    return map(s, op->dst, &op->data, nullptr);
   }
   if (const auto* op = std::get_if<TensorCopy>(&inst.op)) {
     s.kind = MapKind::copy;
-    return map(s, op->dst, op->src, nullptr);
+    return map(s, op->dst, &op->src, nullptr);
   }
   if (const auto* op = std::get_if<DmaCopy>(&inst.op)) {
     s.kind = MapKind::copy;
-    return map(s, op->dst, op->src, nullptr);
+    return map(s, op->dst, &op->src, nullptr);
   }
   if (const auto* op = std::get_if<NcTranspose>(&inst.op)) {
     // dst[f, p] = data[p, f], f running over data's free dims (exec_data.cpp).
@@ -380,13 +429,34 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     IntList axes;
     for (size_t k = 1; k < op->data.dims.size(); ++k) axes.push_back(static_cast<int64_t>(k));
     axes.push_back(0);
-    return map(s, op->dst, op->data, nullptr, &axes);
+    return map(s, op->dst, &op->data, nullptr, &axes);
   }
   if (const auto* op = std::get_if<DmaTranspose>(&inst.op)) {
     s.kind = MapKind::copy;
     const IntList axes = op->resolved_axes();
-    return map(s, op->dst, op->src, nullptr, &axes);
+    return map(s, op->dst, &op->src, nullptr, &axes);
   }
+  if (const auto* op = std::get_if<Memset>(&inst.op)) {
+    s.kind = MapKind::fill;
+    s.fill_bits = memset_bits(op->dst.dtype, op->value);
+    return map(s, op->dst, nullptr, nullptr);
+  }
+  if (const auto* op = std::get_if<Iota>(&inst.op)) {
+    s.kind = MapKind::iota;
+    s.affine_offset = op->offset;
+    const Operand index = affine_index(op->dst, op->pattern, op->channel_multiplier);
+    return map(s, op->dst, nullptr, nullptr, nullptr, &index);
+  }
+  if (const auto* op = std::get_if<AffineSelect>(&inst.op)) {
+    s.kind = MapKind::affine_select;
+    s.op0 = static_cast<int32_t>(op->cmp_op);
+    s.on_false = static_cast<float>(op->on_false_value);
+    s.affine_offset = op->offset;
+    const Operand index = affine_index(op->dst, op->pattern, op->channel_multiplier);
+    return map(s, op->dst, &op->on_true_tile, nullptr, nullptr, &index);
+  }
+  if (const auto* op = std::get_if<BnStats>(&inst.op)) return row(RowKind::bn_stats, op->dst, op->data);
+  if (const auto* op = std::get_if<BnAggr>(&inst.op)) return row(RowKind::bn_aggr, op->dst, op->data);
   if (const auto* op = std::get_if<TensorReduce>(&inst.op)) {
     out.body = "knit_reduce_body";
     if (!add(op->dst, true) || !add(op->data, false)) return false;
@@ -518,7 +588,8 @@ bool NativeExecutor::run(const Instruction& inst) {
     }
     return refuse(inst, {natively_executable(inst.opcode())
                              ? "its operands are not views the native bodies walk (indirect, partition-crossing, "
-                               "or more than 4 strided dims after merging)"
+                               "more than 4 strided dims after merging, or dims that do not nest with the other "
+                               "operands' or the affine pattern's)"
                              : "no native body for this opcode yet"});
   }
   // Tiered: a kernel too small to repay compiling runs on the reference executors until the

@@ -36,6 +36,9 @@ enum class MapKind : int32_t {
   scalar_tensor_tensor,  // dst = (a op0 col0) op1 b
   activation,       // dst = act0(a * col0 [+ col1]), row fold of the fp32 results with fold_op
   tensor_scalar_fold,    // dst = a op0 col0, row fold with fold_op (tensor_scalar_reduce)
+  fill,             // dst = fill_bits (memset; no input)
+  iota,             // dst = the affine value, stored like an integer (no input)
+  affine_select,    // dst = op0(float(affine value), 0) ? a : on_false (op0 a comparison)
 };
 
 struct MapShape {
@@ -47,7 +50,13 @@ struct MapShape {
   int32_t has_bias;  // activation: add column1
   int32_t fold_op;   // ir::AluOp of the row fold, or -1 for none
   float alpha;       // activation's prelu slope
-  int32_t unused;
+  uint32_t fill_bits;  // fill: the bit pattern of every dst element
+  float on_false;      // affine_select: the value of the elements not selected
+  // iota / affine_select: value(i0..i3) = affine_offset + sum_d i_d * affine_step[d], the GpSimd
+  // engine's int32 index (offset + p * channel_multiplier + the pattern's steps), walked like an
+  // operand whose "bytes" are index units.
+  int64_t affine_offset;
+  int64_t affine_step[kWalkDims];
 };
 // Run-time arguments: data[0] = dst, data[1] = a, data[2] = b (or null);
 // columns[0], columns[1] = per-partition scalars (fp32 values, or bit patterns for the bit-vector
@@ -65,6 +74,22 @@ struct ReduceShape {
   int32_t unused;
 };
 // data[0] = dst, data[1] = data.
+
+// Per-partition row statistics: each partition's data row (its free dims, row-major) is decoded
+// to fp32 into scratch, reduced to a few values, and those are stored to dst's free elements.
+enum class RowKind : int32_t {
+  bn_stats,  // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
+  bn_aggr,   // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
+};
+
+struct RowShape {
+  Walk data_walk;  // n[0] = partitions, n[1..3] = data's free dims
+  Walk dst_walk;   // n[0] = partitions, n[1..3] = dst's free dims
+  Access data, dst;
+  RowKind kind;
+  int32_t unused;
+};
+// data[0] = dst, data[1] = data, data[3] = scratch of the data free size in floats (one row).
 
 // One Tensor Engine matmul: dst[M, N] (=|+=) stationary[K, M].T @ moving[K, N], each output
 // the fp32 sum over k in order 0..K-1 of the fp32 products, starting from +0 (no FMA).
