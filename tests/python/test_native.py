@@ -1461,6 +1461,124 @@ def test_affine_select_reads_only_initialized_on_true_natively():
     assert c.last_run["fallbacks"] == []
 
 
+# ---- tensor_copy_predicated: a map whose stores are predicated (nl.where) ----------------------------------------
+
+PRED_DTYPES = [U8, I8, np.dtype(np.uint16), I16, U32, I32, F32, BF16, F16]
+# (src dtype, dst dtype): same dtype moves bits (NaN payloads kept), else fp32 conversion.
+TCP_DTYPES = [(F32, F32), (BF16, BF16), (F16, F16), (E4M3, E4M3), (I32, I32), (I8, I8), (U8, U8),
+              (F32, BF16), (BF16, F32), (F32, I8), (I32, F32), (E5M2, F16)]
+
+
+def _predicate(dt, shape, seed):
+    """A mask of dtype `dt`: zeros (both signs for floats) half the time, else assorted non-zero
+    values (NaN, subnormals and -1 / max among them)."""
+    p = values(dt, shape, seed, "nan" if dt.kind == "f" else "finite")
+    rng = np.random.default_rng(seed + 1)
+    zero = rng.random(shape) < 0.5
+    neg_zero = np.array(-0.0, np.float32).astype(dt) if dt.kind == "f" else np.zeros((), dt)
+    p[zero] = np.where(rng.random(shape) < 0.5, np.zeros((), dt), neg_zero)[zero]
+    return p
+
+
+@pytest.mark.parametrize("src,dst", TCP_DTYPES, ids=[f"{dname(a)}-{dname(b)}" for a, b in TCP_DTYPES])
+def test_tensor_copy_predicated(src, dst):
+    """tensor_copy_predicated natively: a tile source under each predicate dtype (NaN, +-0 and
+    subnormal float masks), reverse_pred, an immediate source (NaN, -0, overflowing values), a
+    strided view at a partition offset, and in place (dst is the predicate). Unselected
+    elements keep dst's previous bytes. The reference's bytes and NumPy's."""
+    shape = (64, 40)
+    x = values(src, shape, seed_of("tcp", src.name, dst.name), "nan" if src.kind == "f" else "finite")
+    old = values(dst, shape, seed_of("tcp-old", dst.name), "nan" if dst.kind == "f" else "finite")
+    preds = [_predicate(pd, shape, seed_of("tcp-p", pd.name, src.name)) for pd in PRED_DTYPES]
+    imms = [float("nan"), -0.0, 1e6, 2.5] if dst.kind == "f" else [-3.0, 100.0]
+    in_place = src == dst and src in PRED_DTYPES
+
+    @knit.jit
+    def kernel(x, old, *preds):
+        t, o = _load(x), _load(old)
+        ps = [_load(p) for p in preds]
+        outs = []
+        for i, p in enumerate(ps):
+            d = nl.ndarray(shape, dst, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=d, src=o)
+            nisa.tensor_copy_predicated(dst=d, src=t, predicate=p, reverse_pred=i % 2 == 1)
+            outs.append(_store(d))
+        for j, v in enumerate(imms):
+            d = nl.ndarray(shape, dst, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=d, src=o)
+            nisa.tensor_copy_predicated(dst=d, src=v, predicate=ps[j], reverse_pred=j == 1)
+            outs.append(_store(d))
+        d = nl.ndarray(shape, dst, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=d, src=o)
+        nisa.tensor_copy_predicated(dst=d[8:40, 1::3], src=t[0:32, 0:39:3], predicate=ps[6][16:48, 2::3])
+        outs.append(_store(d))
+        if in_place:  # in place over the predicate's own bytes
+            nisa.tensor_copy_predicated(dst=t, src=o, predicate=t)
+            outs.append(_store(t))
+        return tuple(outs)
+
+    c = knit.compile(kernel, x, old, *preds)
+    want = c.reference(x, old, *preds)
+    got, counts = run_jit(c, x, old, *preds)
+    assert_bytes_equal(want, got)
+    n_out = len(preds) + len(imms) + 1
+    assert (counts["native"], counts["interpreted"]) == (2 + len(preds) + 3 * n_out + 2 * in_place, 0), counts
+
+    def take(p, rev=False):
+        return (p.astype(np.float32) != 0) != rev
+
+    def conv(a):
+        if a.dtype == dst:
+            return a
+        if dst.kind in "iu":
+            info = np.iinfo(dst)
+            f = a.astype(np.float32)
+            return np.clip(np.rint(np.where(np.isnan(f), 0, f)), info.min, info.max).astype(dst)
+        with np.errstate(all="ignore"):
+            return _canonical_f32(a.astype(np.float32)).astype(dst)
+
+    expect = [np.where(take(p, i % 2 == 1), conv(x), old) for i, p in enumerate(preds)]
+    expect += [np.where(take(preds[j], j == 1), _cast_scalar(v, dst), old) for j, v in enumerate(imms)]
+    e = old.copy()
+    e[8:40, 1::3] = np.where(take(preds[6][16:48, 2::3]), conv(x[0:32, 0:39:3]), e[8:40, 1::3])
+    expect.append(e)
+    if in_place:
+        expect.append(np.where(take(x), old, x))
+    if dst.kind == "f" and dst != F32 and dst != src:
+        return  # NaNs canonical in the narrow format: compared with the reference only
+    assert_bytes_equal(tuple(expect), got, "numpy")
+
+
+def test_tensor_copy_predicated_fallbacks():
+    """What a bulk flag update cannot express goes to the reference executor, listed: a dst
+    partly never written (the unselected elements stay unwritten), and a PSUM dst a matmul wrote
+    (only the selected elements stop being matmul-written)."""
+
+    @knit.jit
+    def kernel(s, m, p):
+        ts, tm, tp = _load(s), _load(m), _load(p)
+        d = nl.ndarray((32, 64), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=d[:, 0:32], value=1.0)
+        nisa.tensor_copy_predicated(dst=d, src=-2.0, predicate=tp)  # d[:, 32:] never written
+        nisa.tensor_copy_predicated(dst=d[:, 32:64], src=3.0, predicate=tp[:, 32:64], reverse_pred=True)
+        acc = nl.ndarray((32, 64), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=ts, moving=tm)
+        nisa.tensor_copy_predicated(dst=acc, src=0.0, predicate=tp)  # selected ones: no longer matmul-written
+        nisa.nc_matmul(dst=acc, stationary=ts, moving=tm)  # adds where still matmul-written: reference
+        out = nl.ndarray((32, 64), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=out, src=acc)
+        return _store(d), _store(out)
+
+    s = values(BF16, (16, 32), 41, "finite")
+    m = values(BF16, (16, 64), 42, "finite")
+    p = (np.random.default_rng(43).random((32, 64)) < 0.5).astype(np.uint8)
+    c = knit.compile(kernel, s, m, p)
+    counts = check(c, s, m, p, native=8, interpreted=4)
+    reasons = " | ".join(counts["fallbacks"])
+    assert "partly never written" in reasons and "holds matmul results" in reasons, reasons
+    assert "partly matmul-accumulated" in reasons, reasons
+
+
 # ---- whole kernels under jit-strict ------------------------------------------------------------------------------
 
 

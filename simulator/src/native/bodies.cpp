@@ -159,6 +159,20 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float
         knit::ir::store_int(type(s.dst), affine_value(s, i0, i1, i2, i3), data[0] + at(s.dst, i0, i1, i2, i3));
       });
       return;
+    case MapKind::copy_predicated:
+    case MapKind::fill_predicated:
+      // As exec_data.cpp: only the selected elements are written (the executor runs this only on
+      // a dst whose other elements are initialized and not matmul-written, so the bulk flag update
+      // afterwards is exact); the source's bits move when the dtypes match, else through fp32.
+      for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        if ((load(s.a, a, i0, i1, i2, i3) != 0.0f) == static_cast<bool>(s.reverse0)) return;
+        uint8_t* out = data[0] + at(s.dst, i0, i1, i2, i3);
+        if (s.kind == MapKind::fill_predicated) knit::ir::encode(type(s.dst), s.imm, out);
+        else if (s.dst.dtype == s.b.dtype)
+          knit::ir::store_bits(type(s.dst), knit::ir::load_bits(type(s.b), b + at(s.b, i0, i1, i2, i3)), out);
+        else knit::ir::encode(type(s.dst), load(s.b, b, i0, i1, i2, i3), out);
+      });
+      return;
     case MapKind::affine_select: {
       // As exec_select.cpp: the selected elements keep their bits when the dtypes match (else go
       // through fp32), the others get on_false rounded to dst. on_true is read everywhere (the
@@ -168,7 +182,7 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float
       };
       if (s.dst.dtype == s.a.dtype) {
         uint8_t off[4] = {};
-        knit::ir::encode(type(s.dst), s.on_false, off);
+        knit::ir::encode(type(s.dst), s.imm, off);
         const uint32_t off_bits = knit::ir::load_bits(type(s.dst), off);
         map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
           const uint32_t x = knit::ir::load_bits(type(s.a), a + at(s.a, i0, i1, i2, i3));
@@ -177,7 +191,7 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float
       } else {
         map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
           const float x = load(s.a, a, i0, i1, i2, i3);
-          return take(i0, i1, i2, i3) ? x : s.on_false;
+          return take(i0, i1, i2, i3) ? x : s.imm;
         });
       }
       return;

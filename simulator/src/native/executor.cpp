@@ -51,6 +51,7 @@ bool natively_executable(Opcode op) {
     case Opcode::dma_transpose:
     case Opcode::tensor_reduce:
     case Opcode::memset:
+    case Opcode::tensor_copy_predicated:
     case Opcode::iota:
     case Opcode::affine_select:
     case Opcode::bn_stats:
@@ -323,7 +324,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
     s.dst = access_of(out.ops[0]);
     if (a) s.a = access_of(out.ops[1]);
-    if (b) s.b = access_of(out.ops[2]);
+    if (b) s.b = access_of(out.ops[a ? 2 : 1]);
     if (affine) std::copy(index.step, index.step + kWalkDims, s.affine_step);
     out.shape = bytes_of(s);
     return true;
@@ -441,6 +442,14 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.fill_bits = memset_bits(op->dst.dtype, op->value);
     return map(s, op->dst, nullptr, nullptr);
   }
+  if (const auto* op = std::get_if<TensorCopyPredicated>(&inst.op)) {
+    // The predicate is operand a (data[1]), a tile source operand b (data[2]).
+    if (!op->src.is_tile() && !op->src.is_imm()) return false;
+    s.kind = op->src.is_tile() ? MapKind::copy_predicated : MapKind::fill_predicated;
+    s.reverse0 = op->reverse_pred;
+    s.imm = static_cast<float>(op->src.imm);
+    return map(s, op->dst, &op->predicate, op->src.is_tile() ? &op->src.tile : nullptr);
+  }
   if (const auto* op = std::get_if<Iota>(&inst.op)) {
     s.kind = MapKind::iota;
     s.affine_offset = op->offset;
@@ -450,7 +459,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   if (const auto* op = std::get_if<AffineSelect>(&inst.op)) {
     s.kind = MapKind::affine_select;
     s.op0 = static_cast<int32_t>(op->cmp_op);
-    s.on_false = static_cast<float>(op->on_false_value);
+    s.imm = static_cast<float>(op->on_false_value);
     s.affine_offset = op->offset;
     const Operand index = affine_index(op->dst, op->pattern, op->channel_multiplier);
     return map(s, op->dst, &op->on_true_tile, nullptr, nullptr, &index);
@@ -642,6 +651,16 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
       if (!same || p.body != std::string_view("knit_map_body"))
         return {"its output overlaps an input other than element for element"};
     }
+  if (std::holds_alternative<TensorCopyPredicated>(inst.op)) {
+    // It writes only the selected elements, which keep their state otherwise; the flags are
+    // updated in bulk afterwards, so natively only when that is exact for the whole dst.
+    const Operand& dst = p.ops[0];
+    if (mem[0]->tracks_init() && !all_flags_are(mem[0]->init.data(), dst, 1))
+      return {"its dst is partly never written (a predicated copy leaves the unselected elements unwritten)"};
+    if (mem[0]->tracks_matmul() && !all_flags_are(mem[0]->mm_written.data(), dst, 0))
+      return {"its dst holds matmul results (a predicated copy clears the matmul-written state of the selected "
+              "elements only)"};
+  }
   std::string shape = p.shape;
   bool by_matmul = false;
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {

@@ -38,7 +38,9 @@ enum class MapKind : int32_t {
   tensor_scalar_fold,    // dst = a op0 col0, row fold with fold_op (tensor_scalar_reduce)
   fill,             // dst = fill_bits (memset; no input)
   iota,             // dst = the affine value, stored like an integer (no input)
-  affine_select,    // dst = op0(float(affine value), 0) ? a : on_false (op0 a comparison)
+  affine_select,    // dst = op0(float(affine value), 0) ? a : imm (op0 a comparison)
+  copy_predicated,  // where (a != 0) xor reverse0: dst = b; elsewhere dst is not written
+  fill_predicated,  // where (a != 0) xor reverse0: dst = imm; elsewhere dst is not written
 };
 
 struct MapShape {
@@ -51,7 +53,7 @@ struct MapShape {
   int32_t fold_op;   // ir::AluOp of the row fold, or -1 for none
   float alpha;       // activation's prelu slope
   uint32_t fill_bits;  // fill: the bit pattern of every dst element
-  float on_false;      // affine_select: the value of the elements not selected
+  float imm;           // affine_select: the value of the elements not selected; fill_predicated's
   // iota / affine_select: value(i0..i3) = affine_offset + sum_d i_d * affine_step[d], the GpSimd
   // engine's int32 index (offset + p * channel_multiplier + the pattern's steps), walked like an
   // operand whose "bytes" are index units.
