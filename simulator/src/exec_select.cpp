@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "alu.h"
+#include "exec_compute.h"
 #include "machine.h"
 
 namespace knit::sim {
@@ -28,22 +29,11 @@ namespace {
 // Except under idle, reduce_res receives the registers. load_reduce needs a seed operand these
 // instructions lack; the verifier rejects it.
 
-std::vector<float> vector_reduce(Machine& m, ReduceCmd cmd, AluOp op, const std::vector<float>& values,
-                                 int64_t P, int64_t F) {
-  std::vector<float> result(static_cast<size_t>(P));
-  for (int64_t p = 0; p < P; ++p) {
-    const float row = alu_fold(op, &values[p * F], F);
-    if (cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "load_reduce needs an initial value operand");
-    update_accumulator(cmd, op, m.vector_acc[p], row);
-    result[p] = cmd == ReduceCmd::idle ? row : m.vector_acc[p];
-  }
-  return result;
-}
-
-void write_column(Machine& m, const std::optional<View>& res, const std::vector<float>& values) {
-  if (!res) return;
-  Tile t = m.tile(*res, "reduce_res");
-  for (int64_t p = 0; p < t.P; ++p) t.write(t.at(p, 0), values[p]);
+// Each partition's row(p) of the fp32 results, before any rounding to dst's dtype.
+std::vector<float> row_folds(AluOp op, const std::vector<float>& values, int64_t P, int64_t F) {
+  std::vector<float> rows(static_cast<size_t>(P));
+  for (int64_t p = 0; p < P; ++p) rows[p] = alu_fold(op, &values[p * F], F);
+  return rows;
 }
 
 // ---- affine index generation (iota, affine_select) -------------------------------------------
@@ -96,6 +86,20 @@ int64_t nth_occurrence(const std::vector<float>& data, int64_t base, int64_t F, 
 
 }  // namespace
 
+// Shared with the native path (exec_compute.h): the reduction of the rows, after dst is written.
+void finish_vector_reduce(Machine& m, ReduceCmd cmd, AluOp op, const float* rows, int64_t P,
+                          const std::optional<View>& res) {
+  if (cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "load_reduce needs an initial value operand");
+  std::vector<float> result(static_cast<size_t>(P));
+  for (int64_t p = 0; p < P; ++p) {
+    update_accumulator(cmd, op, m.vector_acc[p], rows[p]);
+    result[p] = cmd == ReduceCmd::idle ? rows[p] : m.vector_acc[p];
+  }
+  if (!res) return;
+  Tile t = m.tile(*res, "reduce_res");
+  for (int64_t p = 0; p < t.P; ++p) t.write(t.at(p, 0), result[p]);
+}
+
 // dst = predicate ? on_true : on_false, predicate = (value != 0) xor reverse_pred. Knit:
 // reverse_pred is a logical not (NKI's "~predicate" on 0/1 masks), as in tensor_copy_predicated.
 void exec(Machine& m, const SelectReduce& op) {
@@ -108,9 +112,9 @@ void exec(Machine& m, const SelectReduce& op) {
     const bool take = (pred.read(i) != 0.0f) != op.reverse_pred;
     out[i] = take ? on_true.read(i) : fill[i / dst.F];
   }
-  const std::vector<float> reduced = vector_reduce(m, op.reduce_cmd, op.reduce_op, out, dst.P, dst.F);
+  const std::vector<float> rows = row_folds(op.reduce_op, out, dst.P, dst.F);
   dst.write_all(out);
-  write_column(m, op.reduce_res, reduced);
+  finish_vector_reduce(m, op.reduce_cmd, op.reduce_op, rows.data(), dst.P, op.reduce_res);
 }
 
 // idx = range_start + j (fp32); keep on_true[p, j] iff comp_op0(idx, bound0[p]) and
@@ -129,9 +133,9 @@ void exec(Machine& m, const RangeSelect& op) {
       const bool keep = alu(op.comp_op0, idx, b0[p]) != 0.0f && alu(op.comp_op1, idx, b1[p]) != 0.0f;
       out[dst.at(p, j)] = keep ? on_true.read(dst.at(p, j)) : static_cast<float>(op.on_false_value);
     }
-  const std::vector<float> reduced = vector_reduce(m, op.reduce_cmd, op.reduce_op, out, dst.P, dst.F);
+  const std::vector<float> rows = row_folds(op.reduce_op, out, dst.P, dst.F);
   dst.write_all(out);
-  write_column(m, op.reduce_res, reduced);
+  finish_vector_reduce(m, op.reduce_cmd, op.reduce_op, rows.data(), dst.P, op.reduce_res);
 }
 
 // dst[p, :] = (count, mean, var*count) of data[p, 0::2], then the same of data[p, 1::2].

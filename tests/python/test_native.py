@@ -74,6 +74,11 @@ def dname(dt):
     return np.dtype(dt).name
 
 
+def is_float(dt):
+    """A float dtype, ml_dtypes' too (numpy gives those kind "V", not "f")."""
+    return np.dtype(dt).kind not in "iub"
+
+
 # ---- comparison helpers ---------------------------------------------------------------------------
 
 
@@ -1049,7 +1054,7 @@ def test_nc_transpose(dt, to_psum, shape, sliced):
     against the reference and against NumPy's transpose."""
     if to_psum and dt.itemsize == 1:
         pytest.skip("1-byte dtypes are not a PSUM tile dtype")
-    x = values(dt, shape, seed_of("nct", dt.name, shape), "nan" if dt.kind == "f" else "finite")
+    x = values(dt, shape, seed_of("nct", dt.name, shape), "nan" if is_float(dt) else "finite")
     c = knit.compile(_nc_transpose_kernel(to_psum, sliced), x)
     want = c.reference(x)
     got, counts = run_jit(c, x)
@@ -1076,7 +1081,7 @@ def _dma_transpose_kernel(shape, axes, from_hbm):
 def test_dma_transpose(dt, shape, axes, from_hbm):
     """dma_transpose's permutations (2-byte dtypes) from HBM and from SBUF: the bytes of NumPy's
     transpose with the same axes, natively."""
-    x = values(dt, shape, seed_of("dmat", dt.name, shape), "nan" if dt.kind == "f" else "finite")
+    x = values(dt, shape, seed_of("dmat", dt.name, shape), "nan" if is_float(dt) else "finite")
     c = knit.compile(_dma_transpose_kernel(shape, axes, from_hbm), x)
     want = c.reference(x)
     got, counts = run_jit(c, x)
@@ -1279,7 +1284,7 @@ def test_memset(dt):
     expect[:, base + 1:base + 12:2] = cast(vals[2])
     expect[5:40, base + 2:base + 6] = cast(vals[3])
     expect[:, base + 6:base + 12].reshape(64, 2, 3)[:, :, 1:3] = cast(vals[0])
-    if dt.kind == "f" and dt != F32:  # NaN: the canonical quiet NaN of the format
+    if is_float(dt) and dt != F32:  # NaN: the canonical quiet NaN of the format
         nan_col = expect[:, (len(vals) - 1) * W:len(vals) * W]
         assert np.isnan(got[0][:, (len(vals) - 1) * W:len(vals) * W].astype(np.float32)).all()
         nan_col[...] = got[0][:, (len(vals) - 1) * W:len(vals) * W]
@@ -1393,7 +1398,7 @@ def test_affine_select(src, dst):
     saturating one), with on_false values -3e38, +-0, -inf, a subnormal and NaN; one in place. The
     reference's bytes, and NumPy's where the dtypes match (bits moved) or dst is fp32."""
     cases = [v for k, v in AFFINE_CASES.items() if k != "saturating"]
-    x = values(src, (64, 96), seed_of("asel", src.name, dst.name), "nan" if src.kind == "f" else "finite")
+    x = values(src, (64, 96), seed_of("asel", src.name, dst.name), "nan" if is_float(src) else "finite")
     same = src == dst
     runs = [(case, cmp, ON_FALSE[(i + j) % len(ON_FALSE)]) for i, case in enumerate(cases)
             for j, cmp in enumerate(CMP_OPS) if (i + j) % 2 == 0 or src == F32]
@@ -1472,10 +1477,10 @@ TCP_DTYPES = [(F32, F32), (BF16, BF16), (F16, F16), (E4M3, E4M3), (I32, I32), (I
 def _predicate(dt, shape, seed):
     """A mask of dtype `dt`: zeros (both signs for floats) half the time, else assorted non-zero
     values (NaN, subnormals and -1 / max among them)."""
-    p = values(dt, shape, seed, "nan" if dt.kind == "f" else "finite")
+    p = values(dt, shape, seed, "nan" if is_float(dt) else "finite")
     rng = np.random.default_rng(seed + 1)
     zero = rng.random(shape) < 0.5
-    neg_zero = np.array(-0.0, np.float32).astype(dt) if dt.kind == "f" else np.zeros((), dt)
+    neg_zero = np.array(-0.0, np.float32).astype(dt) if is_float(dt) else np.zeros((), dt)
     p[zero] = np.where(rng.random(shape) < 0.5, np.zeros((), dt), neg_zero)[zero]
     return p
 
@@ -1487,10 +1492,10 @@ def test_tensor_copy_predicated(src, dst):
     strided view at a partition offset, and in place (dst is the predicate). Unselected
     elements keep dst's previous bytes. The reference's bytes and NumPy's."""
     shape = (64, 40)
-    x = values(src, shape, seed_of("tcp", src.name, dst.name), "nan" if src.kind == "f" else "finite")
-    old = values(dst, shape, seed_of("tcp-old", dst.name), "nan" if dst.kind == "f" else "finite")
+    x = values(src, shape, seed_of("tcp", src.name, dst.name), "nan" if is_float(src) else "finite")
+    old = values(dst, shape, seed_of("tcp-old", dst.name), "nan" if is_float(dst) else "finite")
     preds = [_predicate(pd, shape, seed_of("tcp-p", pd.name, src.name)) for pd in PRED_DTYPES]
-    imms = [float("nan"), -0.0, 1e6, 2.5] if dst.kind == "f" else [-3.0, 100.0]
+    imms = [float("nan"), -0.0, 1e6, 2.5] if is_float(dst) else [-3.0, 100.0]
     in_place = src == dst and src in PRED_DTYPES
 
     @knit.jit
@@ -1544,7 +1549,7 @@ def test_tensor_copy_predicated(src, dst):
     expect.append(e)
     if in_place:
         expect.append(np.where(take(x), old, x))
-    if dst.kind == "f" and dst != F32 and dst != src:
+    if is_float(dst) and dst != F32 and dst != src:
         return  # NaNs canonical in the narrow format: compared with the reference only
     assert_bytes_equal(tuple(expect), got, "numpy")
 
@@ -1577,6 +1582,158 @@ def test_tensor_copy_predicated_fallbacks():
     reasons = " | ".join(counts["fallbacks"])
     assert "partly never written" in reasons and "holds matmul results" in reasons, reasons
     assert "partly matmul-accumulated" in reasons, reasons
+
+
+# ---- select_reduce and range_select: selects with a row fold into the VectorE accumulators ----------------------
+
+U16 = np.dtype(np.uint16)
+# (on_true dtype, dst dtype, predicate dtype)
+SELECT_REDUCE_DTYPES = [(F32, F32, U8), (BF16, BF16, I8), (F16, F32, I16), (E4M3, BF16, U16), (E5M2, E5M2, U8),
+                        (I8, I8, I8), (U8, F32, U16), (I16, I16, I16), (F32, BF16, U8), (BF16, I8, U8)]
+
+
+def _vector_fold(op, rows):
+    """The fold of each row in element order from its first element (float64 is exact enough
+    here only for add on small sums, so the callers use it with `maximum` / `minimum` / add of
+    finite values and compare values, not bits)."""
+    f = {"maximum": np.max, "minimum": np.min, "add": lambda r, axis: np.add.reduce(r, axis=axis)}[op]
+    return f(rows.astype(np.float64), axis=1)
+
+
+@pytest.mark.parametrize("src,dst,pdt", SELECT_REDUCE_DTYPES,
+                         ids=[f"{dname(a)}-{dname(b)}-{dname(p)}" for a, b, p in SELECT_REDUCE_DTYPES])
+def test_select_reduce(src, dst, pdt):
+    """select_reduce natively: immediate (NaN, -0, -inf) and [P, 1] on_false, reverse_pred, each
+    reduce op with the reduce_cmd chain reset_reduce -> reduce -> idle -> reset -> reduce (the
+    accumulators carried from one instruction to the next, and to a tensor_scalar_reduce), with
+    and without reduce_res, a strided dst / on_true at a partition offset (accumulators are
+    tile-relative) and a 3-D view. The reference's bytes; NumPy's for the selections."""
+    shape = (64, 48)
+    kind = "nan" if is_float(src) else "finite"
+    x = values(src, shape, seed_of("selr", src.name, dst.name), kind)
+    pred = _predicate(pdt, shape, seed_of("selr-p", pdt.name))
+    col = values(F32, (shape[0], 1), seed_of("selr-c"), "nan")
+    C = nisa.reduce_cmd
+    chain = [(C.reset_reduce, "maximum", 0.0), (C.reduce, "maximum", "col"), (C.idle, "add", float("nan")),
+             (C.reset, "minimum", -0.0), (C.reduce, "minimum", float("-inf")), (C.reset_reduce, "add", "col")]
+
+    @knit.jit
+    def kernel(x, pred, col, s):
+        t, tp, tc, ts = _load(x), _load(pred), _load(col), _load(s)
+        d = nl.ndarray((shape[0], len(chain) + 2, shape[1]), dst, buffer=nl.sbuf)
+        r = nl.ndarray((shape[0], len(chain) + 3), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=r, value=7.0)
+        for i, (cmd, rop, off) in enumerate(chain):
+            nisa.select_reduce(dst=d[:, i, :], predicate=tp, on_true=t, on_false=tc if off == "col" else off,
+                               reduce_res=None if i == 4 else r[:, i:i + 1], reduce_cmd=cmd, reduce_op=ALU[rop],
+                               reverse_pred=i % 2 == 1)
+        # the accumulators after the chain, read by a tensor_scalar_reduce that adds to them
+        e = nl.ndarray(shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=e, data=ts, op0=nl.multiply, operand0=0.0, reduce_op=nl.add,
+                                  reduce_res=r[:, 6:7], reduce_cmd=C.reduce)
+        nisa.memset(dst=d[:, 6:8, :], value=0.0)
+        nisa.select_reduce(dst=d[16:48, 6, 1::2], predicate=tp[0:32, 0::2], on_true=t[32:64, 1::2],
+                           on_false=-2.0, reduce_res=r[16:48, 7:8], reduce_cmd=C.reset_reduce, reduce_op=nl.maximum)
+        nisa.select_reduce(dst=d[:, 7, :].reshape(shape[0], 6, 8), predicate=tp.reshape(shape[0], 6, 8),
+                           on_true=t.reshape(shape[0], 6, 8), on_false=tc, reduce_res=r[:, 8:9],
+                           reduce_cmd=C.reset_reduce, reduce_op=nl.add)
+        return _store(d), _store(r)
+
+    s = values(F32, shape, 3, "finite")
+    c = knit.compile(kernel, x, pred, col, s)
+    want = c.reference(x, pred, col, s)
+    got, counts = run_jit(c, x, pred, col, s)
+    assert_bytes_equal(want, got)
+    assert (counts["native"], counts["interpreted"]) == (4 + 1 + len(chain) + 1 + 1 + 2 + 2, 0), counts
+    if is_float(dst) and dst != F32 and dst != src or dst.kind in "iu" and is_float(src):
+        return  # conversions of NaN payloads / float sources: compared with the reference only
+    take = pred.astype(np.float32) != 0
+    for i, (cmd, rop, off) in enumerate(chain):
+        fill = col.astype(np.float32) if off == "col" else np.float32(off)
+        out = np.where(take != (i % 2 == 1), x.astype(np.float32), fill)
+        if is_float(dst):
+            with np.errstate(all="ignore"):
+                expect = _canonical_f32(out).astype(dst)
+        else:  # rounded to nearest even, saturating (the sources here are integers or fp32 columns)
+            info = np.iinfo(dst)
+            expect = np.clip(np.rint(np.nan_to_num(out, nan=0.0)), info.min, info.max).astype(dst)
+        assert_bytes_equal(expect, got[0][:, i, :], "numpy")
+
+
+RANGE_OPS = ["equal", "less", "less_equal", "greater", "greater_equal"]
+
+
+@pytest.mark.parametrize("dt", [F32, BF16, F16, E4M3], ids=dname)
+def test_range_select(dt):
+    """range_select natively: keep on_true where comp_op0(start + j, bound0[p]) and
+    comp_op1(start + j, bound1[p]) (j the flattened free index, start + j an fp32 add: 1e8 + j
+    rounds), else -FLT_MAX (-inf in the narrow formats); NaN / inf / +-0 bounds; each comparison
+    pair; a 3-D dst; the max into reduce_res and the accumulators (reset_reduce, reduce, idle).
+    The reference's bytes, and NumPy's selection and row maximum."""
+    shape = (64, 40)
+    x = values(dt, shape, seed_of("rsel", dt.name), "finite")
+    b = values(F32, (shape[0], 2), seed_of("rsel-b"), "nan")
+    b[0::3, 0] = np.float32(5.0)
+    b[0::3, 1] = np.float32(30.0)
+    b[1::3, 0] = np.float32(1e8 + 8)
+    b[1::3, 1] = np.float32(1e8 + 32)
+    starts = [0, 2.5, -10, 1e8]
+    C = nisa.reduce_cmd
+    runs = [(RANGE_OPS[i % 5], RANGE_OPS[(3 * i + 1) % 5], starts[i % 4], [C.reset_reduce, C.reduce, C.idle][i % 3])
+            for i in range(8)]
+
+    @knit.jit
+    def kernel(x, b):
+        t, tb = _load(x), _load(b)
+        d = nl.ndarray((shape[0], len(runs) + 1, shape[1]), dt, buffer=nl.sbuf)
+        r = nl.ndarray((shape[0], len(runs) + 1), nl.float32, buffer=nl.sbuf)
+        for i, (op0, op1, start, cmd) in enumerate(runs):
+            nisa.range_select(dst=d[:, i, :], on_true_tile=t, comp_op0=ALU[op0], comp_op1=ALU[op1],
+                              bound0=tb[:, 0:1], bound1=tb[:, 1:2], reduce_cmd=cmd, reduce_res=r[:, i:i + 1],
+                              range_start=start)
+        n = len(runs)
+        nisa.range_select(dst=d[:, n, :].reshape(shape[0], 5, 8), on_true_tile=t.reshape(shape[0], 5, 8),
+                          comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=tb[:, 0:1], bound1=tb[:, 1:2],
+                          reduce_res=r[:, n:n + 1], range_start=3)
+        return _store(d), _store(r)
+
+    c = knit.compile(kernel, x, b)
+    want = c.reference(x, b)
+    got, counts = run_jit(c, x, b)
+    assert_bytes_equal(want, got)
+    assert (counts["native"], counts["interpreted"]) == (2 + len(runs) + 1 + 2, 0), counts
+    cmps = {"equal": np.equal, "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
+            "greater_equal": np.greater_equal}
+    lowest = np.float32(-3.4028235e38)
+    for i, (op0, op1, start, cmd) in enumerate(runs):
+        idx = np.float32(start) + np.arange(shape[1], dtype=np.float32)
+        keep = cmps[op0](idx[None, :], b[:, 0:1]) & cmps[op1](idx[None, :], b[:, 1:2])
+        out = np.where(keep, x.astype(np.float32), lowest)
+        with np.errstate(all="ignore"):
+            assert_bytes_equal(out.astype(dt), got[0][:, i, :], "numpy")
+        if cmd == C.reset_reduce:
+            np.testing.assert_array_equal(got[1][:, i], out.max(axis=1))
+
+
+def test_select_reduce_on_uninitialized_on_true_is_left_to_the_reference():
+    """The reference reads only the selected on_true elements; on_true partly never written goes
+    to it (a diagnostic refusal, not a listed fallback) and gives the same bytes, no error."""
+
+    @knit.jit
+    def kernel(x):
+        t = nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:8], src=x)
+        p = nl.ndarray((32, 16), nl.uint8, buffer=nl.sbuf)
+        nisa.memset(dst=p, value=0)
+        nisa.memset(dst=p[:, 0:8], value=1)
+        d = nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf)
+        nisa.select_reduce(dst=d, predicate=p, on_true=t, on_false=-1.0)
+        return _store(d)
+
+    x = values(F32, (32, 8), 8, "finite")
+    c = knit.compile(kernel, x)
+    check(c, x, native=4, interpreted=1)
+    assert c.last_run["fallbacks"] == []
 
 
 # ---- whole kernels under jit-strict ------------------------------------------------------------------------------

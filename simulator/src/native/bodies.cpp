@@ -173,6 +173,21 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float
         else knit::ir::encode(type(s.dst), load(s.b, b, i0, i1, i2, i3), out);
       });
       return;
+    case MapKind::select_reduce:
+      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const bool take = (load(s.a, a, i0, i1, i2, i3) != 0.0f) != static_cast<bool>(s.reverse0);
+        const float x = load(s.b, b, i0, i1, i2, i3);  // read everywhere: all of it is initialized
+        return take ? x : c0[i0];
+      });
+      return;
+    case MapKind::range_select:
+      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const float idx = s.alpha + static_cast<float>(affine_value(s, i0, i1, i2, i3));
+        const bool keep = knit::sim::alu(op0, idx, c0[i0]) != 0.0f && knit::sim::alu(op1, idx, c1[i0]) != 0.0f;
+        const float x = load(s.a, a, i0, i1, i2, i3);
+        return keep ? x : s.imm;
+      });
+      return;
     case MapKind::affine_select: {
       // As exec_select.cpp: the selected elements keep their bits when the dtypes match (else go
       // through fp32), the others get on_false rounded to dst. on_true is read everywhere (the

@@ -52,6 +52,8 @@ bool natively_executable(Opcode op) {
     case Opcode::tensor_reduce:
     case Opcode::memset:
     case Opcode::tensor_copy_predicated:
+    case Opcode::select_reduce:
+    case Opcode::range_select:
     case Opcode::iota:
     case Opcode::affine_select:
     case Opcode::bn_stats:
@@ -450,6 +452,32 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.imm = static_cast<float>(op->src.imm);
     return map(s, op->dst, &op->predicate, op->src.is_tile() ? &op->src.tile : nullptr);
   }
+  if (const auto* op = std::get_if<SelectReduce>(&inst.op)) {
+    s.kind = MapKind::select_reduce;  // predicate a, on_true b; on_false is column 0
+    s.reverse0 = op->reverse_pred;
+    s.fold_op = static_cast<int32_t>(op->reduce_op);
+    return map(s, op->dst, &op->predicate, &op->on_true);
+  }
+  if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
+    s.kind = MapKind::range_select;  // bounds are columns 0 and 1
+    s.op0 = static_cast<int32_t>(op->comp_op0);
+    s.op1 = static_cast<int32_t>(op->comp_op1);
+    s.alpha = static_cast<float>(op->range_start);
+    s.imm = static_cast<float>(op->on_false_value);
+    s.fold_op = static_cast<int32_t>(op->reduce_op);
+    // The index is dst's flattened free element number: the affine pseudo-operand of a dense
+    // row-major array of dst's free shape, not moving with the partition.
+    Operand index;
+    int64_t stride = 1;
+    for (size_t k = op->dst.dims.size(); k-- > 1;) {
+      index.layout.num.insert(index.layout.num.begin(), op->dst.dims[k].num);
+      index.layout.stride.insert(index.layout.stride.begin(), stride);
+      stride *= op->dst.dims[k].num;
+    }
+    index.layout.num.insert(index.layout.num.begin(), op->dst.dims.empty() ? 1 : op->dst.dims[0].num);
+    index.layout.stride.insert(index.layout.stride.begin(), 0);
+    return map(s, op->dst, &op->on_true_tile, nullptr, nullptr, &index);
+  }
   if (const auto* op = std::get_if<Iota>(&inst.op)) {
     s.kind = MapKind::iota;
     s.affine_offset = op->offset;
@@ -700,6 +728,11 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
   } else if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
     col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
+  } else if (const auto* op = std::get_if<SelectReduce>(&inst.op)) {
+    col[0] = m_.column(op->on_false, P, "on_false");
+  } else if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
+    col[0] = m_.column(ir::Operand::of(op->bound0), P, "bound0");
+    col[1] = m_.column(ir::Operand::of(op->bound1), P, "bound1");
   } else if (activation) {
     col[0] = m_.column(activation->scale, P, "scale");
     col[1] = activation->bias.is_none() ? std::vector<float>(P, 0.0f) : m_.column(activation->bias, P, "bias");
@@ -734,6 +767,10 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
   if (activation) finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
+  if (const auto* op = std::get_if<SelectReduce>(&inst.op))
+    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
+  if (const auto* op = std::get_if<RangeSelect>(&inst.op))
+    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
   return {};
 }
 

@@ -41,6 +41,9 @@ enum class MapKind : int32_t {
   affine_select,    // dst = op0(float(affine value), 0) ? a : imm (op0 a comparison)
   copy_predicated,  // where (a != 0) xor reverse0: dst = b; elsewhere dst is not written
   fill_predicated,  // where (a != 0) xor reverse0: dst = imm; elsewhere dst is not written
+  select_reduce,    // dst = (a != 0) xor reverse0 ? b : col0, row fold with fold_op
+  range_select,     // i = alpha + float(affine value); dst = op0(i, col0) && op1(i, col1) ? a : imm,
+                    // row fold with fold_op
 };
 
 struct MapShape {
@@ -51,7 +54,7 @@ struct MapShape {
   int32_t reverse0, reverse1;
   int32_t has_bias;  // activation: add column1
   int32_t fold_op;   // ir::AluOp of the row fold, or -1 for none
-  float alpha;       // activation's prelu slope
+  float alpha;       // activation's prelu slope; range_select's range_start
   uint32_t fill_bits;  // fill: the bit pattern of every dst element
   float imm;           // affine_select: the value of the elements not selected; fill_predicated's
   // iota / affine_select: value(i0..i3) = affine_offset + sum_d i_d * affine_step[d], the GpSimd
