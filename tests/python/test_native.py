@@ -1736,6 +1736,68 @@ def test_select_reduce_on_uninitialized_on_true_is_left_to_the_reference():
     assert c.last_run["fallbacks"] == []
 
 
+# ---- tensor_partition_reduce: the reduce body with partitions as the group ----------------------------------------
+
+# (data dtype, dst dtype, op): fp32 folds over the partitions in order (average = sum / P), and
+# the bit-vector folds on raw patterns of integer dtypes.
+TPR_CASES = [(F32, F32, "add"), (F32, F32, "average"), (F32, F32, "maximum"), (BF16, BF16, "add"),
+             (BF16, F32, "maximum"), (F16, F16, "average"), (E4M3, BF16, "add"), (I32, I32, "add"),
+             (I32, F32, "average"), (I8, I8, "maximum"), (I32, I32, "bitwise_or"), (U8, U8, "bitwise_and"),
+             (I16, I16, "bitwise_or"), (U32, U32, "bitwise_and")]
+
+
+@pytest.mark.parametrize("src,dst,op", TPR_CASES, ids=[f"{dname(a)}-{dname(b)}-{o}" for a, b, o in TPR_CASES])
+def test_tensor_partition_reduce(src, dst, op):
+    """tensor_partition_reduce natively over all 128 partitions, a partition range (3..66) of a
+    strided view, one partition, and a 3-D view, with NaN / inf / +-0 data for the floats. The
+    reference's bytes, and NumPy's for the bit-vector ops and the fp32 maximum / add (a left
+    fold over the partitions, starting from partition 0)."""
+    x = values(src, (128, 40), seed_of("tpr", src.name, op), "nan" if is_float(src) else "finite")
+
+    @knit.jit
+    def kernel(x):
+        t = _load(x)
+        a = nl.ndarray((1, 40), dst, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(dst=a, op=ALU[op], data=t)
+        b = nl.ndarray((1, 20), dst, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(dst=b, op=ALU[op], data=t[3:67, 1::2])
+        c1 = nl.ndarray((1, 40), dst, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(dst=c1, op=ALU[op], data=t[9:10, :])
+        d = nl.ndarray((1, 4, 8), dst, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(dst=d, op=ALU[op], data=t[:, 0:32].reshape(128, 8, 4).permute(0, 2, 1))
+        return _store(a), _store(b), _store(c1), _store(d)
+
+    c = knit.compile(kernel, x)
+    want = c.reference(x)
+    got, counts = run_jit(c, x)
+    assert_bytes_equal(want, got)
+    assert (counts["native"], counts["interpreted"]) == (1 + 4 + 4, 0), counts
+    views = [x, x[3:67, 1::2], x[9:10, :], x[:, 0:32].reshape(128, 8, 4).transpose(0, 2, 1)]
+    if op.startswith("bitwise"):
+        f = np.bitwise_or if op == "bitwise_or" else np.bitwise_and
+        expect = tuple(f.reduce(v, axis=0)[None].astype(dst) for v in views)
+        assert_bytes_equal(expect, got, "numpy")
+    elif src == dst == F32 and op in ("add", "maximum"):
+        def fold(v):
+            r = v[0].copy()
+            with np.errstate(all="ignore"):
+                for row in v[1:]:
+                    # knit's maximum ignores a NaN operand and puts +0 over -0
+                    r = np.where(np.isnan(row), r, np.where(np.isnan(r), row, np.maximum(r, row))) \
+                        if op == "maximum" else r + row
+            return _canonical_f32(r[None])
+
+        got_c = tuple(g.copy() for g in got)
+        if op == "maximum":  # +-0 ties: compare values there, bits elsewhere
+            for g in got_c:
+                g[g == 0] = 0
+        expect = tuple(fold(v) for v in views)
+        if op == "maximum":
+            for e in expect:
+                e[e == 0] = 0
+        assert_bytes_equal(expect, got_c, "numpy")
+
+
 # ---- whole kernels under jit-strict ------------------------------------------------------------------------------
 
 

@@ -232,6 +232,7 @@ extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* data,
     for (int64_t g = 1; g < s.group; ++g)
       r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
     if (s.negate) r = r * -1.0f;
+    if (s.average) r /= static_cast<float>(s.group);
     knit::ir::encode(type(s.dst), r, out);
   });
 }

@@ -53,6 +53,7 @@ bool natively_executable(Opcode op) {
     case Opcode::memset:
     case Opcode::tensor_copy_predicated:
     case Opcode::select_reduce:
+    case Opcode::tensor_partition_reduce:
     case Opcode::range_select:
     case Opcode::iota:
     case Opcode::affine_select:
@@ -527,6 +528,28 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     r.op = static_cast<int32_t>(op->op);
     r.bits = is_bitvec_op(op->op);
     r.negate = op->negate;
+    out.shape = bytes_of(r);
+    return true;
+  }
+  if (const auto* op = std::get_if<TensorPartitionReduce>(&inst.op)) {
+    // dst[0, j] = fold over p of data[p, j] (exec_select.cpp): the reduce body with the free dims
+    // as the walk and each column across the partitions as a group.
+    out.body = "knit_reduce_body";
+    if (!add(op->dst, true) || !add(op->data, false) || !on_chip(op->dst) || !on_chip(op->data)) return false;
+    Operand& dst = out.ops[0];
+    Operand& data = out.ops[1];
+    if (data.layout.num.empty() || dst.layout.num.empty() || dst.layout.num[0] != 1) return false;
+    std::vector<Operand*> ops{&dst, &data};
+    if (!common_walk(ops, 1, 0)) return false;
+    ReduceShape r{};
+    std::copy(dst.n, dst.n + kWalkDims, r.walk.n);
+    r.dst = access_of(dst);
+    r.data = access_of(data);
+    r.group = data.layout.num[0];
+    r.group_step = data.layout.stride[0];
+    r.op = static_cast<int32_t>(op->op);
+    r.bits = is_bitvec_op(op->op);
+    r.average = op->op == AluOp::average;
     out.shape = bytes_of(r);
     return true;
   }

@@ -67,7 +67,8 @@ struct MapShape {
 // columns[0], columns[1] = per-partition scalars (fp32 values, or bit patterns for the bit-vector
 // kinds), columns[2] = per-partition row folds out (fp32), each indexed by walk dim 0.
 
-// Reductions over trailing free dims: each dst element folds `group` data elements.
+// Reductions: each dst element folds `group` data elements (tensor_reduce: over trailing free
+// dims).
 struct ReduceShape {
   Walk walk;  // the kept dims (dst's walk)
   Access dst, data;
@@ -76,9 +77,10 @@ struct ReduceShape {
   int32_t op;          // ir::AluOp
   int32_t bits;        // bit-vector fold
   int32_t negate;
-  int32_t unused;
+  int32_t average;     // divide the fold by `group` (tensor_partition_reduce's average)
 };
-// data[0] = dst, data[1] = data.
+// data[0] = dst, data[1] = data. tensor_partition_reduce is one too: the walk is the free dims,
+// a group is one element's column across the partitions (group_step = the partition stride).
 
 // Per-partition row statistics: each partition's data row (its free dims, row-major) is decoded
 // to fp32 into scratch, reduced to a few values, and those are stored to dst's free elements.
