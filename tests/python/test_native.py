@@ -17,10 +17,16 @@ Layout of the file:
     int16 / uint8 for bit-vector ops), plus dtype conversions and mixed-dtype operands;
   * views: strided, offset, permuted 3-D / 4-D, broadcast, long rows, in place; random views;
   * nc_matmul: odd K/M/N, accumulation groups, offsets, is_transpose, NaN/inf, bf16 PSUM, wide N;
+  * the other opcodes, one section each (every dtype the verifier accepts, NaN / +-0 / inf /
+    subnormal data, views), against the reference and an independent NumPy computation:
+    nc_transpose / dma_transpose, bn_stats / bn_aggr, memset, iota / affine_select,
+    tensor_copy_predicated, select_reduce / range_select, tensor_partition_reduce; the examples
+    that use them run entirely natively under jit-strict;
   * every example kernel (examples/kernels/python, legacy/, matmul/stages.py) in fp32 and bf16;
   * engine accumulators, device loops (dynamic views), schedules, two cores, backends, threads;
   * the fallbacks: uninitialized reads (error and warning mode), overlapping operands, mixed PSUM
-    accumulation state, more than 4 walk dims, indirect views, partition-changing DMAs.
+    accumulation state, more than 4 walk dims, indirect views, partition-changing DMAs, affine
+    patterns that do not nest with dst, predicated copies into partly unwritten / matmul dsts.
 
 A mismatch found by these tests is marked `xfail(strict=True)` with the reason "native
 mismatch: ..." (a sweep output: an entry in KNOWN, which makes it a test of its own), so a fix
@@ -2092,6 +2098,9 @@ UNINIT_CASES = {
     "activation_bias": 0,
     "matmul_accumulate_fresh": 1,  # accumulate=True into PSUM never written
     "hbm_scratch": 1,  # a shared_hbm tensor never written, loaded
+    "bn_stats": 1,  # the last column of data never written
+    "select_reduce_predicate": 1,  # a predicate never written
+    "partition_reduce": 1,  # partitions 64.. of data never written
 }
 
 
@@ -2132,6 +2141,17 @@ def _uninit_kernel(case):
             nisa.nc_matmul(dst=p, stationary=ta, moving=ta, accumulate=True)
             nisa.tensor_copy(dst=out[0:F, :], src=p)
             nisa.memset(dst=out[F:P, :], value=1.0)
+        elif case == "bn_stats":
+            nisa.tensor_copy(dst=fresh[:, 0:F - 1], src=ta[:, 0:F - 1])
+            nisa.bn_stats(dst=out[:, 0:6], data=fresh)
+            nisa.memset(dst=out[:, 6:F], value=0.0)
+        elif case == "select_reduce_predicate":
+            mask = nl.ndarray((P, F), nl.uint8, buffer=nl.sbuf)
+            nisa.select_reduce(dst=out, predicate=mask, on_true=ta, on_false=-1.0)
+        elif case == "partition_reduce":
+            nisa.tensor_copy(dst=fresh[0:64, :], src=ta[0:64, :])
+            nisa.tensor_partition_reduce(dst=out[0:1, :], op=nl.add, data=fresh)
+            nisa.memset(dst=out[1:P, :], value=0.0)
         return _store(out)
 
     return kernel
@@ -2208,6 +2228,20 @@ def _overlap_kernel(case):
             nisa.tensor_scalar(dst=v, data=v, op0=nl.subtract, operand0=1.0, reverse0=True)
         elif case == "interleaved":  # disjoint elements whose byte ranges interleave
             nisa.tensor_tensor(dst=t[:, 0::2], data1=t[:, 1::2], data2=u[:, 0:40], op=nl.subtract)
+        elif case == "bn_stats_into_its_data":
+            nisa.bn_stats(dst=t[:, 0:6], data=t[:, 0:80])
+        elif case == "bn_stats_next_to_its_data":
+            nisa.bn_stats(dst=t[:, 0:6], data=t[:, 6:80])
+        elif case == "affine_select_shifted":
+            nisa.affine_select(dst=t[:, 0:64], pattern=[[-1, 64]], channel_multiplier=1, on_true_tile=t[:, 8:72],
+                               on_false_value=-1.0, cmp_op=nl.greater_equal)
+        elif case == "affine_select_in_place":
+            nisa.affine_select(dst=t[:, 0:64], pattern=[[-1, 64]], channel_multiplier=1, on_true_tile=t[:, 0:64],
+                               on_false_value=-1.0, cmp_op=nl.greater_equal)
+        elif case == "partition_reduce_into_its_data":
+            nisa.tensor_partition_reduce(dst=t[0:1, :], op=nl.maximum, data=t[0:64, :])
+        elif case == "predicated_copy_shifted":
+            nisa.tensor_copy_predicated(dst=t[:, 0:64], src=t[:, 4:68], predicate=u[:, 0:64])
         return _store(t)
 
     return kernel
@@ -2219,6 +2253,8 @@ OVERLAP_CASES = {
     "reduce_into_own_column": 1, "reduce_next_to_its_data": 0,
     "disjoint_partitions": 0, "disjoint_columns": 0, "exact_in_place_3d": 0,
     "interleaved": None,  # conservative either way (bounding boxes overlap)
+    "bn_stats_into_its_data": 1, "bn_stats_next_to_its_data": 0, "affine_select_shifted": 1,
+    "affine_select_in_place": 0, "partition_reduce_into_its_data": 1, "predicated_copy_shifted": 1,
 }
 
 
