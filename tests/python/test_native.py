@@ -20,7 +20,8 @@ Layout of the file:
   * the other opcodes, one section each (every dtype the verifier accepts, NaN / +-0 / inf /
     subnormal data, views), against the reference and an independent NumPy computation:
     nc_transpose / dma_transpose, bn_stats / bn_aggr, memset, iota / affine_select,
-    tensor_copy_predicated, select_reduce / range_select, tensor_partition_reduce; the examples
+    tensor_copy_predicated, select_reduce / range_select, tensor_partition_reduce,
+    tensor_tensor_scan; the examples
     that use them run entirely natively under jit-strict;
   * every example kernel (examples/kernels/python, legacy/, matmul/stages.py) in fp32 and bf16;
   * engine accumulators, device loops (dynamic views), schedules, two cores, backends, threads;
@@ -1802,6 +1803,60 @@ def test_tensor_partition_reduce(src, dst, op):
             for e in expect:
                 e[e == 0] = 0
         assert_bytes_equal(expect, got_c, "numpy")
+
+
+# ---- tensor_tensor_scan: a map with a carry along each partition's row ------------------------------------------
+
+SCAN_OPS = [("multiply", "add", False, False), ("add", "multiply", True, False), ("subtract", "add", True, True),
+            ("maximum", "subtract", False, True), ("divide", "add", False, False), ("minimum", "maximum", True, True)]
+
+
+@pytest.mark.parametrize("dt,kind", [(F32, "finite"), (F32, "nan"), (BF16, "finite"), (BF16, "nan"), (F16, "finite"),
+                                     (E4M3, "finite"), (I32, "finite"), (I8, "finite")],
+                         ids=lambda v: dname(v) if isinstance(v, np.dtype) else v)
+def test_tensor_tensor_scan(dt, kind):
+    """tensor_tensor_scan natively: r_j = (data0[j] op0 r_{j-1}) op1 data1[j] from `initial` (an
+    immediate or a [P, 1] column), reverse flags, a 3-D view (the carry runs over the flattened
+    free dims), a partition range, and in place over data1; the carry is fp32 and only stored
+    rounded. The reference's bytes, and NumPy's fp32 scan for multiply / add."""
+    shape = (64, 37)
+    a = values(dt, shape, seed_of("scan-a", dt.name, kind), kind)
+    b = values(dt, shape, seed_of("scan-b", dt.name, kind), kind)
+    col = values(F32, (shape[0], 1), seed_of("scan-c", kind), kind)
+
+    @knit.jit
+    def kernel(a, b, col):
+        ta, tb, tc = _load(a), _load(b), _load(col)
+        d = nl.ndarray((shape[0], len(SCAN_OPS) + 2, shape[1]), dt, buffer=nl.sbuf)
+        for i, (op0, op1, r0, r1) in enumerate(SCAN_OPS):
+            nisa.tensor_tensor_scan(dst=d[:, i, :], data0=ta, data1=tb, initial=tc if i % 2 else -0.5,
+                                    op0=ALU[op0], op1=ALU[op1], reverse0=r0, reverse1=r1)
+        n = len(SCAN_OPS)
+        e = nl.ndarray((shape[0], 36), dt, buffer=nl.sbuf)
+        nisa.tensor_tensor_scan(dst=e.reshape(shape[0], 4, 9), data0=ta[:, 0:36].reshape(shape[0], 4, 9),
+                                data1=tb[:, 1:37].reshape(shape[0], 4, 9), initial=1.0, op0=nl.multiply, op1=nl.add)
+        nisa.memset(dst=d[:, n, :], value=0.0)
+        nisa.tensor_tensor_scan(dst=d[8:40, n, 1::2], data0=ta[20:52, 0:18], data1=tb[0:32, 0:36:2],
+                                initial=tc[8:40, :], op0=nl.add, op1=nl.multiply)
+        nisa.tensor_tensor_scan(dst=tb, data0=ta, data1=tb, initial=tc, op0=nl.multiply, op1=nl.add)
+        nisa.tensor_copy(dst=d[:, n + 1, :], src=tb)
+        return _store(d), _store(e)
+
+    c = knit.compile(kernel, a, b, col)
+    want = c.reference(a, b, col)
+    got, counts = run_jit(c, a, b, col)
+    assert_bytes_equal(want, got)
+    assert (counts["native"], counts["interpreted"]) == (3 + len(SCAN_OPS) + 1 + 1 + 1 + 1 + 1 + 2, 0), counts
+    if dt != F32:
+        return
+    fa, fb = a.astype(np.float32), b.astype(np.float32)
+    carry = np.full(shape[0], np.float32(-0.5), np.float32)
+    out = np.empty(shape, np.float32)
+    with np.errstate(all="ignore"):
+        for j in range(shape[1]):
+            carry = fa[:, j] * carry + fb[:, j]
+            out[:, j] = carry
+    assert_bytes_equal(_canonical_f32(out), got[0][:, 0, :], "numpy")
 
 
 # ---- whole kernels under jit-strict ------------------------------------------------------------------------------

@@ -188,6 +188,18 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float
         return keep ? x : s.imm;
       });
       return;
+    case MapKind::scan: {
+      // The walk is row-major within each partition (i0), as the reference's loop over j: the
+      // carry stays fp32 and is rounded only where it is stored.
+      float carry = 0.0f;
+      map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        if ((i1 | i2 | i3) == 0) carry = c0[i0];
+        const float x = knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), carry, s.reverse0);
+        carry = knit::sim::apply(op1, x, load(s.b, b, i0, i1, i2, i3), s.reverse1);
+        return carry;
+      });
+      return;
+    }
     case MapKind::affine_select: {
       // As exec_select.cpp: the selected elements keep their bits when the dtypes match (else go
       // through fp32), the others get on_false rounded to dst. on_true is read everywhere (the

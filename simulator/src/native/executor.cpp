@@ -53,6 +53,7 @@ bool natively_executable(Opcode op) {
     case Opcode::memset:
     case Opcode::tensor_copy_predicated:
     case Opcode::select_reduce:
+    case Opcode::tensor_tensor_scan:
     case Opcode::tensor_partition_reduce:
     case Opcode::range_select:
     case Opcode::iota:
@@ -453,6 +454,14 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.imm = static_cast<float>(op->src.imm);
     return map(s, op->dst, &op->predicate, op->src.is_tile() ? &op->src.tile : nullptr);
   }
+  if (const auto* op = std::get_if<TensorTensorScan>(&inst.op)) {
+    s.kind = MapKind::scan;  // initial is column 0
+    s.op0 = static_cast<int32_t>(op->op0);
+    s.op1 = static_cast<int32_t>(op->op1);
+    s.reverse0 = op->reverse0;
+    s.reverse1 = op->reverse1;
+    return map(s, op->dst, &op->data0, &op->data1);
+  }
   if (const auto* op = std::get_if<SelectReduce>(&inst.op)) {
     s.kind = MapKind::select_reduce;  // predicate a, on_true b; on_false is column 0
     s.reverse0 = op->reverse_pred;
@@ -753,6 +762,8 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
   } else if (const auto* op = std::get_if<SelectReduce>(&inst.op)) {
     col[0] = m_.column(op->on_false, P, "on_false");
+  } else if (const auto* op = std::get_if<TensorTensorScan>(&inst.op)) {
+    col[0] = m_.column(op->initial, P, "initial");
   } else if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
     col[0] = m_.column(ir::Operand::of(op->bound0), P, "bound0");
     col[1] = m_.column(ir::Operand::of(op->bound1), P, "bound1");

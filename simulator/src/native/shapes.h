@@ -44,6 +44,8 @@ enum class MapKind : int32_t {
   select_reduce,    // dst = (a != 0) xor reverse0 ? b : col0, row fold with fold_op
   range_select,     // i = alpha + float(affine value); dst = op0(i, col0) && op1(i, col1) ? a : imm,
                     // row fold with fold_op
+  scan,             // carry = col0 at each row's start; dst = carry = (a op0 carry) op1 b, with the
+                    // reverse flags (tensor_tensor_scan: a left scan along each partition's row)
 };
 
 struct MapShape {
