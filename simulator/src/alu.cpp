@@ -221,4 +221,23 @@ std::pair<float, float> combine_moments(const float* triples, int64_t k) {
   return {mean, m2 / n};
 }
 
+bool ranks_above(float a, float b) {
+  if (std::isnan(a)) return !std::isnan(b);
+  if (std::isnan(b)) return false;
+  return alu(AluOp::greater, a, b) != 0.0f;
+}
+
+void top8(const float* row, int64_t F, float* out) {
+  int n = 0;  // slots filled
+  for (int64_t j = 0; j < F; ++j) {
+    // After every kept value it does not rank above (ties included: stable).
+    int at = 0;
+    while (at < n && !ranks_above(row[j], out[at])) ++at;
+    if (at == 8) continue;
+    for (int k = n < 8 ? n : 7; k > at; --k) out[k] = out[k - 1];
+    out[at] = row[j];
+    if (n < 8) ++n;
+  }
+}
+
 }  // namespace knit::sim

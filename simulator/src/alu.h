@@ -60,4 +60,12 @@ Moments group_moments(const float* row, int64_t F, int64_t first);
 // Returns (mean, variance).
 std::pair<float, float> combine_moments(const float* triples, int64_t k);
 
+// ---- max8 (exec_select.cpp and the native row body) ----
+// max8's order: descending fp32, NaN above everything (Knit: a NaN is "largest", like
+// np.argmax); -0 and +0 are equal, so they keep their source order.
+bool ranks_above(float a, float b);
+// The 8 values of row[0..F) (F >= 8) that rank first, in rank order, equal values in source
+// order: the first 8 of a stable sort by ranks_above, by insertion into 8 slots.
+void top8(const float* row, int64_t F, float* out);
+
 }  // namespace knit::sim

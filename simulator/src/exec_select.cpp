@@ -70,13 +70,6 @@ Picked pick(const Tile& src, DType dst_dtype, std::vector<bool> take) {
   return r;
 }
 
-// max8 order: descending fp32, NaN above everything (Knit: a NaN is "largest", like np.argmax).
-bool ranks_above(float a, float b) {
-  if (std::isnan(a)) return !std::isnan(b);
-  if (std::isnan(b)) return false;
-  return alu(AluOp::greater, a, b) != 0.0f;
-}
-
 // The index of the (skip+1)-th occurrence of v in row[0..F), or -1.
 int64_t nth_occurrence(const std::vector<float>& data, int64_t base, int64_t F, float v, int64_t skip) {
   for (int64_t j = 0; j < F; ++j)
@@ -177,9 +170,9 @@ void exec(Machine& m, const Max8& op) {
   const std::vector<float> x = src.read_all();
   std::vector<float> out(dst.size());
   for (int64_t p = 0; p < src.P; ++p) {
-    std::vector<float> row(x.begin() + p * src.F, x.begin() + (p + 1) * src.F);
-    std::stable_sort(row.begin(), row.end(), ranks_above);
-    for (int64_t k = 0; k < 8; ++k) out[dst.at(p, k)] = row[k];
+    float top[8];
+    top8(x.data() + p * src.F, src.F, top);
+    for (int64_t k = 0; k < 8; ++k) out[dst.at(p, k)] = top[k];
   }
   dst.write_all(out);
 }

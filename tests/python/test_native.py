@@ -21,7 +21,7 @@ Layout of the file:
     subnormal data, views), against the reference and an independent NumPy computation:
     nc_transpose / dma_transpose, bn_stats / bn_aggr, memset, iota / affine_select,
     tensor_copy_predicated, select_reduce / range_select, tensor_partition_reduce,
-    tensor_tensor_scan; the examples
+    tensor_tensor_scan, max8; the examples
     that use them run entirely natively under jit-strict;
   * every example kernel (examples/kernels/python, legacy/, matmul/stages.py) in fp32 and bf16;
   * engine accumulators, device loops (dynamic views), schedules, two cores, backends, threads;
@@ -1857,6 +1857,61 @@ def test_tensor_tensor_scan(dt, kind):
             carry = fa[:, j] * carry + fb[:, j]
             out[:, j] = carry
     assert_bytes_equal(_canonical_f32(out), got[0][:, 0, :], "numpy")
+
+
+# ---- max8: the row body with the shared top8 --------------------------------------------------------------------
+
+
+def np_max8(x):
+    """The first 8 of a stable sort, descending, NaN first (as top8): [P, F] fp32 -> [P, 8]."""
+    out = np.empty((x.shape[0], 8), np.float32)
+    for p in range(x.shape[0]):
+        row = x[p]
+        nan = np.isnan(row)
+        order = np.lexsort((-np.where(nan, 0, row), np.where(nan, 0, 1)))  # lexsort is stable
+        out[p] = row[order[:8]]
+    return out
+
+
+@pytest.mark.parametrize("dt,kind", [(F32, "finite"), (F32, "nan"), (BF16, "nan"), (F16, "finite"), (E4M3, "nan"),
+                                     (I32, "finite"), (I8, "finite"), (U8, "finite")],
+                         ids=lambda v: dname(v) if isinstance(v, np.dtype) else v)
+def test_max8(dt, kind):
+    """max8 natively over rows of 8, 100 and 2000 elements (a strided view, a partition range,
+    a 3-D view), with many ties, +-0 in both orders, +-inf and NaN payloads: the reference's
+    bytes, and NumPy's stable descending sort (NaN first) for fp32."""
+    x = values(dt, (64, 2000), seed_of("max8", dt.name, kind), kind)
+    x[0:16, 0:100] = x[0:16, 0:1]  # a row of equal values
+    if is_float(dt):
+        x[16:32, 0:50:2] = np.array(-0.0, np.float32).astype(dt)
+        x[16:32, 1:50:2] = np.array(0.0, np.float32).astype(dt)
+
+    @knit.jit
+    def kernel(x):
+        t = _load(x)
+        d = nl.ndarray((64, 5, 8), dt, buffer=nl.sbuf)
+        nisa.memset(dst=d, value=0.0)
+        nisa.max8(dst=d[:, 0, :], src=t)
+        nisa.max8(dst=d[:, 1, :], src=t[:, 0:100])
+        nisa.max8(dst=d[:, 2, :], src=t[:, 3:27:3])
+        nisa.max8(dst=d[10:50, 3, :], src=t[20:60, 0:200].reshape(40, 10, 20).permute(0, 2, 1))
+        nisa.max8(dst=d[:, 4, :], src=t[:, 0:50])
+        return _store(d)
+
+    c = knit.compile(kernel, x)
+    want = c.reference(x)
+    got, counts = run_jit(c, x)
+    assert_bytes_equal(want, got)
+    assert (counts["native"], counts["interpreted"]) == (1 + 1 + 5 + 1, 0), counts
+    if dt != F32:
+        return
+    e = np.zeros((64, 5, 8), np.float32)
+    e[:, 0] = np_max8(x)
+    e[:, 1] = np_max8(x[:, 0:100])
+    e[:, 2] = np_max8(x[:, 3:27:3])
+    e[10:50, 3] = np_max8(x[20:60, 0:200].reshape(40, 10, 20).transpose(0, 2, 1).reshape(40, 200))
+    e[:, 4] = np_max8(x[:, 0:50])
+    assert_bytes_equal(_canonical_f32(e), got, "numpy")
 
 
 # ---- whole kernels under jit-strict ------------------------------------------------------------------------------

@@ -263,8 +263,9 @@ KNIT_INLINE void for_each_free(const Walk& w, F&& f) {
 
 }  // namespace
 
-// bn_stats / bn_aggr: the reference decodes each partition's row to fp32 and calls the same
-// group_moments / combine_moments (alu.cpp), so the statistics are the same bits by construction.
+// bn_stats / bn_aggr / max8: the reference decodes each partition's row to fp32 and calls the
+// same group_moments / combine_moments / top8 (alu.cpp), so the results are the same bits by
+// construction.
 extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* data, float* const*) {
   const RowShape& s = *shape;
   float* row = reinterpret_cast<float*>(data[3]);
@@ -273,8 +274,10 @@ extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* data, float
     for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
       row[F++] = knit::ir::decode(type(s.data), data[1] + at(s.data, p, i1, i2, i3));
     });
-    float out[6] = {};
-    if (s.kind == RowKind::bn_stats) {
+    float out[8] = {};
+    if (s.kind == RowKind::max8) {
+      knit::sim::top8(row, F, out);
+    } else if (s.kind == RowKind::bn_stats) {
       for (int parity = 0; parity < 2; ++parity) {
         const knit::sim::Moments g = knit::sim::group_moments(row, F, parity);
         out[3 * parity] = g.count;

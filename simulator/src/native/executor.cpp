@@ -60,6 +60,7 @@ bool natively_executable(Opcode op) {
     case Opcode::affine_select:
     case Opcode::bn_stats:
     case Opcode::bn_aggr:
+    case Opcode::max8:
     case Opcode::nc_matmul: return true;
     default: return false;
   }
@@ -345,7 +346,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     }
     return o;
   };
-  // bn_stats / bn_aggr: each operand walks its own free dims (up to three after merging).
+  // bn_stats / bn_aggr / max8: each operand walks its own free dims (up to three after merging).
   auto row = [&](RowKind kind, const View& dst, const View& data) {
     out.body = "knit_row_body";
     if (!add(dst, true) || !add(data, false) || !on_chip(dst) || !on_chip(data)) return false;
@@ -504,6 +505,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   }
   if (const auto* op = std::get_if<BnStats>(&inst.op)) return row(RowKind::bn_stats, op->dst, op->data);
   if (const auto* op = std::get_if<BnAggr>(&inst.op)) return row(RowKind::bn_aggr, op->dst, op->data);
+  if (const auto* op = std::get_if<Max8>(&inst.op)) return row(RowKind::max8, op->dst, op->src);
   if (const auto* op = std::get_if<TensorReduce>(&inst.op)) {
     out.body = "knit_reduce_body";
     if (!add(op->dst, true) || !add(op->data, false)) return false;

@@ -89,6 +89,7 @@ struct ReduceShape {
 enum class RowKind : int32_t {
   bn_stats,  // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
   bn_aggr,   // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
+  max8,      // the 8 values that rank first (top8): 8 values
 };
 
 struct RowShape {
