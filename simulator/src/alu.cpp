@@ -4,6 +4,8 @@
 #include <limits>
 #include <numbers>
 
+#include "knit/ir/numerics.h"
+
 namespace knit::sim {
 
 using ir::AluOp;
@@ -181,6 +183,60 @@ void update_accumulator(ir::ReduceCmd cmd, AluOp op, float& acc, float row, floa
     case ir::ReduceCmd::reset_reduce: acc = row; return;
     case ir::ReduceCmd::reduce: acc = alu(op, acc, row); return;
     case ir::ReduceCmd::load_reduce: acc = alu(op, seed, row); return;
+  }
+}
+
+uint32_t memset_bits(ir::DType t, double value) {
+  uint8_t element[4] = {};
+  if (ir::is_integer(t)) ir::store_int(t, static_cast<int64_t>(value), element);
+  else ir::encode(t, static_cast<float>(value), element);
+  return ir::load_bits(t, element);
+}
+
+Moments group_moments(const float* row, int64_t F, int64_t first) {
+  Moments g;
+  float sum = 0;
+  for (int64_t j = first; j < F; j += 2) {
+    sum += row[j];
+    g.count += 1;
+  }
+  if (g.count == 0) return g;
+  g.mean = sum / g.count;
+  for (int64_t j = first; j < F; j += 2) g.m2 += (row[j] - g.mean) * (row[j] - g.mean);
+  return g;
+}
+
+std::pair<float, float> combine_moments(const float* triples, int64_t k) {
+  float n = 0, weighted = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    n += triples[3 * t];
+    weighted += triples[3 * t] * triples[3 * t + 1];
+  }
+  const float mean = weighted / n;
+  float m2 = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    const float d = triples[3 * t + 1] - mean;
+    m2 += triples[3 * t + 2] + triples[3 * t] * d * d;
+  }
+  return {mean, m2 / n};
+}
+
+bool ranks_above(float a, float b) {
+  if (std::isnan(a)) return !std::isnan(b);
+  if (std::isnan(b)) return false;
+  return alu(AluOp::greater, a, b) != 0.0f;
+}
+
+void top8(const float* row, int64_t F, float* out) {
+  int n = 0;  // slots filled
+  for (int64_t j = 0; j < F; ++j) {
+    // After every kept value it does not rank above (ties included: stable).
+    int at = 0;
+    while (at < n && !ranks_above(row[j], out[at])) ++at;
+    if (at == 8) continue;
+    for (int k = n < 8 ? n : 7; k > at; --k) out[k] = out[k - 1];
+    out[at] = row[j];
+    if (n < 8) ++n;
   }
 }
 

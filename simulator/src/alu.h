@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "knit/ir/types.h"
 
@@ -39,5 +40,32 @@ float reduce_identity(ir::AluOp op);
 // `row`, per reduce_cmd: idle leaves it; reset sets reduce_identity(op); reset_reduce sets row;
 // reduce sets acc op row; load_reduce sets seed op row.
 void update_accumulator(ir::ReduceCmd cmd, ir::AluOp op, float& acc, float row, float seed = 0.0f);
+
+// The bit pattern memset stores in every element of a `t` tile: the value as an integer
+// (saturating) for integer dtypes, else rounded from fp32. One element's bits, so the reference
+// executor and the native fill store the same bytes.
+uint32_t memset_bits(ir::DType t, double value);
+
+// ---- bn_stats / bn_aggr (exec_select.cpp, and the native row body: one definition of the
+// arithmetic, so both paths give the same bits) ----
+// One bn_stats group: (count, mean, sum of squared deviations = variance * count), all fp32,
+// two-pass, over row[first], row[first + 2], ... below F. Knit: an empty group (data with one
+// element has no odd elements) is (0, 0, 0), which bn_aggr then ignores.
+struct Moments {
+  float count = 0, mean = 0, m2 = 0;
+};
+Moments group_moments(const float* row, int64_t F, int64_t first);
+// Chan et al.'s combination of k (count, mean, m2) triples: N = sum n, mean = sum(n * mean) / N,
+// variance = sum(m2 + n * (mean_k - mean)^2) / N (population variance). No samples: 0/0 = NaN.
+// Returns (mean, variance).
+std::pair<float, float> combine_moments(const float* triples, int64_t k);
+
+// ---- max8 (exec_select.cpp and the native row body) ----
+// max8's order: descending fp32, NaN above everything (Knit: a NaN is "largest", like
+// np.argmax); -0 and +0 are equal, so they keep their source order.
+bool ranks_above(float a, float b);
+// The 8 values of row[0..F) (F >= 8) that rank first, in rank order, equal values in source
+// order: the first 8 of a stable sort by ranks_above, by insertion into 8 slots.
+void top8(const float* row, int64_t F, float* out);
 
 }  // namespace knit::sim

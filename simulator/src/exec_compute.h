@@ -26,6 +26,10 @@ bool activation_folds(const ir::Activation& op);
 // activation_reduce is activation with reduce_cmd=reset_reduce: the instruction as that.
 ir::Activation as_activation(const ir::ActivationReduce& op);
 void finish_activation(Machine& m, const ir::Activation& op, const float* folds, int64_t P);
+// select_reduce / range_select (exec_select.cpp): the VectorE accumulator update per reduce_cmd
+// and the reduce_res read-out, given each partition's fold of the fp32 results.
+void finish_vector_reduce(Machine& m, ir::ReduceCmd cmd, ir::AluOp op, const float* rows, int64_t P,
+                          const std::optional<ir::View>& res);
 // tensor_scalar_reduce's accumulator update and read-out, given the per-partition folds.
 void finish_tensor_scalar_reduce(Machine& m, const ir::TensorScalarReduce& op, const float* folds, int64_t P);
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "alu.h"
 #include "machine.h"
 #include "matmul.h"
 
@@ -159,10 +160,8 @@ void exec(Machine& m, const TensorCopyPredicated& op) {
 
 void exec(Machine& m, const Memset& op) {
   Tile dst = m.tile(op.dst, "dst");
-  for (int64_t i = 0; i < dst.size(); ++i) {
-    if (is_integer(dst.dtype)) dst.write_int(i, static_cast<int64_t>(op.value));
-    else dst.write(i, static_cast<float>(op.value));
-  }
+  const uint32_t bits = memset_bits(dst.dtype, op.value);
+  for (int64_t i = 0; i < dst.size(); ++i) dst.write_bits(i, bits);
 }
 
 void exec(Machine& m, const NcStreamShuffle& op) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "alu.h"
+#include "exec_compute.h"
 #include "machine.h"
 
 namespace knit::sim {
@@ -28,22 +29,11 @@ namespace {
 // Except under idle, reduce_res receives the registers. load_reduce needs a seed operand these
 // instructions lack; the verifier rejects it.
 
-std::vector<float> vector_reduce(Machine& m, ReduceCmd cmd, AluOp op, const std::vector<float>& values,
-                                 int64_t P, int64_t F) {
-  std::vector<float> result(static_cast<size_t>(P));
-  for (int64_t p = 0; p < P; ++p) {
-    const float row = alu_fold(op, &values[p * F], F);
-    if (cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "load_reduce needs an initial value operand");
-    update_accumulator(cmd, op, m.vector_acc[p], row);
-    result[p] = cmd == ReduceCmd::idle ? row : m.vector_acc[p];
-  }
-  return result;
-}
-
-void write_column(Machine& m, const std::optional<View>& res, const std::vector<float>& values) {
-  if (!res) return;
-  Tile t = m.tile(*res, "reduce_res");
-  for (int64_t p = 0; p < t.P; ++p) t.write(t.at(p, 0), values[p]);
+// Each partition's row(p) of the fp32 results, before any rounding to dst's dtype.
+std::vector<float> row_folds(AluOp op, const std::vector<float>& values, int64_t P, int64_t F) {
+  std::vector<float> rows(static_cast<size_t>(P));
+  for (int64_t p = 0; p < P; ++p) rows[p] = alu_fold(op, &values[p * F], F);
+  return rows;
 }
 
 // ---- affine index generation (iota, affine_select) -------------------------------------------
@@ -80,51 +70,6 @@ Picked pick(const Tile& src, DType dst_dtype, std::vector<bool> take) {
   return r;
 }
 
-// ---- bn_stats / bn_aggr -----------------------------------------------------------------------
-// One bn_stats group: (count, mean, sum of squared deviations = variance * count), all fp32,
-// two-pass. Knit: an empty group (data with one element has no odd elements) is (0, 0, 0), which
-// bn_aggr then ignores.
-struct Moments {
-  float count = 0, mean = 0, m2 = 0;
-};
-
-Moments group_moments(const float* row, int64_t F, int64_t first) {
-  Moments g;
-  float sum = 0;
-  for (int64_t j = first; j < F; j += 2) {
-    sum += row[j];
-    g.count += 1;
-  }
-  if (g.count == 0) return g;
-  g.mean = sum / g.count;
-  for (int64_t j = first; j < F; j += 2) g.m2 += (row[j] - g.mean) * (row[j] - g.mean);
-  return g;
-}
-
-// Chan et al.'s combination of k groups: N = sum n, mean = sum(n * mean) / N,
-// variance = sum(m2 + n * (mean_k - mean)^2) / N (population variance). No samples: 0/0 = NaN.
-std::pair<float, float> combine_moments(const float* triples, int64_t k) {
-  float n = 0, weighted = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    n += triples[3 * t];
-    weighted += triples[3 * t] * triples[3 * t + 1];
-  }
-  const float mean = weighted / n;
-  float m2 = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    const float d = triples[3 * t + 1] - mean;
-    m2 += triples[3 * t + 2] + triples[3 * t] * d * d;
-  }
-  return {mean, m2 / n};
-}
-
-// max8 order: descending fp32, NaN above everything (Knit: a NaN is "largest", like np.argmax).
-bool ranks_above(float a, float b) {
-  if (std::isnan(a)) return !std::isnan(b);
-  if (std::isnan(b)) return false;
-  return alu(AluOp::greater, a, b) != 0.0f;
-}
-
 // The index of the (skip+1)-th occurrence of v in row[0..F), or -1.
 int64_t nth_occurrence(const std::vector<float>& data, int64_t base, int64_t F, float v, int64_t skip) {
   for (int64_t j = 0; j < F; ++j)
@@ -133,6 +78,20 @@ int64_t nth_occurrence(const std::vector<float>& data, int64_t base, int64_t F, 
 }
 
 }  // namespace
+
+// Shared with the native path (exec_compute.h): the reduction of the rows, after dst is written.
+void finish_vector_reduce(Machine& m, ReduceCmd cmd, AluOp op, const float* rows, int64_t P,
+                          const std::optional<View>& res) {
+  if (cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "load_reduce needs an initial value operand");
+  std::vector<float> result(static_cast<size_t>(P));
+  for (int64_t p = 0; p < P; ++p) {
+    update_accumulator(cmd, op, m.vector_acc[p], rows[p]);
+    result[p] = cmd == ReduceCmd::idle ? rows[p] : m.vector_acc[p];
+  }
+  if (!res) return;
+  Tile t = m.tile(*res, "reduce_res");
+  for (int64_t p = 0; p < t.P; ++p) t.write(t.at(p, 0), result[p]);
+}
 
 // dst = predicate ? on_true : on_false, predicate = (value != 0) xor reverse_pred. Knit:
 // reverse_pred is a logical not (NKI's "~predicate" on 0/1 masks), as in tensor_copy_predicated.
@@ -146,9 +105,9 @@ void exec(Machine& m, const SelectReduce& op) {
     const bool take = (pred.read(i) != 0.0f) != op.reverse_pred;
     out[i] = take ? on_true.read(i) : fill[i / dst.F];
   }
-  const std::vector<float> reduced = vector_reduce(m, op.reduce_cmd, op.reduce_op, out, dst.P, dst.F);
+  const std::vector<float> rows = row_folds(op.reduce_op, out, dst.P, dst.F);
   dst.write_all(out);
-  write_column(m, op.reduce_res, reduced);
+  finish_vector_reduce(m, op.reduce_cmd, op.reduce_op, rows.data(), dst.P, op.reduce_res);
 }
 
 // idx = range_start + j (fp32); keep on_true[p, j] iff comp_op0(idx, bound0[p]) and
@@ -167,9 +126,9 @@ void exec(Machine& m, const RangeSelect& op) {
       const bool keep = alu(op.comp_op0, idx, b0[p]) != 0.0f && alu(op.comp_op1, idx, b1[p]) != 0.0f;
       out[dst.at(p, j)] = keep ? on_true.read(dst.at(p, j)) : static_cast<float>(op.on_false_value);
     }
-  const std::vector<float> reduced = vector_reduce(m, op.reduce_cmd, op.reduce_op, out, dst.P, dst.F);
+  const std::vector<float> rows = row_folds(op.reduce_op, out, dst.P, dst.F);
   dst.write_all(out);
-  write_column(m, op.reduce_res, reduced);
+  finish_vector_reduce(m, op.reduce_cmd, op.reduce_op, rows.data(), dst.P, op.reduce_res);
 }
 
 // dst[p, :] = (count, mean, var*count) of data[p, 0::2], then the same of data[p, 1::2].
@@ -211,9 +170,9 @@ void exec(Machine& m, const Max8& op) {
   const std::vector<float> x = src.read_all();
   std::vector<float> out(dst.size());
   for (int64_t p = 0; p < src.P; ++p) {
-    std::vector<float> row(x.begin() + p * src.F, x.begin() + (p + 1) * src.F);
-    std::stable_sort(row.begin(), row.end(), ranks_above);
-    for (int64_t k = 0; k < 8; ++k) out[dst.at(p, k)] = row[k];
+    float top[8];
+    top8(x.data() + p * src.F, src.F, top);
+    for (int64_t k = 0; k < 8; ++k) out[dst.at(p, k)] = top[k];
   }
   dst.write_all(out);
 }

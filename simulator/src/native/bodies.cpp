@@ -2,15 +2,17 @@
 // compiles it with Clang to LLVM bitcode, linked with the numerics (ir/numerics.cpp,
 // ir/types.cpp) and ALU semantics (simulator/alu.cpp) the reference interpreter uses, and
 // embeds the result. At run time the JIT specializes a body on one instruction's shape (a
-// constant MapShape / ReduceShape / MatmulShape): the switches on dtypes and operators fold
-// away, loops get constant extents and strides, and LLVM vectorizes them for the host CPU.
+// constant MapShape / ReduceShape / RowShape / MatmulShape): the switches on dtypes and
+// operators fold away, loops get constant extents and strides, and LLVM vectorizes them for the
+// host CPU.
 //
 // Bit-exactness with the reference interpreter comes from sharing its element functions
 // (decode, encode, alu, activate, apply: the same source, compiled with -ffp-contract=off, so
 // no fused multiply-adds) and from computing in the same order: element-wise instructions
 // round each result once at its store; row folds and reductions are left folds in element
-// order; matmul sums k in order 0..K-1 per output from +0. Transcendental activations call the
-// same C library functions (expf, tanhf, ...) as the interpreter, so they are bit-identical too.
+// order; bn_stats / bn_aggr call the interpreter's own moment functions; matmul sums k in order
+// 0..K-1 per output from +0. Transcendental activations call the same C library functions
+// (expf, tanhf, ...) as the interpreter, so they are bit-identical too.
 #include <cstring>
 
 #include "../alu.h"
@@ -65,6 +67,12 @@ KNIT_INLINE void map_bits(const MapShape& s, uint8_t* const* data, F&& value) {
   for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     knit::ir::store_bits(type(s.dst), value(i0, i1, i2, i3), data[0] + at(s.dst, i0, i1, i2, i3));
   });
+}
+
+// iota / affine_select: the engine's affine index of a walk position (exec_select.cpp).
+KNIT_INLINE int64_t affine_value(const MapShape& s, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  return s.affine_offset + i0 * s.affine_step[0] + i1 * s.affine_step[1] + i2 * s.affine_step[2] +
+         i3 * s.affine_step[3];
 }
 
 KNIT_INLINE uint32_t column_bits(const float* column, int64_t p) {
@@ -143,6 +151,78 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float
         return knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], s.reverse0);
       });
       return;
+    case MapKind::fill:
+      map_bits(s, data, [&](int64_t, int64_t, int64_t, int64_t) { return s.fill_bits; });
+      return;
+    case MapKind::iota:
+      for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        knit::ir::store_int(type(s.dst), affine_value(s, i0, i1, i2, i3), data[0] + at(s.dst, i0, i1, i2, i3));
+      });
+      return;
+    case MapKind::copy_predicated:
+    case MapKind::fill_predicated:
+      // As exec_data.cpp: only the selected elements are written (the executor runs this only on
+      // a dst whose other elements are initialized and not matmul-written, so the bulk flag update
+      // afterwards is exact); the source's bits move when the dtypes match, else through fp32.
+      for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        if ((load(s.a, a, i0, i1, i2, i3) != 0.0f) == static_cast<bool>(s.reverse0)) return;
+        uint8_t* out = data[0] + at(s.dst, i0, i1, i2, i3);
+        if (s.kind == MapKind::fill_predicated) knit::ir::encode(type(s.dst), s.imm, out);
+        else if (s.dst.dtype == s.b.dtype)
+          knit::ir::store_bits(type(s.dst), knit::ir::load_bits(type(s.b), b + at(s.b, i0, i1, i2, i3)), out);
+        else knit::ir::encode(type(s.dst), load(s.b, b, i0, i1, i2, i3), out);
+      });
+      return;
+    case MapKind::select_reduce:
+      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const bool take = (load(s.a, a, i0, i1, i2, i3) != 0.0f) != static_cast<bool>(s.reverse0);
+        const float x = load(s.b, b, i0, i1, i2, i3);  // read everywhere: all of it is initialized
+        return take ? x : c0[i0];
+      });
+      return;
+    case MapKind::range_select:
+      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const float idx = s.alpha + static_cast<float>(affine_value(s, i0, i1, i2, i3));
+        const bool keep = knit::sim::alu(op0, idx, c0[i0]) != 0.0f && knit::sim::alu(op1, idx, c1[i0]) != 0.0f;
+        const float x = load(s.a, a, i0, i1, i2, i3);
+        return keep ? x : s.imm;
+      });
+      return;
+    case MapKind::scan: {
+      // The walk is row-major within each partition (i0), as the reference's loop over j: the
+      // carry stays fp32 and is rounded only where it is stored.
+      float carry = 0.0f;
+      map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        if ((i1 | i2 | i3) == 0) carry = c0[i0];
+        const float x = knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), carry, s.reverse0);
+        carry = knit::sim::apply(op1, x, load(s.b, b, i0, i1, i2, i3), s.reverse1);
+        return carry;
+      });
+      return;
+    }
+    case MapKind::affine_select: {
+      // As exec_select.cpp: the selected elements keep their bits when the dtypes match (else go
+      // through fp32), the others get on_false rounded to dst. on_true is read everywhere (the
+      // executor only comes here when all of it is initialized), which lets the loop vectorize.
+      auto take = [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        return knit::sim::alu(op0, static_cast<float>(affine_value(s, i0, i1, i2, i3)), 0.0f) != 0.0f;
+      };
+      if (s.dst.dtype == s.a.dtype) {
+        uint8_t off[4] = {};
+        knit::ir::encode(type(s.dst), s.imm, off);
+        const uint32_t off_bits = knit::ir::load_bits(type(s.dst), off);
+        map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+          const uint32_t x = knit::ir::load_bits(type(s.a), a + at(s.a, i0, i1, i2, i3));
+          return take(i0, i1, i2, i3) ? x : off_bits;
+        });
+      } else {
+        map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+          const float x = load(s.a, a, i0, i1, i2, i3);
+          return take(i0, i1, i2, i3) ? x : s.imm;
+        });
+      }
+      return;
+    }
   }
 }
 
@@ -164,8 +244,56 @@ extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* data,
     for (int64_t g = 1; g < s.group; ++g)
       r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
     if (s.negate) r = r * -1.0f;
+    if (s.average) r /= static_cast<float>(s.group);
     knit::ir::encode(type(s.dst), r, out);
   });
+}
+
+// ---- per-partition row statistics -------------------------------------------------------------
+
+namespace {
+
+// Calls f(i1, i2, i3) over a walk's free dims (1..3), innermost fastest.
+template <class F>
+KNIT_INLINE void for_each_free(const Walk& w, F&& f) {
+  for (int64_t i1 = 0; i1 < w.n[1]; ++i1)
+    for (int64_t i2 = 0; i2 < w.n[2]; ++i2)
+      for (int64_t i3 = 0; i3 < w.n[3]; ++i3) f(i1, i2, i3);
+}
+
+}  // namespace
+
+// bn_stats / bn_aggr / max8: the reference decodes each partition's row to fp32 and calls the
+// same group_moments / combine_moments / top8 (alu.cpp), so the results are the same bits by
+// construction.
+extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* data, float* const*) {
+  const RowShape& s = *shape;
+  float* row = reinterpret_cast<float*>(data[3]);
+  for (int64_t p = 0; p < s.data_walk.n[0]; ++p) {
+    int64_t F = 0;
+    for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+      row[F++] = knit::ir::decode(type(s.data), data[1] + at(s.data, p, i1, i2, i3));
+    });
+    float out[8] = {};
+    if (s.kind == RowKind::max8) {
+      knit::sim::top8(row, F, out);
+    } else if (s.kind == RowKind::bn_stats) {
+      for (int parity = 0; parity < 2; ++parity) {
+        const knit::sim::Moments g = knit::sim::group_moments(row, F, parity);
+        out[3 * parity] = g.count;
+        out[3 * parity + 1] = g.mean;
+        out[3 * parity + 2] = g.m2;
+      }
+    } else {
+      const auto [mean, var] = knit::sim::combine_moments(row, F / 3);
+      out[0] = mean;
+      out[1] = var;
+    }
+    int64_t k = 0;
+    for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+      knit::ir::encode(type(s.dst), out[k++], data[0] + at(s.dst, p, i1, i2, i3));
+    });
+  }
 }
 
 // ---- matmul -------------------------------------------------------------------------------------

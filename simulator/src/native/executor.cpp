@@ -50,6 +50,17 @@ bool natively_executable(Opcode op) {
     case Opcode::nc_transpose:
     case Opcode::dma_transpose:
     case Opcode::tensor_reduce:
+    case Opcode::memset:
+    case Opcode::tensor_copy_predicated:
+    case Opcode::select_reduce:
+    case Opcode::tensor_tensor_scan:
+    case Opcode::tensor_partition_reduce:
+    case Opcode::range_select:
+    case Opcode::iota:
+    case Opcode::affine_select:
+    case Opcode::bn_stats:
+    case Opcode::bn_aggr:
+    case Opcode::max8:
     case Opcode::nc_matmul: return true;
     default: return false;
   }
@@ -282,10 +293,13 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   const Kernel& k = m_.kernel();
   auto on_chip = [&](const View& v) { return is_on_chip(k.tensor(v.tensor).buffer); };
   // `a_axes` (a transpose): walk operand a with its dims permuted, dim k being a's dim a_axes[k];
-  // its elements then pair with dst's in row-major order, across partitions.
-  auto map = [&](MapShape s, const View& dst, const View& a, const View* b, const IntList* a_axes = nullptr) {
+  // its elements then pair with dst's in row-major order, across partitions. `affine` (iota,
+  // affine_select): a pseudo-operand whose "layout" is the affine index's per-partition and
+  // pattern steps; walked with the others, its steps become the shape's affine_step.
+  auto map = [&](MapShape s, const View& dst, const View* a, const View* b, const IntList* a_axes = nullptr,
+                 const Operand* affine = nullptr) {
     out.body = "knit_map_body";
-    if (!add(dst, true) || !add(a, false) || (b && !add(*b, false))) return false;
+    if (!add(dst, true) || (a && !add(*a, false)) || (b && !add(*b, false))) return false;
     if (a_axes) {
       const Machine::Layout& l = out.ops[1].layout;
       if (a_axes->size() != l.num.size()) return false;
@@ -296,9 +310,11 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
       }
       out.ops[1].walk_order = std::move(permuted);
     }
+    Operand index;  // the walk of `affine`
     std::vector<Operand*> ops;
     for (Operand& o : out.ops) ops.push_back(&o);
-    const bool partitioned = !a_axes && on_chip(dst) && on_chip(a) && (!b || on_chip(*b));
+    if (affine) ops.push_back(&(index = *affine));
+    const bool partitioned = !a_axes && on_chip(dst) && (!a || on_chip(*a)) && (!b || on_chip(*b));
     if (partitioned) {
       out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
       for (Operand* o : ops) {
@@ -312,9 +328,48 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     if (!common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0)) return false;
     std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
     s.dst = access_of(out.ops[0]);
-    s.a = access_of(out.ops[1]);
-    if (b) s.b = access_of(out.ops[2]);
+    if (a) s.a = access_of(out.ops[1]);
+    if (b) s.b = access_of(out.ops[a ? 2 : 1]);
+    if (affine) std::copy(index.step, index.step + kWalkDims, s.affine_step);
     out.shape = bytes_of(s);
+    return true;
+  };
+  // The affine index of iota / affine_select (exec_select.cpp's free_affine_values): partition p
+  // steps by channel_multiplier, free element j by the pattern dims j decomposes into.
+  auto affine_index = [&](const View& dst, const Pattern& pattern, int64_t channel_multiplier) {
+    Operand o;
+    o.layout.num.push_back(dst.dims.empty() ? 1 : dst.dims[0].num);
+    o.layout.stride.push_back(channel_multiplier);
+    for (const ApDim& d : pattern) {
+      o.layout.num.push_back(d.num);
+      o.layout.stride.push_back(d.step);
+    }
+    return o;
+  };
+  // bn_stats / bn_aggr / max8: each operand walks its own free dims (up to three after merging).
+  auto row = [&](RowKind kind, const View& dst, const View& data) {
+    out.body = "knit_row_body";
+    if (!add(dst, true) || !add(data, false) || !on_chip(dst) || !on_chip(data)) return false;
+    out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
+    for (Operand& o : out.ops) {
+      if (o.layout.num.empty() || o.layout.num[0] != out.partitions) return false;
+      o.n[0] = out.partitions;
+      o.step[0] = o.layout.stride[0];
+      const auto free = simplified(o.layout, 1);
+      if (free.size() > kWalkDims - 1) return false;
+      for (size_t d = 0; d < free.size(); ++d) {
+        o.n[kWalkDims - free.size() + d] = free[d].first;
+        o.step[kWalkDims - free.size() + d] = free[d].second;
+      }
+    }
+    RowShape r{};
+    std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, r.dst_walk.n);
+    std::copy(out.ops[1].n, out.ops[1].n + kWalkDims, r.data_walk.n);
+    r.dst = access_of(out.ops[0]);
+    r.data = access_of(out.ops[1]);
+    r.kind = kind;
+    out.scratch_floats = out.ops[1].n[1] * out.ops[1].n[2] * out.ops[1].n[3];
+    out.shape = bytes_of(r);
     return true;
   };
   MapShape s{};
@@ -325,7 +380,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
              : exact_int_path(m_, *op) ? MapKind::tensor_tensor_int
                                        : MapKind::tensor_tensor;
     s.op0 = static_cast<int32_t>(op->op);
-    return map(s, op->dst, op->data1, &op->data2);
+    return map(s, op->dst, &op->data1, &op->data2);
   }
   if (const auto* op = std::get_if<TensorScalar>(&inst.op)) {
     s.kind = is_bitvec_op(op->op0) ? MapKind::tensor_scalar_bits : MapKind::tensor_scalar;
@@ -333,7 +388,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.op1 = static_cast<int32_t>(op->op1);
     s.reverse0 = op->reverse0;
     s.reverse1 = op->reverse1;
-    return map(s, op->dst, op->data, nullptr);
+    return map(s, op->dst, &op->data, nullptr);
   }
   if (const auto* op = std::get_if<ScalarTensorTensor>(&inst.op)) {
     s.kind = MapKind::scalar_tensor_tensor;
@@ -341,12 +396,12 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.op1 = static_cast<int32_t>(op->op1);
     s.reverse0 = op->reverse0;
     s.reverse1 = op->reverse1;
-    return map(s, op->dst, op->data, &op->operand1);
+    return map(s, op->dst, &op->data, &op->operand1);
   }
   if (const auto* op = std::get_if<Reciprocal>(&inst.op)) {
     s.kind = MapKind::tensor_scalar;  // apply(reciprocal, x, .) = alu(reciprocal, x, 0), as exec
     s.op0 = static_cast<int32_t>(AluOp::reciprocal);
-    return map(s, op->dst, op->data, nullptr);
+    return map(s, op->dst, &op->data, nullptr);
   }
   if (const std::optional<Activation> act = activation_of(inst)) {
     s.kind = MapKind::activation;
@@ -355,24 +410,24 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.fold_op = activation_folds(*act) ? static_cast<int32_t>(act->reduce_op) : -1;
     s.alpha = static_cast<float>(act->alpha);
     // The plan keeps pointers to the views: pass the instruction's own, not the copy's.
-    if (const auto* op = std::get_if<Activation>(&inst.op)) return map(s, op->dst, op->data, nullptr);
+    if (const auto* op = std::get_if<Activation>(&inst.op)) return map(s, op->dst, &op->data, nullptr);
     const auto& op = std::get<ActivationReduce>(inst.op);
-    return map(s, op.dst, op.data, nullptr);
+    return map(s, op.dst, &op.data, nullptr);
   }
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
     s.kind = MapKind::tensor_scalar_fold;
     s.op0 = static_cast<int32_t>(op->op0);
     s.reverse0 = op->reverse0;
     s.fold_op = static_cast<int32_t>(op->reduce_op);
-    return map(s, op->dst, op->data, nullptr);
+    return map(s, op->dst, &op->data, nullptr);
   }
   if (const auto* op = std::get_if<TensorCopy>(&inst.op)) {
     s.kind = MapKind::copy;
-    return map(s, op->dst, op->src, nullptr);
+    return map(s, op->dst, &op->src, nullptr);
   }
   if (const auto* op = std::get_if<DmaCopy>(&inst.op)) {
     s.kind = MapKind::copy;
-    return map(s, op->dst, op->src, nullptr);
+    return map(s, op->dst, &op->src, nullptr);
   }
   if (const auto* op = std::get_if<NcTranspose>(&inst.op)) {
     // dst[f, p] = data[p, f], f running over data's free dims (exec_data.cpp).
@@ -380,13 +435,77 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     IntList axes;
     for (size_t k = 1; k < op->data.dims.size(); ++k) axes.push_back(static_cast<int64_t>(k));
     axes.push_back(0);
-    return map(s, op->dst, op->data, nullptr, &axes);
+    return map(s, op->dst, &op->data, nullptr, &axes);
   }
   if (const auto* op = std::get_if<DmaTranspose>(&inst.op)) {
     s.kind = MapKind::copy;
     const IntList axes = op->resolved_axes();
-    return map(s, op->dst, op->src, nullptr, &axes);
+    return map(s, op->dst, &op->src, nullptr, &axes);
   }
+  if (const auto* op = std::get_if<Memset>(&inst.op)) {
+    s.kind = MapKind::fill;
+    s.fill_bits = memset_bits(op->dst.dtype, op->value);
+    return map(s, op->dst, nullptr, nullptr);
+  }
+  if (const auto* op = std::get_if<TensorCopyPredicated>(&inst.op)) {
+    // The predicate is operand a (data[1]), a tile source operand b (data[2]).
+    if (!op->src.is_tile() && !op->src.is_imm()) return false;
+    s.kind = op->src.is_tile() ? MapKind::copy_predicated : MapKind::fill_predicated;
+    s.reverse0 = op->reverse_pred;
+    s.imm = static_cast<float>(op->src.imm);
+    return map(s, op->dst, &op->predicate, op->src.is_tile() ? &op->src.tile : nullptr);
+  }
+  if (const auto* op = std::get_if<TensorTensorScan>(&inst.op)) {
+    s.kind = MapKind::scan;  // initial is column 0
+    s.op0 = static_cast<int32_t>(op->op0);
+    s.op1 = static_cast<int32_t>(op->op1);
+    s.reverse0 = op->reverse0;
+    s.reverse1 = op->reverse1;
+    return map(s, op->dst, &op->data0, &op->data1);
+  }
+  if (const auto* op = std::get_if<SelectReduce>(&inst.op)) {
+    s.kind = MapKind::select_reduce;  // predicate a, on_true b; on_false is column 0
+    s.reverse0 = op->reverse_pred;
+    s.fold_op = static_cast<int32_t>(op->reduce_op);
+    return map(s, op->dst, &op->predicate, &op->on_true);
+  }
+  if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
+    s.kind = MapKind::range_select;  // bounds are columns 0 and 1
+    s.op0 = static_cast<int32_t>(op->comp_op0);
+    s.op1 = static_cast<int32_t>(op->comp_op1);
+    s.alpha = static_cast<float>(op->range_start);
+    s.imm = static_cast<float>(op->on_false_value);
+    s.fold_op = static_cast<int32_t>(op->reduce_op);
+    // The index is dst's flattened free element number: the affine pseudo-operand of a dense
+    // row-major array of dst's free shape, not moving with the partition.
+    Operand index;
+    int64_t stride = 1;
+    for (size_t k = op->dst.dims.size(); k-- > 1;) {
+      index.layout.num.insert(index.layout.num.begin(), op->dst.dims[k].num);
+      index.layout.stride.insert(index.layout.stride.begin(), stride);
+      stride *= op->dst.dims[k].num;
+    }
+    index.layout.num.insert(index.layout.num.begin(), op->dst.dims.empty() ? 1 : op->dst.dims[0].num);
+    index.layout.stride.insert(index.layout.stride.begin(), 0);
+    return map(s, op->dst, &op->on_true_tile, nullptr, nullptr, &index);
+  }
+  if (const auto* op = std::get_if<Iota>(&inst.op)) {
+    s.kind = MapKind::iota;
+    s.affine_offset = op->offset;
+    const Operand index = affine_index(op->dst, op->pattern, op->channel_multiplier);
+    return map(s, op->dst, nullptr, nullptr, nullptr, &index);
+  }
+  if (const auto* op = std::get_if<AffineSelect>(&inst.op)) {
+    s.kind = MapKind::affine_select;
+    s.op0 = static_cast<int32_t>(op->cmp_op);
+    s.imm = static_cast<float>(op->on_false_value);
+    s.affine_offset = op->offset;
+    const Operand index = affine_index(op->dst, op->pattern, op->channel_multiplier);
+    return map(s, op->dst, &op->on_true_tile, nullptr, nullptr, &index);
+  }
+  if (const auto* op = std::get_if<BnStats>(&inst.op)) return row(RowKind::bn_stats, op->dst, op->data);
+  if (const auto* op = std::get_if<BnAggr>(&inst.op)) return row(RowKind::bn_aggr, op->dst, op->data);
+  if (const auto* op = std::get_if<Max8>(&inst.op)) return row(RowKind::max8, op->dst, op->src);
   if (const auto* op = std::get_if<TensorReduce>(&inst.op)) {
     out.body = "knit_reduce_body";
     if (!add(op->dst, true) || !add(op->data, false)) return false;
@@ -420,6 +539,28 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     r.op = static_cast<int32_t>(op->op);
     r.bits = is_bitvec_op(op->op);
     r.negate = op->negate;
+    out.shape = bytes_of(r);
+    return true;
+  }
+  if (const auto* op = std::get_if<TensorPartitionReduce>(&inst.op)) {
+    // dst[0, j] = fold over p of data[p, j] (exec_select.cpp): the reduce body with the free dims
+    // as the walk and each column across the partitions as a group.
+    out.body = "knit_reduce_body";
+    if (!add(op->dst, true) || !add(op->data, false) || !on_chip(op->dst) || !on_chip(op->data)) return false;
+    Operand& dst = out.ops[0];
+    Operand& data = out.ops[1];
+    if (data.layout.num.empty() || dst.layout.num.empty() || dst.layout.num[0] != 1) return false;
+    std::vector<Operand*> ops{&dst, &data};
+    if (!common_walk(ops, 1, 0)) return false;
+    ReduceShape r{};
+    std::copy(dst.n, dst.n + kWalkDims, r.walk.n);
+    r.dst = access_of(dst);
+    r.data = access_of(data);
+    r.group = data.layout.num[0];
+    r.group_step = data.layout.stride[0];
+    r.op = static_cast<int32_t>(op->op);
+    r.bits = is_bitvec_op(op->op);
+    r.average = op->op == AluOp::average;
     out.shape = bytes_of(r);
     return true;
   }
@@ -518,7 +659,8 @@ bool NativeExecutor::run(const Instruction& inst) {
     }
     return refuse(inst, {natively_executable(inst.opcode())
                              ? "its operands are not views the native bodies walk (indirect, partition-crossing, "
-                               "or more than 4 strided dims after merging)"
+                               "more than 4 strided dims after merging, or dims that do not nest with the other "
+                               "operands' or the affine pattern's)"
                              : "no native body for this opcode yet"});
   }
   // Tiered: a kernel too small to repay compiling runs on the reference executors until the
@@ -571,6 +713,16 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
       if (!same || p.body != std::string_view("knit_map_body"))
         return {"its output overlaps an input other than element for element"};
     }
+  if (std::holds_alternative<TensorCopyPredicated>(inst.op)) {
+    // It writes only the selected elements, which keep their state otherwise; the flags are
+    // updated in bulk afterwards, so natively only when that is exact for the whole dst.
+    const Operand& dst = p.ops[0];
+    if (mem[0]->tracks_init() && !all_flags_are(mem[0]->init.data(), dst, 1))
+      return {"its dst is partly never written (a predicated copy leaves the unselected elements unwritten)"};
+    if (mem[0]->tracks_matmul() && !all_flags_are(mem[0]->mm_written.data(), dst, 0))
+      return {"its dst holds matmul results (a predicated copy clears the matmul-written state of the selected "
+              "elements only)"};
+  }
   std::string shape = p.shape;
   bool by_matmul = false;
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
@@ -610,6 +762,13 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
   } else if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) {
     col[0] = scalar_column(m_, op->operand0, op->op0, P, "operand0");
+  } else if (const auto* op = std::get_if<SelectReduce>(&inst.op)) {
+    col[0] = m_.column(op->on_false, P, "on_false");
+  } else if (const auto* op = std::get_if<TensorTensorScan>(&inst.op)) {
+    col[0] = m_.column(op->initial, P, "initial");
+  } else if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
+    col[0] = m_.column(ir::Operand::of(op->bound0), P, "bound0");
+    col[1] = m_.column(ir::Operand::of(op->bound1), P, "bound1");
   } else if (activation) {
     col[0] = m_.column(activation->scale, P, "scale");
     col[1] = activation->bias.is_none() ? std::vector<float>(P, 0.0f) : m_.column(activation->bias, P, "bias");
@@ -644,6 +803,10 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
   if (activation) finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
+  if (const auto* op = std::get_if<SelectReduce>(&inst.op))
+    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
+  if (const auto* op = std::get_if<RangeSelect>(&inst.op))
+    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
   return {};
 }
 

@@ -36,6 +36,16 @@ enum class MapKind : int32_t {
   scalar_tensor_tensor,  // dst = (a op0 col0) op1 b
   activation,       // dst = act0(a * col0 [+ col1]), row fold of the fp32 results with fold_op
   tensor_scalar_fold,    // dst = a op0 col0, row fold with fold_op (tensor_scalar_reduce)
+  fill,             // dst = fill_bits (memset; no input)
+  iota,             // dst = the affine value, stored like an integer (no input)
+  affine_select,    // dst = op0(float(affine value), 0) ? a : imm (op0 a comparison)
+  copy_predicated,  // where (a != 0) xor reverse0: dst = b; elsewhere dst is not written
+  fill_predicated,  // where (a != 0) xor reverse0: dst = imm; elsewhere dst is not written
+  select_reduce,    // dst = (a != 0) xor reverse0 ? b : col0, row fold with fold_op
+  range_select,     // i = alpha + float(affine value); dst = op0(i, col0) && op1(i, col1) ? a : imm,
+                    // row fold with fold_op
+  scan,             // carry = col0 at each row's start; dst = carry = (a op0 carry) op1 b, with the
+                    // reverse flags (tensor_tensor_scan: a left scan along each partition's row)
 };
 
 struct MapShape {
@@ -46,14 +56,21 @@ struct MapShape {
   int32_t reverse0, reverse1;
   int32_t has_bias;  // activation: add column1
   int32_t fold_op;   // ir::AluOp of the row fold, or -1 for none
-  float alpha;       // activation's prelu slope
-  int32_t unused;
+  float alpha;       // activation's prelu slope; range_select's range_start
+  uint32_t fill_bits;  // fill: the bit pattern of every dst element
+  float imm;           // affine_select: the value of the elements not selected; fill_predicated's
+  // iota / affine_select: value(i0..i3) = affine_offset + sum_d i_d * affine_step[d], the GpSimd
+  // engine's int32 index (offset + p * channel_multiplier + the pattern's steps), walked like an
+  // operand whose "bytes" are index units.
+  int64_t affine_offset;
+  int64_t affine_step[kWalkDims];
 };
 // Run-time arguments: data[0] = dst, data[1] = a, data[2] = b (or null);
 // columns[0], columns[1] = per-partition scalars (fp32 values, or bit patterns for the bit-vector
 // kinds), columns[2] = per-partition row folds out (fp32), each indexed by walk dim 0.
 
-// Reductions over trailing free dims: each dst element folds `group` data elements.
+// Reductions: each dst element folds `group` data elements (tensor_reduce: over trailing free
+// dims).
 struct ReduceShape {
   Walk walk;  // the kept dims (dst's walk)
   Access dst, data;
@@ -62,9 +79,27 @@ struct ReduceShape {
   int32_t op;          // ir::AluOp
   int32_t bits;        // bit-vector fold
   int32_t negate;
+  int32_t average;     // divide the fold by `group` (tensor_partition_reduce's average)
+};
+// data[0] = dst, data[1] = data. tensor_partition_reduce is one too: the walk is the free dims,
+// a group is one element's column across the partitions (group_step = the partition stride).
+
+// Per-partition row statistics: each partition's data row (its free dims, row-major) is decoded
+// to fp32 into scratch, reduced to a few values, and those are stored to dst's free elements.
+enum class RowKind : int32_t {
+  bn_stats,  // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
+  bn_aggr,   // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
+  max8,      // the 8 values that rank first (top8): 8 values
+};
+
+struct RowShape {
+  Walk data_walk;  // n[0] = partitions, n[1..3] = data's free dims
+  Walk dst_walk;   // n[0] = partitions, n[1..3] = dst's free dims
+  Access data, dst;
+  RowKind kind;
   int32_t unused;
 };
-// data[0] = dst, data[1] = data.
+// data[0] = dst, data[1] = data, data[3] = scratch of the data free size in floats (one row).
 
 // One Tensor Engine matmul: dst[M, N] (=|+=) stationary[K, M].T @ moving[K, N], each output
 // the fp32 sum over k in order 0..K-1 of the fp32 products, starting from +0 (no FMA).
