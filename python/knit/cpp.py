@@ -35,13 +35,14 @@ class CppKernel(Kernel):
 
     default_num_outputs = 1  # for knit.torch.op: a C++ kernel returns one tensor unless told
 
-    def __init__(self, file, path, name, arity):
-        self._file, self.path, self.qualified_name, self.arity = file, path, name, arity
+    def __init__(self, file, path, name, arity, line):
+        self._file, self.path, self.qualified_name, self.arity, self.line = file, path, name, arity, line
         short = name.rsplit("::", 1)[-1]
         params = ", ".join(f"arg{i}" for i in range(arity))
         # A stand-in Python function with the kernel's name, arity and file (what knit.torch
         # reads for the op's schema and error locations); it is never called.
-        code = compile(f"def {short}({params}):\n    pass\n", path, "exec")
+        # Its code says it starts at the KNIT_KERNEL line, where errors about the arguments point.
+        code = compile("\n" * (line - 1) + f"def {short}({params}):\n    pass\n", path, "exec")
         namespace = {}
         exec(code, namespace)  # noqa: S102 (our own two lines)
         fn = namespace[short]
@@ -58,13 +59,13 @@ class CppKernel(Kernel):
         return self.compile(*args, **kwargs)(*args, **kwargs)
 
     def __getitem__(self, grid):
-        raise user_error("cpp-kernel", "C++ kernels have no launch grid in knit.cpp", (self.path, 0, 0))
+        raise user_error("cpp-kernel", "C++ kernels have no launch grid in knit.cpp", (self.path, self.line, 0))
 
     def _disk_name(self, key):
         return None  # tracing is fast; the compiled file itself is what the disk cache keeps
 
     def _trace(self, args, kwargs, target):
-        where = (self.path, 0, 0)
+        where = (self.path, self.line, 0)
         if kwargs:
             raise user_error("kernel-args", f"C++ kernel {self.qualified_name} takes positional tensors only", where)
         if len(args) != self.arity:
@@ -97,8 +98,8 @@ class CppModule:
         self.path = path
         self.from_cache = file.from_cache  # loaded from the disk cache: Clang did not run
         self.kernels = {}
-        for name, arity in file.kernels:
-            kernel = CppKernel(file, path, name, arity)
+        for name, arity, line in file.kernels:
+            kernel = CppKernel(file, path, name, arity, line)
             self.kernels[name.rsplit("::", 1)[-1]] = kernel
         for short, kernel in self.kernels.items():
             setattr(self, short, kernel)

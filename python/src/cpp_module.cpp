@@ -1,6 +1,7 @@
 // knit._cppc: the in-process C++ kernel compiler (frontend/cpp) seen from Python. A separate
 // extension from knit._core so that only `knit.cpp` users load Clang's libraries. Kernels cross
 // to knit._core as IR text (with their source locations), parsed there.
+#include <tuple>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -23,8 +24,8 @@ PYBIND11_MODULE(_cppc, m) {
           "Compile (or load from the disk cache) a C++ kernel file")
       .def_property_readonly("kernels",
                              [](const CppKernelFile& f) {
-                               std::vector<std::pair<std::string, size_t>> out;
-                               for (const auto& k : f.kernels()) out.emplace_back(k.name, k.arity);
+                               std::vector<std::tuple<std::string, size_t, int>> out;
+                               for (const auto& k : f.kernels()) out.emplace_back(k.name, k.arity, k.line);
                                return out;
                              })
       .def_property_readonly("from_cache", &CppKernelFile::from_cache)

@@ -112,15 +112,19 @@ inline std::vector<HostTensor> run(const ir::Kernel& kernel, std::vector<HostTen
 struct KernelEntry {
   const char* name = nullptr;  // as written in KNIT_KERNEL(...)
   size_t arity = 0;            // tensor parameters
-  ir::Kernel (*trace)(const std::string& name, const std::vector<ArgSpec>& args, ir::Target target) = nullptr;
+  std::source_location where;  // the KNIT_KERNEL line: where the kernel's parameters are declared
+  ir::Kernel (*trace)(const std::string& name, const std::vector<ArgSpec>& args, ir::Target target,
+                      std::source_location where) = nullptr;
 };
 
 namespace detail {
 template <auto Fn>
-KernelEntry entry_of(const char* name) {
+KernelEntry entry_of(const char* name, std::source_location where = std::source_location::current()) {
   using Traits = fn_traits<std::remove_cvref_t<std::remove_pointer_t<decltype(Fn)>>>;
-  return {name, Traits::arity,
-          [](const std::string& n, const std::vector<ArgSpec>& args, ir::Target t) { return knit::trace(n, Fn, args, t); }};
+  return {name, Traits::arity, where,
+          [](const std::string& n, const std::vector<ArgSpec>& args, ir::Target t, std::source_location l) {
+            return knit::trace(n, Fn, args, t, l);
+          }};
 }
 }  // namespace detail
 

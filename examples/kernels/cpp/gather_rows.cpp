@@ -1,3 +1,4 @@
+// knit-run: --shape 1000x256 --shape 256:int32 --int-range 0:1000 --reference 'x0[x1]'
 #include "kernels.h"
 
 namespace knit::examples {

@@ -1,3 +1,4 @@
+// knit-run: --shape 256x256:bfloat16 --shape 256x512:bfloat16 --reference 'x0.T @ x1'
 #include "kernels.h"
 
 namespace knit::examples {

@@ -1,3 +1,4 @@
+// knit-run: --shape 300x1024 --shape 1024 --reference 'x0 / np.sqrt((x0 * x0).mean(1, keepdims=True) + 1e-6) * x1'
 #include <algorithm>
 
 #include "kernels.h"

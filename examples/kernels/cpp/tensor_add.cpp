@@ -1,3 +1,4 @@
+// knit-run: --shape 300x512 --shape 300x512 --reference 'x0 + x1'
 #include <algorithm>
 
 #include "kernels.h"

@@ -1,3 +1,4 @@
+// knit-run: --shape 256x384 --reference 'x0.T'
 #include "kernels.h"
 
 namespace knit::examples {

@@ -19,6 +19,7 @@ and seq a multiple of 128. For each block of 128 queries:
      Engine (keys onto partitions) and ``nc_matmul`` accumulates over the key blocks in one
      PSUM tile; the result is scaled by 1/row_sum and stored.
 """
+# knit-run: --shape 512x128 --shape 512x128 --shape 512x128
 import math
 
 import numpy as np

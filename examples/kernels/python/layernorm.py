@@ -9,6 +9,7 @@ Per 128-row tile:
   4. ``tensor_tensor`` multiplies by gamma and adds beta (loaded once, broadcast to every
      partition with a stride-0 access pattern).
 """
+# knit-run: --shape 300x1000 --shape 1000 --shape 1000
 import numpy as np
 
 import knit as nki

@@ -6,6 +6,7 @@ over K accumulate into it (``accumulate`` left at its default: the first matmul 
 PSUM tile overwrites, the following ones add), then the fp32 block is evicted to SBUF with
 ``tensor_copy`` (rounding to the output dtype) and stored to HBM.
 """
+# knit-run: --shape 512x256 --shape 512x1024
 import numpy as np
 
 import knit as nki

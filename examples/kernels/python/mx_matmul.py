@@ -8,6 +8,7 @@ over the partitions *and* the 4 bytes of each word: contraction index k = 4p + j
 512 in one instruction. A [K, F] operand therefore goes on chip as a [P, F, 4] tile with
 tile[p, f, j] = x[4p + j, f]: one DMA through a reshaped and permuted HBM view, no data shuffle.
 """
+# knit-run: --shape 512x128:bfloat16 --shape 512x256:bfloat16
 import numpy as np
 
 import knit as nki
@@ -62,6 +63,9 @@ def quantization_bound(lhsT, rhs):
     ea, eb = 2.0**-4 * a + 2.0**-17 * a.max(), 2.0**-4 * b + 2.0**-17 * b.max()
     fp32 = a.shape[0] * 2.0**-24 * ((a + ea).T @ (b + eb))
     return ea.T @ (b + eb) + a.T @ eb + fp32
+
+
+tolerance = quantization_bound  # what `knit run` allows around reference() (docs/cpp.md)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Per 128-row tile:
   3. ``tensor_scalar`` scales each row by it, ``tensor_tensor`` multiplies by the weight.
 The weight row is loaded once, broadcast to all 128 partitions by the DMA (a stride-0 view).
 """
+# knit-run: --shape 300x1024 --shape 1024
 import numpy as np
 
 import knit as nki

@@ -12,6 +12,7 @@ Per 128-row tile, in fp32 on chip:
      accumulating every row tile into PSUM (one [1, <=512] bank per column chunk).
 cols is limited to 4096 so that the dw accumulators fit in PSUM (8 banks of 512 fp32).
 """
+# knit-run: --shape 300x1024 --shape 1024 --shape 300x1024
 import numpy as np
 
 import knit as nki

@@ -6,6 +6,7 @@ Per 128-row tile:
      adds up each row in the same pass (reduce_res, another [P, 1] column);
   3. ``reciprocal`` of the row sums, then ``tensor_scalar`` multiplies every row by it.
 """
+# knit-run: --shape 300x1024
 import numpy as np
 
 import knit as nki

@@ -4,6 +4,7 @@ The NKI "hello world": move tiles HBM -> SBUF with DMA, add them on the Vector E
 move the sum back to HBM. Written in the current (dst-first) NKI API; swap the three
 ``knit`` imports for ``nki`` and it runs on Trainium unchanged.
 """
+# knit-run: --shape 300x512 --shape 300x512
 import numpy as np
 
 import knit as nki

@@ -5,6 +5,7 @@ Views cannot move data across partitions, so a transpose goes through the Tensor
 matmul against the identity), ``tensor_copy`` evicts it to SBUF, and a DMA stores it at the
 mirrored block position.
 """
+# knit-run: --shape 256x384
 import numpy as np
 
 import knit as nki

@@ -136,6 +136,13 @@ std::string join_lines(const std::vector<std::string>& lines) {
 }  // namespace
 
 std::vector<std::string> knit_include_dirs() {
+  // An installed package (pip) carries the headers next to the extension, in include/; a source
+  // build uses the source tree's folders, compiled in.
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void*>(&knit_include_dirs), &self) && self.dli_fname) {
+    const auto installed = std::filesystem::path(self.dli_fname).parent_path() / "include";
+    if (std::filesystem::exists(installed / "knit" / "knit.h")) return {installed.string()};
+  }
   std::vector<std::string> dirs;
   std::istringstream in(KNIT_INCLUDE_DIRS);
   for (std::string dir; std::getline(in, dir, '|');)
@@ -192,7 +199,7 @@ std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, cons
     void* fn = impl.jit->lookup(name);
     KernelEntry entry;
     reinterpret_cast<void (*)(KernelEntry*)>(fn)(&entry);
-    out->kernels_.push_back({entry.name, entry.arity});
+    out->kernels_.push_back({entry.name, entry.arity, static_cast<int>(entry.where.line())});
     out->entries_.push_back(fn);
   }
   return out;
@@ -208,7 +215,7 @@ ir::Kernel CppKernelFile::trace(const std::string& name, const std::vector<CppTe
     reinterpret_cast<void (*)(KernelEntry*)>(entries_[k])(&entry);
     std::vector<ArgSpec> specs;
     for (const CppTensorSpec& a : args) specs.push_back({a.shape, a.dtype, a.name});
-    return entry.trace(last, specs, target);
+    return entry.trace(last, specs, target, entry.where);
   }
   std::string known;
   for (const CppKernelInfo& k : kernels_) known += (known.empty() ? "" : ", ") + k.name;

@@ -20,6 +20,7 @@ namespace knit::frontend {
 struct CppKernelInfo {
   std::string name;  // as written in KNIT_KERNEL(...), e.g. "knit::examples::rmsnorm"
   size_t arity = 0;  // tensor parameters
+  int line = 0;      // of its KNIT_KERNEL(...) in the file
 };
 
 struct CppTensorSpec {

@@ -1,0 +1,334 @@
+"""The knit command line: run, inspect and profile a kernel file, Python or C++.
+
+    knit run examples/kernels/cpp/matmul.cpp              # result check, latency, engine summary
+    knit run examples/kernels/python/rmsnorm.py --shape 256x1024 --shape 1024 --target trn3
+    knit ir FILE[::KERNEL] ...      the traced tile IR
+    knit asm FILE[::KERNEL] ...     the engine program
+    knit profile FILE ... --trace out.json --plot out.png
+    knit lint FILE.cpp              static checks of a C++ kernel file
+    knit cache info | clear
+
+Inputs are random (seeded) arrays of the --shape/--dtype given, or of the file's own
+`knit-run:` lines (see _kernel_file). Exit status: 0 success, 1 a failed check or a kernel error,
+2 a usage error. docs/cpp.md describes it all.
+"""
+import argparse
+import ast
+import os
+import sys
+import time
+
+import numpy as np
+
+from . import _kernel_file, cache
+from .profile import profile as profile_kernel
+from ._kernel_file import UsageError
+from .errors import KnitError
+from .typing import TensorType
+
+_TARGETS = ("trn1", "trn2", "trn3")
+
+# Default tolerance of the check against a NumPy reference, by output dtype: a few roundings to
+# the dtype's precision (half an ULP relative each: 2^-24 fp32, 2^-11 fp16, 2^-8 bf16, 2^-4 / 2^-3
+# fp8) across a kernel's chain of operations. --rtol/--atol override.
+_TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2, "float8_e4m3": 1.3e-1, "float8_e4m3fn": 1.3e-1,
+              "float8_e5m2": 2.5e-1}
+
+
+def _kernel_options(parser):
+    """The options every kernel command takes (all default to None so that a file's knit-run
+    lines can fill what the command line leaves out)."""
+    parser.add_argument("file", metavar="FILE[::KERNEL]", help="a Python or C++ kernel file, optionally ::kernel")
+    parser.add_argument("--shape", action="append", metavar="DIMS[:DTYPE]",
+                        help="one per tensor argument, in order: 256x512 or 256x512:bfloat16")
+    parser.add_argument("--dtype", metavar="DTYPE", help="dtype of --shape entries without one (default float32)")
+    parser.add_argument("--param", action="append", metavar="NAME=VALUE",
+                        help="a non-tensor argument of a Python kernel (a Python literal), e.g. epsilon=1e-5")
+    parser.add_argument("--target", choices=_TARGETS, help="the NeuronCore generation (default: the kernel's, "
+                                                           "else $KNIT_TARGET, else trn2)")
+    parser.add_argument("--seed", type=int, help="seed of the random inputs (default 0)")
+    parser.add_argument("--int-range", metavar="LOW:HIGH", help="range of integer inputs (default 0:16)")
+    parser.add_argument("--cxxflag", action="append", metavar="FLAG",
+                        help="an extra compiler flag for a C++ file (-DN=4, -I/path); repeatable")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="knit", description="Run, inspect and profile NKI-style kernels "
+                                                              "(Python or C++) on Knit's simulator.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = commands.add_parser("run", help="run a kernel on random inputs: result check, latency, engine summary")
+    _kernel_options(run)
+    run.add_argument("--backend", choices=("jit", "jit-strict", "reference"), help="execution backend (default jit)")
+    run.add_argument("--reference", metavar="FUNC_OR_EXPR",
+                     help="what to check against: a function of the file (Python) or a NumPy expression over "
+                          "the inputs x0, x1, ... (default: the file's `reference` function, if any)")
+    run.add_argument("--rtol", type=float, help="relative tolerance of the reference check")
+    run.add_argument("--atol", type=float, help="absolute tolerance of the reference check")
+    run.add_argument("--no-interpreter-check", action="store_true",
+                     help="skip re-running on the reference interpreter to compare bytes")
+    for name, what in (("ir", "print the traced tile IR"), ("asm", "print the engine program")):
+        _kernel_options(commands.add_parser(name, help=what))
+    prof = commands.add_parser("profile", help="simulated timing: summary, Perfetto trace, timeline plot")
+    _kernel_options(prof)
+    prof.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
+    prof.add_argument("--plot", metavar="OUT.png", help="write an engine timeline plot (needs matplotlib)")
+    prof.add_argument("--timing-only", action="store_true", help="simulate timing only (no data computed)")
+    prof.add_argument("--json", action="store_true", help="print neuron-profile style summary JSON instead")
+    lint = commands.add_parser("lint", help="static checks of a C++ kernel file (Clang AST)")
+    lint.add_argument("file", metavar="FILE")
+    lint.add_argument("--cxxflag", action="append", metavar="FLAG", help="an extra compiler flag; repeatable")
+    cache_cmd = commands.add_parser("cache", help="the disk cache of compiled code and programs")
+    cache_cmd.add_argument("action", choices=("info", "clear"))
+    return parser
+
+
+def _merge_directives(parser, args):
+    """Fill options the command line left out from the file's knit-run lines (written for
+    `knit run`; the other commands take the options they share with it)."""
+    path, _ = _kernel_file.split_target(args.file)
+    extra = _kernel_file.directive_args(path) if os.path.isfile(path) else []
+    if not extra:
+        return args
+    try:
+        from_file = parser.parse_args(["run", args.file] + extra)
+    except SystemExit:  # argparse printed what is wrong
+        raise UsageError(f"{path}: its knit-run line has options `knit run` does not take: {' '.join(extra)}") from None
+    for name, value in vars(from_file).items():
+        if hasattr(args, name) and getattr(args, name) in (None, False):
+            setattr(args, name, value)
+    return args
+
+
+class Job:
+    """One kernel of one file with its inputs, as the options describe."""
+
+    def __init__(self, args):
+        path, wanted = _kernel_file.split_target(args.file)
+        self.path = path
+        started = time.perf_counter()
+        if path.endswith(_kernel_file.CPP_SUFFIXES):
+            from . import cpp
+            loaded = cpp.load(path, args.cxxflag or ())
+            kernels, self.module = dict(loaded.kernels), None
+            self.load_note = "C++ file from the disk cache" if loaded.from_cache else "C++ file compiled by Clang"
+        else:
+            kernels, self.module = _kernel_file.load_kernels(path)
+            self.load_note = "Python file imported"
+        self.load_s = time.perf_counter() - started
+        self.name, self.kernel = _kernel_file.pick_kernel(kernels, wanted, path)
+        if not args.shape:
+            raise UsageError(f"{path}: give the kernel's tensor arguments with --shape (one per tensor, in order, "
+                             f"e.g. --shape 256x512:bfloat16), or put them in a `knit-run:` comment line in the file")
+        self.shapes = [_kernel_file.parse_shape(s, args.dtype or "float32") for s in args.shape]
+        self.params = dict(_parse_param(p) for p in (args.param or ()))
+        self.target = args.target
+        self.seed = 0 if args.seed is None else args.seed
+        self.int_range = _parse_range(args.int_range or "0:16")
+
+    def inputs(self):
+        return _kernel_file.make_inputs(self.shapes, self.seed, self.int_range)
+
+    def placeholders(self):
+        return [TensorType(shape, dtype) for shape, dtype in self.shapes]
+
+    def compile(self, inputs):
+        started = time.perf_counter()
+        compiled = self.kernel.compile(*inputs, target=self.target, **self.params)
+        compiled.program  # lowering to the engine program is part of compiling
+        return compiled, time.perf_counter() - started
+
+    def describe_inputs(self):
+        return ", ".join(f"{'x'.join(map(str, s))} {d}" for s, d in self.shapes)
+
+
+def _parse_param(text):
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise UsageError(f"--param {text!r}: write NAME=VALUE, e.g. epsilon=1e-5")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise UsageError(f"--param {text!r}: the value must be a Python literal (1e-5, 4, True, 'name')") from None
+
+
+def _parse_range(text):
+    low, sep, high = text.partition(":")
+    try:
+        low, high = int(low), int(high)
+    except ValueError:
+        raise UsageError(f"--int-range {text!r}: write LOW:HIGH, e.g. 0:1000") from None
+    if not sep or high <= low:
+        raise UsageError(f"--int-range {text!r}: HIGH must be greater than LOW")
+    return low, high
+
+
+def _outputs_tuple(result):
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+
+def _reference_outputs(job, spec, inputs):
+    """The reference's outputs (float64 arrays), or None when there is no reference."""
+    if spec is None:
+        fn = getattr(job.module, "reference", None) if job.module else None
+        if fn is None:
+            return None, None
+        label = "reference() of the file"
+    elif job.module is not None and callable(getattr(job.module, spec, None)):
+        fn, label = getattr(job.module, spec), f"{spec}() of the file"
+    else:
+        names = {f"x{i}": np.asarray(a, dtype=np.float64) if a.dtype.kind == "f" or a.dtype.kind == "V"
+                 else a for i, a in enumerate(inputs)}
+        names["np"] = np
+
+        def fn(*_):
+            try:
+                return eval(spec, {"__builtins__": __builtins__}, names)  # noqa: S307 (the user's own expression)
+            except Exception as e:  # report any mistake in the expression as a usage error
+                raise UsageError(f"--reference {spec!r}: {type(e).__name__}: {e}") from None
+        label = f"NumPy expression {spec!r}"
+    return _outputs_tuple(fn(*[_float64(a) for a in inputs], **job.params)), label
+
+
+def _file_tolerance(job, inputs):
+    """A Python file's own absolute tolerance: its `tolerance(*inputs)` (a scalar or one array
+    per output element, e.g. a quantization error bound), or None."""
+    fn = getattr(job.module, "tolerance", None) if job.module else None
+    return None if fn is None else np.asarray(fn(*[_float64(a) for a in inputs], **job.params), dtype=np.float64)
+
+
+def _float64(a):
+    return a.astype(np.float64) if a.dtype.kind not in "iub" else a
+
+
+def _check_against(outputs, expected, label, args, file_atol=None):
+    """Print the comparison of each output with the reference; True if all are within tolerance."""
+    if len(expected) != len(outputs):
+        print(f"  check vs {label}: FAIL, it returns {len(expected)} arrays, the kernel {len(outputs)}")
+        return False
+    ok = True
+    for i, (got, want) in enumerate(zip(outputs, expected)):
+        want = np.asarray(want, dtype=np.float64)
+        got64 = np.asarray(got).astype(np.float64)
+        if got64.shape != want.shape:
+            print(f"  check output {i} vs {label}: FAIL, shape {got64.shape} but the reference's is {want.shape}")
+            ok = False
+            continue
+        dtype = str(np.asarray(got).dtype)
+        tol = _TOLERANCE.get(dtype, 0.0)
+        rtol = tol if args.rtol is None else args.rtol
+        atol = tol if args.atol is None else args.atol
+        if file_atol is not None and args.atol is None:
+            rtol, atol = (0.0 if args.rtol is None else rtol), file_atol
+        err = np.abs(got64 - want)
+        worst = np.unravel_index(np.argmax(np.where(np.isnan(err), np.inf, err)), err.shape) if err.size else ()
+        passed = bool(np.all(np.isclose(got64, want, rtol=rtol, atol=atol, equal_nan=True)))
+        detail = (f"max abs error {float(err[worst]):.3g} at {tuple(int(k) for k in worst)}" if err.size else "empty")
+        print(f"  check output {i} vs {label}: {'PASS' if passed else 'FAIL'} ({detail}; "
+              f"{_tolerance_text(rtol, atol, dtype)})")
+        ok &= passed
+    return ok
+
+
+def _tolerance_text(rtol, atol, dtype):
+    if np.ndim(atol):
+        return f"rtol {rtol:g}, the file's tolerance() per element, {float(np.min(atol)):.3g} to {float(np.max(atol)):.3g}"
+    return f"rtol {rtol:g}, atol {float(atol):g} for {dtype}"
+
+
+def _bit_identical(outputs, again):
+    return len(outputs) == len(again) and all(
+        np.asarray(a).tobytes() == np.asarray(b).tobytes() and np.asarray(a).shape == np.asarray(b).shape
+        for a, b in zip(outputs, again))
+
+
+def cmd_run(job, args):
+    if args.backend:
+        os.environ["KNIT_BACKEND"] = args.backend
+    inputs = job.inputs()
+    compiled, compile_s = job.compile(inputs)
+    where = "from the disk cache" if compiled.from_disk_cache else "traced and lowered"
+    print(f"knit run {job.path}::{job.name} on {compiled.program.target} "
+          f"({os.environ.get('KNIT_BACKEND', 'jit')} backend)")
+    print(f"  inputs: {job.describe_inputs()} (random, seed {job.seed})")
+    print(f"  load {1e3 * job.load_s:.0f} ms ({job.load_note}); compile {1e3 * compile_s:.0f} ms (program {where})")
+    started = time.perf_counter()
+    prof = profile_kernel(job.kernel, *inputs, target=job.target, **job.params)
+    run_s = time.perf_counter() - started
+    outputs = _outputs_tuple(prof.outputs)
+    shapes = ", ".join(f"{'x'.join(map(str, np.shape(o)))} {np.asarray(o).dtype}" for o in outputs)
+    print(f"  outputs: {shapes}; simulated in {1e3 * run_s:.0f} ms")
+    ok = True
+    if not args.no_interpreter_check and os.environ.get("KNIT_BACKEND", "jit") != "reference":
+        again = _outputs_tuple(compiled.reference(*inputs, **job.params))
+        same = _bit_identical(outputs, again)
+        print(f"  check vs reference interpreter: {'PASS, identical bytes' if same else 'FAIL, bytes differ'}")
+        ok &= same
+    expected, label = _reference_outputs(job, args.reference, inputs)
+    if expected is not None:
+        ok &= _check_against(outputs, expected, label, args, _file_tolerance(job, inputs))
+    elif args.reference is None:
+        print("  (no NumPy reference: pass --reference EXPR, or define reference() in a Python file)")
+    print(prof.summary())
+    return 0 if ok else 1
+
+
+def cmd_show(job, args):
+    compiled, _ = job.compile(job.placeholders())
+    print(compiled.ir if args.command == "ir" else compiled.asm)
+    return 0
+
+
+def cmd_profile(job, args):
+    inputs = job.placeholders() if args.timing_only else job.inputs()
+    prof = profile_kernel(job.kernel, *inputs, target=job.target, **job.params)
+    if args.json:
+        import json
+        print(json.dumps(prof.summary_json(), indent=2))
+    else:
+        print(prof.summary())
+    if args.trace:
+        print(f"trace written to {prof.save_trace(args.trace)} (open in ui.perfetto.dev)")
+    if args.plot:
+        print(f"timeline plot written to {prof.plot(args.plot)}")
+    return 0
+
+
+def cmd_lint(args):
+    from . import cpp
+    findings = cpp.lint(args.file, args.cxxflag or ())
+    for finding in findings:
+        print(finding)
+    print(f"{len(findings)} finding(s) in {args.file}")
+    return 1 if findings else 0
+
+
+def cmd_cache(args):
+    if args.action == "clear":
+        print(f"removed {cache.clear()} cache entries")
+    else:
+        for key, value in cache.info().items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "lint":
+            return cmd_lint(args)
+        if args.command == "cache":
+            return cmd_cache(args)
+        args = _merge_directives(parser, args)
+        job = Job(args)
+        return {"run": cmd_run, "ir": cmd_show, "asm": cmd_show, "profile": cmd_profile}[args.command](job, args)
+    except UsageError as e:
+        print(f"knit: error: {e}", file=sys.stderr)
+        return 2
+    except KnitError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
