@@ -20,7 +20,7 @@ from ._kernel import Compiled, Kernel, _is_array, _to_numpy
 from .errors import user_error
 from .typing import TensorType
 
-__all__ = ["load", "CppModule", "CppKernel"]
+__all__ = ["load", "lint", "CppModule", "CppKernel", "LintFinding"]
 
 
 def _cppc():
@@ -115,3 +115,36 @@ def load(path, extra_args=()):
     file = _trace.core_call(_cppc().CppKernelFile.load, path, list(extra_args))
     return CppModule(path, file)
 
+
+
+class LintFinding:
+    """One finding of knit.cpp.lint: severity ("error": tracing will fail; "warning": it may
+    fail, or be slow), rule, message, and the flagged source range (file, line, column to
+    end_line, end_column, 1-based and inclusive). str() is a compiler-style diagnostic."""
+
+    def __init__(self, severity, rule, message, file, line, column, end_line, end_column):
+        self.severity, self.rule, self.message = severity, rule, message
+        self.file, self.line, self.column, self.end_line, self.end_column = file, line, column, end_line, end_column
+
+    def __repr__(self):
+        return f"LintFinding({self.severity} [{self.rule}] at {self.file}:{self.line}:{self.column})"
+
+    def __str__(self):
+        text = f"{self.file}:{self.line}:{self.column}: {self.severity}: [{self.rule}] {self.message}"
+        try:
+            with open(self.file) as f:
+                source = f.read().splitlines()[self.line - 1]
+        except (OSError, IndexError):
+            return text
+        last = self.end_column if self.end_line == self.line else len(source)
+        marker = " " * (self.column - 1) + "^" + "~" * max(0, last - self.column)
+        return f"{text}\n  {source}\n  {marker}"
+
+
+def lint(path, extra_args=()):
+    """Static checks of a C++ kernel file before it runs (Clang AST): partition dimensions that
+    exceed or may exceed 128, PSUM tiles larger than a 2 KiB bank, branches on the trace-time
+    part of device registers. Returns a list of LintFinding (empty: nothing found)."""
+    path = os.path.abspath(path)
+    found = _trace.core_call(_cppc().lint, path, list(extra_args))
+    return [LintFinding(*f) for f in found]

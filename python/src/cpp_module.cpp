@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "knit/frontend/cpp_compiler.h"
+#include "knit/frontend/cpp_lint.h"
 #include "knit/ir/text.h"
 
 namespace py = pybind11;
@@ -45,4 +46,15 @@ PYBIND11_MODULE(_cppc, m) {
           },
           py::arg("name"), py::arg("args"), py::arg("target"),
           "Trace a kernel for (dtype, shape, name) arguments; returns the IR text");
+  m.def(
+      "lint",
+      [](const std::string& path, const std::vector<std::string>& extra_args) {
+        py::list out;
+        for (const auto& f : knit::frontend::lint_file(path, extra_args))
+          out.append(py::make_tuple(f.severity, f.rule, f.message, f.begin.file, f.begin.line, f.begin.column,
+                                    f.end_line, f.end_column));
+        return out;
+      },
+      py::arg("path"), py::arg("extra_args") = std::vector<std::string>{},
+      "Static checks of a C++ kernel file: (severity, rule, message, file, line, column, end_line, end_column)");
 }

@@ -21,91 +21,13 @@
 #include "knit/jit/disk_cache.h"
 #include "knit/knit.h"
 #include "knit/jit/orc_jit.h"
+#include "clang_session.h"
 
 namespace knit::frontend {
 
 namespace {
 
 constexpr const char* kEntryPrefix = "knit_kernel_entry_";
-
-// Every error and warning Clang reports, with where it points.
-class CollectingConsumer : public clang::DiagnosticConsumer {
- public:
-  struct Item {
-    SourceLoc loc;
-    std::string severity, message;
-  };
-  std::vector<Item> items;
-
-  void HandleDiagnostic(clang::DiagnosticsEngine::Level level, const clang::Diagnostic& info) override {
-    DiagnosticConsumer::HandleDiagnostic(level, info);
-    if (level < clang::DiagnosticsEngine::Warning) return;
-    llvm::SmallString<256> text;
-    info.FormatDiagnostic(text);
-    Item item;
-    item.severity = level >= clang::DiagnosticsEngine::Error ? "error" : "warning";
-    item.message = text.str().str();
-    if (info.getLocation().isValid() && info.hasSourceManager()) {
-      const clang::PresumedLoc p = info.getSourceManager().getPresumedLoc(info.getLocation());
-      if (p.isValid()) item.loc = {p.getFilename(), static_cast<int>(p.getLine()), static_cast<int>(p.getColumn())};
-    }
-    items.push_back(std::move(item));
-  }
-
-  // Throws the first error as a Knit user error (its place and source line); any further
-  // errors follow the message, each with its place.
-  [[noreturn]] void fail(const std::string& path) const {
-    const Item* first = nullptr;
-    std::ostringstream more;
-    int others = 0;
-    for (const Item& i : items) {
-      if (i.severity != "error") continue;
-      if (!first) {
-        first = &i;
-        continue;
-      }
-      ++others;
-      more << "\n  " << i.loc.file << ":" << i.loc.line << ":" << i.loc.column << ": error: " << i.message;
-    }
-    if (!first) user_error(SourceLoc{path, 0, 0}, "cpp-compile", "Clang could not compile " + path);
-    std::string message = first->message + " (Clang; fix the C++ source)";
-    if (others) message += "; " + std::to_string(others) + " more error(s):" + more.str();
-    user_error(first->loc.known() ? first->loc : SourceLoc{path, 0, 0}, "cpp-compile", message);
-  }
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The compiler's command line: the clang++ driver next to LLVM (it finds Clang's own headers and
-// the system's C++ library from there), C++20 at -O2, Knit's headers and the file's folder.
-std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra) {
-  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O2", "-fPIC", "-Wno-unused-command-line-argument"};
-  for (const std::string& dir : knit_include_dirs()) args.push_back("-I" + dir);
-  args.push_back("-I" + std::filesystem::path(path).parent_path().string());
-  args.insert(args.end(), extra.begin(), extra.end());
-  args.push_back("-c");
-  args.push_back(path);
-  return args;
-}
-
-std::unique_ptr<clang::CompilerInstance> instance(const std::vector<std::string>& args, CollectingConsumer& diags) {
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  clang::CreateInvocationOptions options;
-  options.Diags = clang::CompilerInstance::createDiagnostics(new clang::DiagnosticOptions, &diags, /*ShouldOwnClient=*/false);
-  std::shared_ptr<clang::CompilerInvocation> invocation = clang::createInvocation(argv, options);
-  if (!invocation) diags.fail(args.back());
-  invocation->getDiagnosticOpts().ShowCarets = false;  // also silences Clang's "N errors generated." on stderr
-  auto ci = std::make_unique<clang::CompilerInstance>();
-  ci->setInvocation(std::move(invocation));
-  ci->createDiagnostics(&diags, /*ShouldOwnClient=*/false);
-  return ci;
-}
 
 // Collects the files a compile reads besides system headers (the kernel file, its own headers,
 // Knit's headers), for the cache key.

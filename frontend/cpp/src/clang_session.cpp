@@ -1,0 +1,79 @@
+#include "clang_session.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/Utils.h>
+
+#include "knit/frontend/cpp_compiler.h"
+
+namespace knit::frontend {
+
+void CollectingConsumer::HandleDiagnostic(clang::DiagnosticsEngine::Level level, const clang::Diagnostic& info) {
+  DiagnosticConsumer::HandleDiagnostic(level, info);
+  if (level < clang::DiagnosticsEngine::Warning) return;
+  llvm::SmallString<256> text;
+  info.FormatDiagnostic(text);
+  Item item;
+  item.severity = level >= clang::DiagnosticsEngine::Error ? "error" : "warning";
+  item.message = text.str().str();
+  if (info.getLocation().isValid() && info.hasSourceManager()) {
+    const clang::PresumedLoc p = info.getSourceManager().getPresumedLoc(info.getLocation());
+    if (p.isValid()) item.loc = {p.getFilename(), static_cast<int>(p.getLine()), static_cast<int>(p.getColumn())};
+  }
+  items.push_back(std::move(item));
+}
+
+void CollectingConsumer::fail(const std::string& path) const {
+  const Item* first = nullptr;
+  std::ostringstream more;
+  int others = 0;
+  for (const Item& i : items) {
+    if (i.severity != "error") continue;
+    if (!first) {
+      first = &i;
+      continue;
+    }
+    ++others;
+    more << "\n  " << i.loc.file << ":" << i.loc.line << ":" << i.loc.column << ": error: " << i.message;
+  }
+  if (!first) user_error(SourceLoc{path, 0, 0}, "cpp-compile", "Clang could not compile " + path);
+  std::string message = first->message + " (Clang; fix the C++ source)";
+  if (others) message += "; " + std::to_string(others) + " more error(s):" + more.str();
+  user_error(first->loc.known() ? first->loc : SourceLoc{path, 0, 0}, "cpp-compile", message);
+}
+
+std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra) {
+  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O2", "-fPIC", "-Wno-unused-command-line-argument"};
+  for (const std::string& dir : knit_include_dirs()) args.push_back("-I" + dir);
+  args.push_back("-I" + std::filesystem::path(path).parent_path().string());
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("-c");
+  args.push_back(path);
+  return args;
+}
+
+std::unique_ptr<clang::CompilerInstance> instance(const std::vector<std::string>& args, CollectingConsumer& diags) {
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  clang::CreateInvocationOptions options;
+  options.Diags = clang::CompilerInstance::createDiagnostics(new clang::DiagnosticOptions, &diags, /*ShouldOwnClient=*/false);
+  std::shared_ptr<clang::CompilerInvocation> invocation = clang::createInvocation(argv, options);
+  if (!invocation) diags.fail(args.back());
+  invocation->getDiagnosticOpts().ShowCarets = false;  // also silences Clang's "N errors generated." on stderr
+  auto ci = std::make_unique<clang::CompilerInstance>();
+  ci->setInvocation(std::move(invocation));
+  ci->createDiagnostics(&diags, /*ShouldOwnClient=*/false);
+  return ci;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace knit::frontend

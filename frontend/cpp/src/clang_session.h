@@ -1,0 +1,42 @@
+// What the C++ kernel compiler and the kernel lint share: the command line Knit compiles a kernel
+// file with, a Clang compiler instance for it, and the consumer that turns Clang's diagnostics
+// into Knit errors.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Frontend/CompilerInstance.h>
+
+#include "knit/ir/error.h"
+
+namespace knit::frontend {
+
+// Every error and warning Clang reports, with where it points.
+class CollectingConsumer : public clang::DiagnosticConsumer {
+ public:
+  struct Item {
+    SourceLoc loc;
+    std::string severity, message;
+  };
+  std::vector<Item> items;
+
+  void HandleDiagnostic(clang::DiagnosticsEngine::Level level, const clang::Diagnostic& info) override;
+
+  // Throws the first error as a Knit user error (its place and source line); any further
+  // errors follow the message, each with its place.
+  [[noreturn]] void fail(const std::string& path) const;
+};
+
+// The compiler's command line: the clang++ driver next to LLVM (it finds Clang's own headers and
+// the system's C++ library from there), C++20 at -O2, Knit's headers and the file's folder.
+std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra);
+
+// A compiler instance for `args` (a command_line) reporting to `diags`.
+std::unique_ptr<clang::CompilerInstance> instance(const std::vector<std::string>& args, CollectingConsumer& diags);
+
+std::string read_file(const std::string& path);
+
+}  // namespace knit::frontend
