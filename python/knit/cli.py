@@ -61,7 +61,7 @@ def build_parser():
     run.add_argument("--backend", choices=("jit", "jit-strict", "reference"), help="execution backend (default jit)")
     run.add_argument("--reference", metavar="FUNC_OR_EXPR",
                      help="what to check against: a function of the file (Python) or a NumPy expression over "
-                          "the inputs x0, x1, ... (default: the file's `reference` function, if any)")
+                          "the inputs x0, x1, ... and --param names (default: the file's `reference` function, if any)")
     run.add_argument("--rtol", type=float, help="relative tolerance of the reference check")
     run.add_argument("--atol", type=float, help="absolute tolerance of the reference check")
     run.add_argument("--no-interpreter-check", action="store_true",
@@ -176,11 +176,10 @@ def _reference_outputs(job, spec, inputs):
     elif job.module is not None and callable(getattr(job.module, spec, None)):
         fn, label = getattr(job.module, spec), f"{spec}() of the file"
     else:
-        names = {f"x{i}": np.asarray(a, dtype=np.float64) if a.dtype.kind == "f" or a.dtype.kind == "V"
-                 else a for i, a in enumerate(inputs)}
-        names["np"] = np
+        names = {f"x{i}": _float64(a) for i, a in enumerate(inputs)}
+        names.update(job.params, np=np)
 
-        def fn(*_):
+        def fn(*_, **__):
             try:
                 return eval(spec, {"__builtins__": __builtins__}, names)  # noqa: S307 (the user's own expression)
             except Exception as e:  # report any mistake in the expression as a usage error

@@ -8,7 +8,7 @@
     knit.torch.op("my_lib::rmsnorm", kernels.rmsnorm)
 
 A file includes <knit/knit.h> and marks each kernel with KNIT_KERNEL(fn). The first load runs
-Clang (a few seconds for the header-only API at -O2); the object goes to Knit's disk cache, so
+Clang (a few seconds, mostly parsing the header-only API); the object goes to Knit's disk cache, so
 later loads of the unchanged file (and headers) take tens of milliseconds. See docs/cpp.md.
 """
 import os

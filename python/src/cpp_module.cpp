@@ -46,6 +46,8 @@ PYBIND11_MODULE(_cppc, m) {
           },
           py::arg("name"), py::arg("args"), py::arg("target"),
           "Trace a kernel for (dtype, shape, name) arguments; returns the IR text");
+  m.def("include_dirs", &knit::frontend::knit_include_dirs,
+        "The -I folders of Knit's headers every kernel compile uses (installed copy, else the source tree)");
   m.def(
       "lint",
       [](const std::string& path, const std::vector<std::string>& extra_args) {

@@ -46,7 +46,7 @@ void CollectingConsumer::fail(const std::string& path) const {
 }
 
 std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra) {
-  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O2", "-fPIC", "-Wno-unused-command-line-argument"};
+  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O1", "-fPIC", "-Wno-unused-command-line-argument"};
   for (const std::string& dir : knit_include_dirs()) args.push_back("-I" + dir);
   args.push_back("-I" + std::filesystem::path(path).parent_path().string());
   args.insert(args.end(), extra.begin(), extra.end());

@@ -1,0 +1,238 @@
+"""C++ kernel files compiled in-process (knit.cpp, frontend/cpp): every C++ example through
+`knit run`, the disk cache across processes, Clang and kernel diagnostics, kernels used from
+Python and as torch ops, and the kernel lint."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import knit
+import knit.cpp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CPP_EXAMPLES = os.path.join(ROOT, "examples", "kernels", "cpp")
+EXAMPLE_FILES = sorted(f for f in os.listdir(CPP_EXAMPLES) if f.endswith(".cpp"))
+
+ADD_KERNEL = """\
+#include <algorithm>
+#include <knit/knit.h>
+#include "scale.h"
+
+using namespace knit;
+
+nl::tensor scaled_add(nl::tensor a, nl::tensor b) {
+  auto out = nl::ndarray(a.shape(), a.dtype(), nl::shared_hbm, "out");
+  for (int64_t r = 0; r < a.shape(0); r += nl::tile_size::pmax) {
+    const int64_t p = std::min(nl::tile_size::pmax, a.shape(0) - r);
+    auto ta = nl::ndarray({p, a.shape(1)}, a.dtype(), nl::sbuf, "ta");
+    auto tb = nl::ndarray({p, a.shape(1)}, b.dtype(), nl::sbuf, "tb");
+    isa::dma_copy(ta, a(nl::ds(r, p), nl::all));
+    isa::dma_copy(tb, b(nl::ds(r, p), nl::all));
+    auto sum = nl::ndarray({p, a.shape(1)}, a.dtype(), nl::sbuf, "sum");
+    isa::scalar_tensor_tensor(sum, ta, nl::multiply, SCALE, nl::add, tb);
+    isa::dma_copy(out(nl::ds(r, p), nl::all), sum);
+  }
+  return out;
+}
+KNIT_KERNEL(scaled_add)
+"""
+
+
+def knit_cli(*args, env=None):
+    """`python -m knit ARGS` in a fresh process (as a user runs it): (returncode, stdout, stderr)."""
+    full_env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **(env or {}))
+    done = subprocess.run([sys.executable, "-m", "knit", *args], capture_output=True, text=True, env=full_env,
+                          cwd=ROOT, timeout=600)
+    return done.returncode, done.stdout, done.stderr
+
+
+def write_kernel_dir(tmp_path, scale="2.0f"):
+    (tmp_path / "scale.h").write_text(f"#pragma once\nconstexpr float SCALE = {scale};\n")
+    path = tmp_path / "scaled_add.cpp"
+    path.write_text(ADD_KERNEL)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", EXAMPLE_FILES)
+def test_every_cpp_example_runs_through_knit_run(name):
+    """The file's own knit-run line gives shapes and a NumPy reference; the run must match it
+    and the reference interpreter, and print the simulated timing."""
+    code, out, err = knit_cli("run", os.path.join("examples", "kernels", "cpp", name))
+    assert code == 0, out + err
+    assert "check vs reference interpreter: PASS, identical bytes" in out
+    assert re.search(r"check output 0 vs NumPy expression .*: PASS", out), out
+    latency = re.search(r"kernel \w+ on trn2 \(NC-v3\): ([\d.]+) us", out)
+    assert latency and float(latency.group(1)) > 15.0, out  # more than the launch overhead alone
+
+
+def test_second_process_loads_the_compiled_file_from_the_cache_and_edits_recompile(tmp_path):
+    path = write_kernel_dir(tmp_path)
+    env = {"KNIT_CACHE_DIR": str(tmp_path / "cache")}
+    args = ("run", path, "--shape", "200x64", "--shape", "200x64", "--reference", "2 * x0 + x1")
+    first = knit_cli(*args, env=env)
+    second = knit_cli(*args, env=env)
+    assert first[0] == 0 and second[0] == 0, first[1] + first[2] + second[2]
+    assert "C++ file compiled by Clang" in first[1]
+    assert "C++ file from the disk cache" in second[1]
+    load_ms = int(re.search(r"load (\d+) ms", second[1]).group(1))
+    assert load_ms < 1000, second[1]
+    # An edit to a header the file includes changes the key: compiled again, with the new value.
+    (tmp_path / "scale.h").write_text("#pragma once\nconstexpr float SCALE = 3.0f;\n")
+    third = knit_cli("run", path, "--shape", "200x64", "--shape", "200x64", "--reference", "3 * x0 + x1", env=env)
+    assert third[0] == 0 and "C++ file compiled by Clang" in third[1], third[1] + third[2]
+
+
+def test_a_corrupted_cache_entry_is_detected_and_rebuilt(tmp_path, monkeypatch):
+    path = write_kernel_dir(tmp_path)
+    cache = tmp_path / "cache"
+    args = ("run", path, "--shape", "130x32", "--shape", "130x32", "--reference", "2 * x0 + x1")
+    assert knit_cli(*args, env={"KNIT_CACHE_DIR": str(cache)})[0] == 0
+    objects = sorted((cache / "objects").glob("*.o"), key=lambda p: -p.stat().st_size)
+    data = objects[0].read_bytes()  # the largest entry is the compiled file (the other: its kernel list)
+    objects[0].write_bytes(data[: len(data) // 2])
+    code, out, err = knit_cli(*args, env={"KNIT_CACHE_DIR": str(cache)})
+    assert code == 0, out + err
+    assert "C++ file compiled by Clang" in out  # the truncated entry was not used
+
+
+def test_cpp_kernels_from_python_match_numpy_and_profile():
+    kernels = knit.cpp.load(os.path.join(CPP_EXAMPLES, "rmsnorm.cpp"))
+    assert set(kernels.kernels) == {"rmsnorm"}
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((200, 256)).astype(np.float32)
+    w = rng.standard_normal(256).astype(np.float32)
+    got = kernels.rmsnorm(x, w)
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 * x64).mean(1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    compiled = knit.compile(kernels.rmsnorm, x, w)
+    assert 'kernel "rmsnorm"' in compiled.ir and "activation" in compiled.asm
+    profile = knit.profile(kernels.rmsnorm, x, w, target="trn3")
+    assert profile.target == "trn3" and profile.latency_us > 15.0
+    np.testing.assert_array_equal(profile.outputs, got)
+
+
+def test_cpp_kernel_as_a_torch_op():
+    torch = pytest.importorskip("torch")
+    import knit.torch as ktorch
+
+    kernels = knit.cpp.load(os.path.join(CPP_EXAMPLES, "tensor_add.cpp"))
+    op = ktorch.op("knit_test_cpp::tensor_add", kernels.tensor_add)
+    a, b = torch.randn(130, 64), torch.randn(130, 64)
+    torch.testing.assert_close(op(a, b), a + b, rtol=0, atol=0)  # one fp32 add, rounded once like torch's
+    torch.library.opcheck(op.op, (a, b))
+
+
+def test_cpp_kernel_with_the_wrong_number_of_tensors_points_at_its_knit_kernel_line():
+    kernels = knit.cpp.load(os.path.join(CPP_EXAMPLES, "tensor_add.cpp"))
+    with pytest.raises(knit.KnitError) as e:
+        kernels.tensor_add(np.zeros((4, 4), np.float32))
+    line = next(i for i, text in enumerate(open(os.path.join(CPP_EXAMPLES, "tensor_add.cpp")), 1)
+                if text.startswith("KNIT_KERNEL"))
+    assert f"tensor_add.cpp:{line}: error: [kernel-args]" in str(e.value)
+    assert "takes 2 tensor(s), got 1" in str(e.value)
+
+
+BROKEN = {
+    "syntax": ("#include <knit/knit.h>\nusing namespace knit;\nnl::tensor k(nl::tensor a) {\n"
+               "  auto out = nl::ndarray(a.shape(), a.dtype(), nl::shared_hbm, \"out\")\n  return out;\n}\n"
+               "KNIT_KERNEL(k)\n",
+               r"syntax\.cpp:4:\d+: error: \[cpp-compile\] expected ';'"),
+    "missing_include": ("#include <knit/knit.h>\n#include \"no_such_header.h\"\n",
+                        r"missing_include\.cpp:2:10: error: \[cpp-compile\] 'no_such_header\.h' file not found"),
+    "no_kernels": ("#include <knit/knit.h>\nint unrelated = 1;\n",
+                   r"\[cpp-no-kernels\] no kernel is marked in .*no_kernels\.cpp; add KNIT_KERNEL"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_broken_files_give_clang_style_diagnostics(tmp_path, case):
+    source, pattern = BROKEN[case]
+    path = tmp_path / f"{case}.cpp"
+    path.write_text(source)
+    with pytest.raises(knit.KnitError) as e:
+        knit.cpp.load(str(path))
+    assert re.search(pattern, str(e.value)), str(e.value)
+    if case != "no_kernels":  # the message quotes the offending source line
+        bad_line = int(re.search(rf"{case}\.cpp:(\d+)", str(e.value)).group(1))
+        assert source.splitlines()[bad_line - 1].strip() in str(e.value)
+
+
+def test_kernel_errors_name_the_cpp_line_through_the_cli(tmp_path):
+    """A DMA whose sides differ in size is a trace-time error at the kernel's own line."""
+    path = tmp_path / "mismatch.cpp"
+    path.write_text(ADD_KERNEL.replace('#include "scale.h"\n', "constexpr float SCALE = 1.0f;\n")
+                    .replace("isa::dma_copy(tb, b(nl::ds(r, p), nl::all));",
+                             "isa::dma_copy(tb, b(nl::ds(0, 1), nl::all));"))
+    code, out, err = knit_cli("run", str(path), "--shape", "64x32", "--shape", "64x32")
+    assert code == 1, out + err
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "nl::ds(0, 1)" in text)
+    assert f"mismatch.cpp:{line}:" in err and "[dma-size]" in err and "isa::dma_copy(tb" in err
+    assert "Traceback" not in err
+
+
+LINTED = """\
+#include <algorithm>
+#include <knit/knit.h>
+using namespace knit;
+nl::tensor linted(nl::tensor x) {
+  auto out = nl::ndarray(x.shape(), x.dtype(), nl::shared_hbm, "out");
+  auto big = nl::ndarray({256, 64}, nl::float32, nl::sbuf, "big");
+  auto rows = nl::ndarray({x.shape(0), 64}, nl::float32);
+  const int64_t p = std::min(nl::tile_size::pmax, x.shape(0));
+  auto fine = nl::ndarray({p, 64}, nl::float32, nl::sbuf);
+  auto acc = nl::ndarray({128, 1024}, nl::float32, nl::psum, "acc");
+  auto one_bank = nl::ndarray({128, 512}, nl::float32, nl::psum, "one_bank");
+  auto hbm = nl::ndarray({4096, 64}, nl::float32, nl::hbm, "scratch");
+  nl::dynamic_range(0, 4, [&](nl::reg i) {
+    if (i.constant() > 2) isa::dma_copy(fine, x(nl::ds(0, p), nl::ds(0, 64)));
+  });
+  return out;
+}
+KNIT_KERNEL(linted)
+"""
+
+
+def test_lint_flags_partition_psum_and_device_branch_mistakes_with_ranges(tmp_path):
+    path = tmp_path / "linted.cpp"
+    path.write_text(LINTED)
+    found = knit.cpp.lint(str(path))
+    got = [(f.severity, f.rule, f.line, f.column, f.end_line, f.end_column) for f in found]
+    assert got == [
+        ("error", "partition-dim", 6, 27, 6, 29),      # 256
+        ("warning", "partition-dim", 7, 28, 7, 37),    # x.shape(0)
+        ("warning", "psum-bank", 10, 26, 10, 36),      # {128, 1024} fp32: 4 KiB
+        ("warning", "device-branch", 14, 9, 14, 24),   # i.constant() > 2
+    ]
+    assert "4096 bytes per partition" in found[2].message
+    text = str(found[0])
+    assert text.splitlines()[1].strip() == LINTED.splitlines()[5].strip()
+    assert text.splitlines()[2].strip() == "^~~"
+    code, out, _ = knit_cli("lint", str(path))
+    assert code == 1 and "4 finding(s)" in out
+
+
+@pytest.mark.parametrize("name", ["gather_rows.cpp", "matmul.cpp"])  # parameters, lambdas, PSUM tiles
+def test_lint_finds_nothing_in_the_examples(name):
+    assert knit.cpp.lint(os.path.join(CPP_EXAMPLES, name)) == []
+
+
+def test_installed_headers_are_found_next_to_the_extension(tmp_path):
+    """A pip install puts the headers in knit/include beside knit._cppc: then those are the
+    compiler's include folders (not the source tree's), and a file compiles with them.
+    Simulated with a copy of the package."""
+    package = tmp_path / "site" / "knit"
+    shutil.copytree(os.path.join(ROOT, "python", "knit"), package, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("dsl", "ir", "frontend", "simulator", "codegen"):
+        shutil.copytree(os.path.join(ROOT, part, "include", "knit"), package / "include" / "knit", dirs_exist_ok=True)
+    script = ("import knit.cpp, knit._cppc, sys; k = knit.cpp.load(sys.argv[1]); "
+              "print(k.from_cache, sorted(k.kernels), *knit._cppc.include_dirs())")
+    path = write_kernel_dir(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"), KNIT_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "['scaled_add']", str(package / "include")]
