@@ -49,6 +49,20 @@ def generation_scaled_copy(a):
     return scaled_copy(a, factor)
 
 
+@knit.jit
+def add_full_tiles_only(a, b):
+    """a + b for whole 128-row tiles; the bug under test: a partial last tile is never written."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        ta = nl.ndarray((128, a.shape[1]), a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray((128, a.shape[1]), a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a[nl.ds(i * 128, 128), :])
+        nisa.dma_copy(dst=tb, src=b[nl.ds(i * 128, 128), :])
+        nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
+        nisa.dma_copy(dst=out[nl.ds(i * 128, 128), :], src=ta)
+    return out
+
+
 def example(name):
     return load_example(f"{name}.py")
 
@@ -122,7 +136,7 @@ def test_assert_close_message_names_worst_elements_indices_values_and_ulps():
     assert worst[0].startswith("  (1, 1): ") and worst[0].endswith(" 8 ULPs")
     assert worst[1].startswith("  (2, 5): ") and worst[1].endswith(" 5 ULPs")
     assert f"{float(actual[1, 1]):.9g} vs {expected[1, 1]:.9g}" in worst[0]
-    assert "largest ULP distance 8 at (1, 1)" in msg
+    assert "the mismatches lie within [1:3, 1:6]\nlargest ULP distance 8 at (1, 1)" in msg
 
 
 def test_assert_close_tolerance_boundary_is_inclusive():
@@ -212,6 +226,16 @@ def test_assert_kernel_close_failure_names_the_kernel_and_target():
     # |diff| = 0.001 |x| against atol + rtol * 2.001 |x|: the largest |x| is off the most.
     worst = tuple(int(i) for i in np.unravel_index(np.argmax(np.abs(x)), x.shape))
     assert msg.splitlines()[2].startswith(f"  {worst}: ") and msg.splitlines()[2].endswith(" ULPs")
+
+
+def test_a_missing_tile_shows_as_the_slice_of_nan_results():
+    a, b = kt.normal((200, 64), "bfloat16", seed=1), kt.normal((200, 64), "bfloat16", seed=2)
+    with pytest.raises(AssertionError) as e:
+        kt.assert_kernel_close(add_full_tiles_only, lambda a, b: a + b, a, b)
+    msg = str(e.value)
+    assert "4608 of 12800 elements" in msg and "  (128, 0): nan vs " in msg  # 72 rows x 64 never written
+    assert "the mismatches lie within [128:200, 0:64]" in msg
+    assert "NaN: 4608 in the result where the reference has none (first at (128, 0))" in msg
 
 
 def test_run_on_targets_returns_equal_results_and_catches_a_generation_difference():

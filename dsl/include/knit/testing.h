@@ -214,6 +214,20 @@ inline std::string mismatch_report(const sim::HostTensor& actual, const std::vec
       m << (u < 0 ? ", ULPs n/a (NaN)" : ", " + std::to_string(u) + " ULPs");
     }
   }
+  if (!actual.shape.empty()) {  // the smallest slice holding every mismatch: a missed tile stands out
+    std::vector<int64_t> lo(actual.shape.size(), INT64_MAX), hi(actual.shape.size(), -1);
+    for (const Bad& b : bad) {
+      int64_t flat = b.i;
+      for (size_t d = actual.shape.size(); d-- > 0;) {
+        const int64_t i = actual.shape[d] ? flat % actual.shape[d] : 0;
+        flat = actual.shape[d] ? flat / actual.shape[d] : 0;
+        lo[d] = std::min(lo[d], i), hi[d] = std::max(hi[d], i + 1);
+      }
+    }
+    m << "\nthe mismatches lie within [";
+    for (size_t d = 0; d < lo.size(); ++d) m << (d ? ", " : "") << lo[d] << ":" << hi[d];
+    m << "]";
+  }
   const char* notes[4] = {"NaN: %lld in the result where the reference has none", "NaN: %lld in the reference where the result has none",
                           "inf: %lld in the result where the reference has none", "inf: %lld in the reference where the result has none"};
   for (int f = 0; f < 4; ++f)

@@ -87,6 +87,8 @@ def mismatch_report(actual, expected, rtol, atol, name="result", equal_nan=True,
         if ulps is not None:
             row += ", ULPs n/a (NaN)" if ulps[n] < 0 else f", {int(ulps[n])} ULPs"
         lines.append(row)
+    if shape:
+        lines.append(f"the mismatches lie within [{_bounding_box(bad, shape)}]")
     lines.extend(_nan_inf_notes(a, e, shape, equal_nan))
     if ulps is not None:
         all_ulps = ulp_distance(a.flat[bad], e.flat[bad], dtype)
@@ -94,6 +96,13 @@ def mismatch_report(actual, expected, rtol, atol, name="result", equal_nan=True,
         if all_ulps[worst] >= 0:
             lines.append(f"largest ULP distance {int(all_ulps[worst])} at {_index(bad[worst], shape)}")
     return "\n".join(lines)
+
+
+def _bounding_box(flat, shape):
+    """The smallest slice holding every index in `flat`, as "128:200, 0:64" (a tile left out, a
+    wrong row or column stands out)."""
+    idx = np.unravel_index(flat, shape)
+    return ", ".join(f"{int(i.min())}:{int(i.max()) + 1}" for i in idx)
 
 
 _FLOAT_NAMES = {"float32", "float16", "bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2"}
@@ -141,6 +150,7 @@ def assert_close(actual, expected, rtol=None, atol=None, equal_nan=True, name="r
     """Assert that `actual` (a kernel result) matches `expected` (a reference) element by element.
     Tuples/lists compare item by item. rtol/atol default to the table for `actual`'s dtype
     (knit.testing.tolerance); one given alone keeps the other's default."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     actuals, expecteds = _as_tuple(actual), _as_tuple(expected)
     if len(actuals) != len(expecteds):
         raise AssertionError(f"the kernel returned {len(actuals)} result(s) but the reference {len(expecteds)}")
@@ -158,13 +168,18 @@ def assert_close(actual, expected, rtol=None, atol=None, equal_nan=True, name="r
 
 def reference_inputs(inputs):
     """The inputs as a reference sees them: float arrays as exact float64 copies (every Knit float
-    format converts exactly), everything else unchanged."""
+    format converts exactly; torch tensors stay torch tensors), everything else unchanged."""
     out = []
     for x in inputs:
-        if isinstance(x, np.ndarray) or type(x).__module__.startswith("torch"):
+        is_torch = type(x).__module__.startswith("torch")
+        if isinstance(x, np.ndarray) or is_torch:
             array = _as_array(x, "input")
             if _knit_name(array.dtype) in _FLOAT_NAMES:
                 x = array.astype(np.float64)
+                if is_torch:  # a torch reference gets torch tensors
+                    import torch
+
+                    x = torch.from_numpy(x)
         out.append(x)
     return out
 
@@ -173,6 +188,7 @@ def assert_kernel_close(kernel, reference, *inputs, rtol=None, atol=None, target
     """Run `kernel` on `inputs` (on `target`, default as knit.compile picks it) and assert its
     result(s) match `reference`: a callable given the same inputs as exact float64 arrays (and the
     same keyword arguments), or the expected array(s) themselves. Returns the kernel's result(s)."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     actual = knit_compile(kernel, *inputs, target=target, **kwargs)(*inputs, **kwargs)
     expected = reference(*reference_inputs(inputs), **kwargs) if callable(reference) else reference
     if expected is None:

@@ -13,6 +13,7 @@ def run_on_targets(kernel, *inputs, targets=ALL_TARGETS, reference=None, rtol=No
     generation shares the rounding model; exact=False: within rtol/atol, for kernels that pick a
     different algorithm per generation). With `reference` (callable or arrays), each target's
     result is also checked against it as assert_kernel_close does."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     if isinstance(targets, str):
         targets = (targets,)
     if not targets:

@@ -36,6 +36,7 @@ def _save_trace(profile):
 
 
 def _fail(message, profile):
+    __tracebackhide__ = True
     path = _save_trace(profile)
     raise KnitTimingError(f"{message}\n{profile.summary()}\nPerfetto trace: {path} (open in ui.perfetto.dev)",
                           profile, path)
@@ -53,6 +54,7 @@ def assert_latency(kernel, *inputs, max_us, min_us=None, target=None, **kwargs):
     assert its simulated latency is at most `max_us` microseconds (and at least `min_us`: a kernel
     that suddenly got much faster may have stopped doing its work). Bounds may be dicts keyed by
     target. Returns the knit.Profile."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     profile = knit_profile(kernel, *inputs, target=target, **kwargs)
     upper, lower = _bound_for(max_us, profile.target), _bound_for(min_us, profile.target)
     if upper is None and isinstance(max_us, dict):
@@ -76,6 +78,7 @@ def assert_engine_utilization(kernel, *inputs, engine, min_util=None, max_util=N
     "dve"/"vector", "pool"/"gpsimd", or "dma": the DMA bandwidth) is within [min_util, max_util]
     (fractions of the total, launch overhead included, as Profile.engines reports). Returns the
     knit.Profile."""
+    __tracebackhide__ = True  # pytest shows the caller's line, not this helper's
     queue = _ENGINES.get(str(engine).lower())
     if queue is None:
         raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(sorted(set(_ENGINES)))}")
