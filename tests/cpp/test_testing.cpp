@@ -2,6 +2,8 @@
 // messages by content, generators, and the latency matcher on the deterministic simulator.
 // The Python twin is tests/python/test_testing.py (which also checks the two tolerance tables agree).
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include <catch2/catch.hpp>
@@ -98,7 +100,16 @@ TEST_CASE("simulated latency is the same run to run, and LatencyAtMost shows the
   CHECK(a.report.busy_ns == b.report.busy_ns);
   CHECK(b.outputs.empty());
   CHECK(kt::LatencyAtMost(a.latency_us()).match(a));
-  CHECK_FALSE(kt::LatencyAtMost(a.latency_us() - 0.001).match(a));
+  kt::LatencyAtMost tight(a.latency_us() - 0.001);
+  CHECK_FALSE(tight.match(a));
+  const std::string path = kt::trace_path_for(a);
+  CHECK_THAT(tight.describe(), Contains("us (simulated)\nPerfetto trace: " + path));
+  std::ifstream trace(path);
+  const std::string json((std::istreambuf_iterator<char>(trace)), std::istreambuf_iterator<char>());
+  size_t events = 0;
+  for (size_t at = json.find("\"ph\": \"X\""); at != std::string::npos; at = json.find("\"ph\": \"X\"", at + 1)) ++events;
+  CHECK(events == a.report.timeline.size());
+  CHECK_THAT(json, StartsWith("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [{\"name\": \"dma_copy\""));
   const std::string shown = Catch::Detail::stringify(a);
   CHECK_THAT(shown, Contains("kernel softmax on trn1 (NC-v2): ") && Contains("  engine       busy us    util    instrs"));
   CHECK(kt::profile(k, {x}, ir::Target::trn3).target == ir::Target::trn3);

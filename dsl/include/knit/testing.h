@@ -21,12 +21,17 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "knit/codegen/lower.h"
@@ -334,6 +339,7 @@ struct Profile {
   double launch_ns = 0;
   const char* core_name = "";
   std::vector<sim::HostTensor> outputs;  // empty for a timing-only run
+  std::vector<std::pair<std::string, std::string>> source;  // per body instruction: opcode, file:line
 
   double latency_us() const { return report.total_ns / 1e3; }
   // Busy fraction of the run (launch overhead included) of one queue.
@@ -378,11 +384,58 @@ inline Profile profile(const ir::Kernel& kernel, std::vector<sim::HostTensor> ar
   Profile p;
   p.kernel = program.kernel.name;
   p.target = program.kernel.target;
-  p.report = sim::simulate_timing(program, run.executed, /*keep_timeline=*/false);
+  p.report = sim::simulate_timing(program, run.executed, /*keep_timeline=*/true);
+  for (const ir::Instruction& inst : program.kernel.body)
+    p.source.emplace_back(std::string(inst.opcode_name()), inst.loc.file + ":" + std::to_string(inst.loc.line));
   p.launch_ns = config.launch_ns;
   p.core_name = config.core_name;
   if (!options.timing_only) p.outputs = std::move(run.outputs);
   return p;
+}
+
+namespace detail {
+inline std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+}  // namespace detail
+
+// Writes the run's timeline as Chrome trace JSON (open in ui.perfetto.dev), in the format of
+// Python's Profile.save_trace: one complete event per executed instruction on its queue's track.
+inline std::string save_trace(const Profile& p, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write the trace file " + path);
+  out << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [";
+  std::set<std::pair<int, int>> tracks;
+  const char* sep = "";
+  for (const sim::TimedInstruction& t : p.report.timeline) {
+    const auto& [op, where] = p.source.at(t.ir);
+    const int q = static_cast<int>(t.queue);
+    tracks.insert({t.core, q});
+    out << sep << "{\"name\": " << detail::json_string(op) << ", \"ph\": \"X\", \"pid\": " << t.core
+        << ", \"tid\": " << q << ", \"ts\": " << detail::fmt(t.start_ns / 1e3, "%.6f")
+        << ", \"dur\": " << detail::fmt(std::max(t.end_ns - t.start_ns, 1e-3) / 1e3, "%.6f")
+        << ", \"args\": {\"source\": " << detail::json_string(where) << ", \"stall_ns\": " << t.stall_ns << "}}";
+    sep = ", ";
+  }
+  for (const auto& [core, q] : tracks)
+    out << sep << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << core << ", \"tid\": " << q
+        << ", \"args\": {\"name\": \"" << codegen::queue_name(static_cast<codegen::Queue>(q)) << "\"}}";
+  out << "]}\n";
+  return path;
+}
+
+// Where a failing latency check saves its trace: $KNIT_TRACE_DIR, else <temp>/knit-traces.
+inline std::string trace_path_for(const Profile& p) {
+  const char* env = std::getenv("KNIT_TRACE_DIR");
+  const std::filesystem::path dir = env && *env ? std::filesystem::path(env)
+                                                : std::filesystem::temp_directory_path() / "knit-traces";
+  std::filesystem::create_directories(dir);
+  return (dir / (p.kernel + "-" + std::string(ir::to_string(p.target)) + ".json")).string();
 }
 
 #ifdef KNIT_TESTING_MATCHER_BASE
@@ -407,16 +460,24 @@ class IsCloseTo : public KNIT_TESTING_MATCHER_BASE<sim::HostTensor> {
   mutable std::string report_;
 };
 
-// REQUIRE_THAT(profile(k, args), LatencyAtMost(max_us)): simulated latency bound; the failure
-// shows the profile summary.
+// REQUIRE_THAT(profile(k, args), LatencyAtMost(max_us)): simulated latency bound; a failure
+// shows the profile summary and saves the run's trace (trace_path_for) for Perfetto.
 class LatencyAtMost : public KNIT_TESTING_MATCHER_BASE<Profile> {
  public:
   explicit LatencyAtMost(double max_us) : max_us_(max_us) {}
-  bool match(const Profile& p) const override { return p.latency_us() <= max_us_; }
-  std::string describe() const override { return "is at most " + detail::fmt(max_us_) + " us (simulated)"; }
+  bool match(const Profile& p) const override {
+    if (p.latency_us() <= max_us_) return true;
+    trace_ = save_trace(p, trace_path_for(p));
+    return false;
+  }
+  std::string describe() const override {
+    std::string text = "is at most " + detail::fmt(max_us_) + " us (simulated)";
+    return trace_.empty() ? text : text + "\nPerfetto trace: " + trace_ + " (open in ui.perfetto.dev)";
+  }
 
  private:
   double max_us_;
+  mutable std::string trace_;
 };
 
 #endif  // KNIT_TESTING_MATCHER_BASE
