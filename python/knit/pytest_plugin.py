@@ -82,8 +82,18 @@ def pytest_report_header(config):
     return f"knit: targets {', '.join(config._knit_targets)}, backend {backend}"
 
 
+def _parametrized_by_test(metafunc, name):
+    """Whether the test's own @pytest.mark.parametrize already gives `name` (it then wins)."""
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        if name in names:
+            return True
+    return False
+
+
 def pytest_generate_tests(metafunc):
-    if "knit_target" in metafunc.fixturenames:
+    if "knit_target" in metafunc.fixturenames and not _parametrized_by_test(metafunc, "knit_target"):
         targets = metafunc.config._knit_targets
         metafunc.parametrize("knit_target", targets, ids=targets, indirect=True)
 

@@ -332,7 +332,7 @@ def test_assert_engine_utilization(tmp_path, monkeypatch):
         kt.assert_engine_utilization(matmul.matmul_kernel, *args, engine="mxu", min_util=0.1)
 
 
-def _profile_in_subprocess():
+def _profile_in_subprocess(backend):
     code = textwrap.dedent("""
         import sys, json
         sys.path.insert(0, %r)
@@ -346,13 +346,14 @@ def _profile_in_subprocess():
                           [e.busy_ns.hex() for e in list(p.engines.values()) + list(s.engines.values())],
                           [list(map(float.hex, t[3:5])) for t in p._timeline + s._timeline]]))
     """ % os.path.join(_REPO, "examples", "kernels", "python"))
-    env = dict(os.environ, PYTHONPATH=os.path.join(_REPO, "python"), KNIT_PROGRESS="0")
+    env = dict(os.environ, PYTHONPATH=os.path.join(_REPO, "python"), KNIT_PROGRESS="0", KNIT_BACKEND=backend)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
 
 
 def test_simulated_latency_is_identical_in_two_separate_processes():
-    first, second = _profile_in_subprocess(), _profile_in_subprocess()
+    first, second = _profile_in_subprocess("jit"), _profile_in_subprocess("jit")
     assert first == second  # every total, busy time and timeline start/end, bit for bit
+    assert _profile_in_subprocess("reference") == first  # and whichever backend computes the data
     totals = json.loads(first)[0]
     assert all(float.fromhex(t) > 15000 for t in totals)  # more than the launch overhead
 
@@ -437,7 +438,16 @@ def test_plugin_is_registered_once_with_the_entry_point_and_explicit_loading(tmp
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: knit-entry-point-probe\nVersion: 0.0\n")
     (dist / "entry_points.txt").write_text("[pytest11]\nknit.pytest_plugin = knit.pytest_plugin\n")
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["knit.pytest_plugin"]\n')
-    (tmp_path / "test_one.py").write_text("def test_target(knit_target):\n    assert knit_target == 'trn2'\n")
+    (tmp_path / "test_one.py").write_text(textwrap.dedent("""
+        import pytest
+
+        def test_target(knit_target):
+            assert knit_target == "trn2"
+
+        @pytest.mark.parametrize("knit_target", ["trn1", "trn3"])  # the test's own choice wins
+        def test_own_targets(knit_target):
+            assert knit_target in ("trn1", "trn3")
+    """))
     r = _pytest("-q", "test_one.py", cwd=tmp_path, extra_path=str(tmp_path / "site"))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "1 passed" in r.stdout
+    assert "3 passed" in r.stdout
