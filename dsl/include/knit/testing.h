@@ -446,6 +446,9 @@ class IsCloseTo : public KNIT_TESTING_MATCHER_BASE<sim::HostTensor> {
  public:
   explicit IsCloseTo(std::vector<double> expected, CloseOptions options = {})
       : expected_(std::move(expected)), options_(std::move(options)) {}
+  // Another run's tensor as the reference (e.g. the same kernel on another target).
+  explicit IsCloseTo(const sim::HostTensor& expected, CloseOptions options = {})
+      : IsCloseTo(values(expected), std::move(options)) {}
   bool match(const sim::HostTensor& actual) const override {
     report_ = mismatch_report(actual, expected_, options_);
     return report_.empty();
