@@ -10,6 +10,7 @@ changes (docs/testing.md).
 """
 import pytest
 
+import knit.typing as nt
 from knit.testing import assert_kernel_close, assert_latency, normal, run_on_targets
 from matmul import matmul_kernel, reference as matmul_reference
 from rmsnorm import rmsnorm_kernel, reference as rmsnorm_reference
@@ -56,7 +57,5 @@ def test_softmax_latency(knit_target):
 
 @pytest.mark.knit_latency
 def test_matmul_latency(knit_target):
-    import knit.typing as nt
-
     lhsT, rhs = nt.tensor[[256, 128], "bfloat16"], nt.tensor[[256, 512], "bfloat16"]  # timing only
     assert_latency(matmul_kernel, lhsT, rhs, max_us=26, target=knit_target)

@@ -77,7 +77,7 @@ TEST_CASE("IsCloseTo carries the report into Catch's message", "[testing]") {
   CHECK(Catch::Detail::stringify(t) == "float32[2, 2] tensor");
 }
 
-TEST_CASE("edge values hold every special value; generators are reproducible", "[testing]") {
+TEST_CASE("edge values hold every special value, and generators are reproducible", "[testing]") {
   for (ir::DType d : {nl::float32, nl::bfloat16, nl::float16, nl::float8_e4m3, nl::float8_e5m2}) {
     INFO(ir::to_string(d));
     const HostTensor h = kt::edge_values({16, 16}, d, 2, {.nan = true, .inf = true});
