@@ -7,6 +7,10 @@ _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 if os.environ.get("KNIT_USE_INSTALLED") != "1":
     sys.path.insert(0, os.path.join(_REPO, "python"))
 
+# knit's pytest plugin (--knit-target, knit_target, knit_latency). An installed Knit registers it
+# through its entry point under this same name, so pytest does not load it twice.
+pytest_plugins = ["knit.pytest_plugin"]
+
 # A fresh disk cache for each test session, so results never depend on what an earlier session
 # (or another checkout) left in ~/.cache/knit; tests of the cache itself use their own folders.
 if "KNIT_CACHE_DIR" not in os.environ:
