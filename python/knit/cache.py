@@ -11,16 +11,17 @@ import re
 
 from . import _core, _program_cache
 
-# What Knit writes in the cache directory: <sha256>.o entries and their temporary files.
-_ENTRY = re.compile(r"^[0-9a-f]{64}\.o(\.tmp\.\d+)?$")
+# What Knit writes in the cache directory: <sha256>.o entries in objects/, precompiled headers
+# <sha256>.pch in pch/ (C++ kernel files, docs/cpp.md), and their temporary files.
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.(o|pch)(\.tmp\.\d+)?$")
 
 
 def info():
     """dict: the compiled-objects directory ("" when off), the number of entries and bytes of
-    compiled objects and of cached programs, and what this process compiled / loaded from the
-    cache / rejected as corrupt."""
+    compiled objects (precompiled C++ headers included) and of cached programs, and what this
+    process compiled / loaded from the cache / rejected as corrupt."""
     stats = dict(_core.native_cache_stats())
-    objects = _entries(stats["directory"])
+    objects = _entries(stats["directory"]) + _entries(_pch_directory(stats["directory"]))
     programs = _program_cache.entries()
     stats["entries"] = len(objects)
     stats["bytes"] = sum(_size(p) for p in objects)
@@ -33,7 +34,8 @@ def clear():
     """Delete every cache entry (only files Knit wrote); returns how many were removed. Safe while
     other processes run: they recompile what they miss."""
     removed = 0
-    for path in _entries(_core.native_cache_stats()["directory"]) + _program_cache.entries():
+    objects = _core.native_cache_stats()["directory"]
+    for path in _entries(objects) + _entries(_pch_directory(objects)) + _program_cache.entries():
         try:
             os.remove(path)
             removed += 1
@@ -47,6 +49,10 @@ def _size(path):
         return os.path.getsize(path)
     except OSError:  # removed meanwhile by another process
         return 0
+
+
+def _pch_directory(objects):
+    return os.path.join(os.path.dirname(objects), "pch") if objects else ""
 
 
 def _entries(directory):

@@ -17,6 +17,7 @@ import ast
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -24,16 +25,10 @@ from . import _kernel_file, cache
 from .profile import profile as profile_kernel
 from ._kernel_file import UsageError
 from .errors import KnitError
+from .testing.compare import fmt_atol, mismatch_report, tolerance_for
 from .typing import TensorType
 
 _TARGETS = ("trn1", "trn2", "trn3")
-
-# Default tolerance of the check against a NumPy reference, by output dtype: a few roundings to
-# the dtype's precision (half an ULP relative each: 2^-24 fp32, 2^-11 fp16, 2^-8 bf16, 2^-4 / 2^-3
-# fp8) across a kernel's chain of operations. --rtol/--atol override.
-_TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 2e-2, "float8_e4m3": 1.3e-1, "float8_e4m3fn": 1.3e-1,
-              "float8_e5m2": 2.5e-1}
-
 
 def _kernel_options(parser):
     """The options every kernel command takes (all default to None so that a file's knit-run
@@ -90,7 +85,7 @@ def _merge_directives(parser, args):
     if not extra:
         return args
     try:
-        from_file = parser.parse_args(["run", args.file] + extra)
+        from_file = parser.parse_args(["run", args.file] + _join_cxxflags(extra))
     except SystemExit:  # argparse printed what is wrong
         raise UsageError(f"{path}: its knit-run line has options `knit run` does not take: {' '.join(extra)}") from None
     for name, value in vars(from_file).items():
@@ -108,7 +103,11 @@ class Job:
         started = time.perf_counter()
         if path.endswith(_kernel_file.CPP_SUFFIXES):
             from . import cpp
-            loaded = cpp.load(path, args.cxxflag or ())
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", cpp.CppCompilerWarning)
+                loaded = cpp.load(path, args.cxxflag or ())
+            for w in caught:
+                print(w.message, file=sys.stderr)
             kernels, self.module = dict(loaded.kernels), None
             self.load_note = "C++ file from the disk cache" if loaded.from_cache else "C++ file compiled by Clang"
         else:
@@ -162,6 +161,14 @@ def _parse_range(text):
     return low, high
 
 
+def check_expression(spec):
+    """A --reference that is not a Python expression fails before anything runs."""
+    try:
+        compile(spec, "--reference", "eval")
+    except SyntaxError as e:
+        raise UsageError(f"--reference {spec!r} is not a Python expression: {e.msg}") from None
+
+
 def _outputs_tuple(result):
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
@@ -176,6 +183,7 @@ def _reference_outputs(job, spec, inputs):
     elif job.module is not None and callable(getattr(job.module, spec, None)):
         fn, label = getattr(job.module, spec), f"{spec}() of the file"
     else:
+        check_expression(spec)
         names = {f"x{i}": _float64(a) for i, a in enumerate(inputs)}
         names.update(job.params, np=np)
 
@@ -200,38 +208,32 @@ def _float64(a):
 
 
 def _check_against(outputs, expected, label, args, file_atol=None):
-    """Print the comparison of each output with the reference; True if all are within tolerance."""
+    """Print the comparison of each output with the reference (knit.testing's rule and default
+    tolerances for the output dtype); True if all are within tolerance."""
     if len(expected) != len(outputs):
         print(f"  check vs {label}: FAIL, it returns {len(expected)} arrays, the kernel {len(outputs)}")
         return False
     ok = True
     for i, (got, want) in enumerate(zip(outputs, expected)):
-        want = np.asarray(want, dtype=np.float64)
-        got64 = np.asarray(got).astype(np.float64)
-        if got64.shape != want.shape:
-            print(f"  check output {i} vs {label}: FAIL, shape {got64.shape} but the reference's is {want.shape}")
+        got, want = np.asarray(got), np.asarray(want, dtype=np.float64)
+        if got.shape != want.shape:
+            print(f"  check output {i} vs {label}: FAIL, shape {got.shape} but the reference's is {want.shape}")
             ok = False
             continue
-        dtype = str(np.asarray(got).dtype)
-        tol = _TOLERANCE.get(dtype, 0.0)
-        rtol = tol if args.rtol is None else args.rtol
-        atol = tol if args.atol is None else args.atol
-        if file_atol is not None and args.atol is None:
-            rtol, atol = (0.0 if args.rtol is None else rtol), file_atol
-        err = np.abs(got64 - want)
-        worst = np.unravel_index(np.argmax(np.where(np.isnan(err), np.inf, err)), err.shape) if err.size else ()
-        passed = bool(np.all(np.isclose(got64, want, rtol=rtol, atol=atol, equal_nan=True)))
-        detail = (f"max abs error {float(err[worst]):.3g} at {tuple(int(k) for k in worst)}" if err.size else "empty")
-        print(f"  check output {i} vs {label}: {'PASS' if passed else 'FAIL'} ({detail}; "
-              f"{_tolerance_text(rtol, atol, dtype)})")
-        ok &= passed
+        atol = args.atol if args.atol is not None or file_atol is None else file_atol
+        rtol = args.rtol if args.rtol is not None or file_atol is None else 0.0
+        tol, _ = tolerance_for(got.dtype, want, rtol, atol)
+        report = mismatch_report(got, want, tol.rtol, tol.atol, name=f"output {i}")
+        with np.errstate(invalid="ignore"):
+            err = np.abs(got.astype(np.float64) - want)
+        worst = np.unravel_index(np.nanargmax(err), err.shape) if err.size and not np.isnan(err).all() else None
+        detail = (f"max abs error {float(err[worst]):.3g} at {tuple(int(k) for k in worst)}; " if worst else "")
+        print(f"  check output {i} vs {label}: {'FAIL' if report else 'PASS'} "
+              f"({detail}rtol {tol.rtol:.3g}, atol {fmt_atol(tol.atol)} for {got.dtype})")
+        if report:
+            print("    " + report.replace("\n", "\n    "))
+        ok &= report is None
     return ok
-
-
-def _tolerance_text(rtol, atol, dtype):
-    if np.ndim(atol):
-        return f"rtol {rtol:g}, the file's tolerance() per element, {float(np.min(atol)):.3g} to {float(np.max(atol)):.3g}"
-    return f"rtol {rtol:g}, atol {float(atol):g} for {dtype}"
 
 
 def _bit_identical(outputs, again):
@@ -243,6 +245,8 @@ def _bit_identical(outputs, again):
 def cmd_run(job, args):
     if args.backend:
         os.environ["KNIT_BACKEND"] = args.backend
+    if args.reference is not None and not (job.module is not None and callable(getattr(job.module, args.reference, None))):
+        check_expression(args.reference)
     inputs = job.inputs()
     compiled, compile_s = job.compile(inputs)
     where = "from the disk cache" if compiled.from_disk_cache else "traced and lowered"
@@ -310,9 +314,17 @@ def cmd_cache(args):
     return 0
 
 
+def _join_cxxflags(argv):
+    """`--cxxflag -DN=4` as `--cxxflag=-DN=4`: argparse would read the flag's value as an option."""
+    out, it = [], iter(argv)
+    for a in it:
+        out.append(f"--cxxflag={next(it, '')}" if a == "--cxxflag" else a)
+    return out
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_cxxflags(sys.argv[1:] if argv is None else list(argv)))
     try:
         if args.command == "lint":
             return cmd_lint(args)
@@ -327,6 +339,9 @@ def main(argv=None):
     except KnitError as e:
         print(str(e), file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `knit asm ... | head`: the reader left; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

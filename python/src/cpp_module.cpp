@@ -30,6 +30,7 @@ PYBIND11_MODULE(_cppc, m) {
                                return out;
                              })
       .def_property_readonly("from_cache", &CppKernelFile::from_cache)
+      .def_property_readonly("warnings", &CppKernelFile::warnings)
       .def(
           "trace",
           [](const CppKernelFile& f, const std::string& name, const py::list& args, const std::string& target) {

@@ -412,7 +412,8 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
              std::string(current_->opcode_name()) + " operand " + what + ": index " +
                  std::to_string(rows[idx[ind]]) + " (entry " + std::to_string(idx[ind]) +
                  " of the vector_offset tensor) reaches outside tensor '" + t.name +
-                 "'; fix the indices or pass oob_mode=nisa.oob_mode.skip to drop such rows");
+                 "'; fix the indices, or drop such rows with oob_mode skip (Python: oob_mode=nisa.oob_mode.skip, "
+                 "C++: {.oob_mode = isa::oob_mode::skip})");
       } else {
         fail("out-of-bounds", std::string(current_->opcode_name()) + " operand " + what +
                                   " accesses outside tensor '" + t.name + "'");

@@ -60,3 +60,19 @@ def sum_first_n_tiles(a, n_tiles):
     out = nl.ndarray((128, f), nl.float32, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=acc)
     return out
+
+
+def load_tile(src, dtype=None):
+    """Inside a kernel: HBM -> a new SBUF tile of the same shape (one dma_copy, converting if
+    `dtype` differs)."""
+    t = nl.ndarray(src.shape, dtype or src.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src)
+    return t
+
+
+def store_tile(t, dtype=None):
+    """Inside a kernel: a new shared_hbm tensor holding `t` (one dma_copy, converting if `dtype`
+    differs)."""
+    out = nl.ndarray(t.shape, dtype or t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out

@@ -86,7 +86,7 @@ def test_second_process_loads_the_compiled_file_from_the_cache_and_edits_recompi
     assert third[0] == 0 and "C++ file compiled by Clang" in third[1], third[1] + third[2]
 
 
-def test_a_corrupted_cache_entry_is_detected_and_rebuilt(tmp_path, monkeypatch):
+def test_corrupted_cache_entries_are_detected_and_rebuilt(tmp_path, monkeypatch):
     path = write_kernel_dir(tmp_path)
     cache = tmp_path / "cache"
     args = ("run", path, "--shape", "130x32", "--shape", "130x32", "--reference", "2 * x0 + x1")
@@ -94,9 +94,13 @@ def test_a_corrupted_cache_entry_is_detected_and_rebuilt(tmp_path, monkeypatch):
     objects = sorted((cache / "objects").glob("*.o"), key=lambda p: -p.stat().st_size)
     data = objects[0].read_bytes()  # the largest entry is the compiled file (the other: its kernel list)
     objects[0].write_bytes(data[: len(data) // 2])
+    # The precompiled <knit/knit.h> too: Clang refuses it, Knit drops it and compiles without.
+    (pch,) = (cache / "pch").glob("*.pch")
+    pch.write_bytes(pch.read_bytes()[:1_000_000])
     code, out, err = knit_cli(*args, env={"KNIT_CACHE_DIR": str(cache)})
     assert code == 0, out + err
     assert "C++ file compiled by Clang" in out  # the truncated entry was not used
+    assert not pch.exists()
 
 
 def test_cpp_kernels_from_python_match_numpy_and_profile():
@@ -236,3 +240,23 @@ def test_installed_headers_are_found_next_to_the_extension(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "['scaled_add']", str(package / "include")]
+
+
+def test_cxxflags_warnings_and_errors_from_the_kernels_own_cpp(tmp_path):
+    """--cxxflag values that look like options, Clang's warnings on stderr, and a C++ mistake the
+    API catches (a dimension the tensor lacks) named at the kernel line; a C++ exception of the
+    kernel's own becomes a Knit error at its KNIT_KERNEL line."""
+    path = tmp_path / "flags.cpp"
+    path.write_text("#include <stdexcept>\n#include <knit/knit.h>\nusing namespace knit;\n"
+                    "nl::tensor k(nl::tensor a) {\n  int unused = KSCALE;\n"
+                    "  if (a.shape(0) == 3) throw std::runtime_error(\"three rows are bad luck\");\n"
+                    "  return nl::ndarray({a.shape(0), a.shape(4)}, a.dtype(), nl::shared_hbm);\n}\n"
+                    "KNIT_KERNEL(k)\n")
+    code, out, err = knit_cli("run", str(path), "--shape", "4x4", "--cxxflag", "-DKSCALE=4", "--cxxflag", "-Wall")
+    assert code == 1, out + err
+    assert "flags.cpp:5:7: warning: unused variable 'unused'" in err
+    assert "flags.cpp:7:" in err and "[shape-dim] shape(4) of a 2-D tensor" in err
+    with pytest.warns(knit.cpp.CppCompilerWarning, match="unused variable"):
+        kernels = knit.cpp.load(str(path), ["-DKSCALE=4", "-Wall", "-DFRESH"])  # a new flag: compiled again
+    with pytest.raises(knit.KnitError, match=r"flags\.cpp:9: error: \[cpp-exception\] kernel k threw .*bad luck"):
+        kernels.k(np.zeros((3, 4), np.float32))

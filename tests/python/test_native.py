@@ -51,7 +51,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 import knit  # noqa: E402  (tests/python/conftest.py puts python/ on sys.path)
 import knit.isa as nisa  # noqa: E402
 import knit.language as nl  # noqa: E402
-from kernel_test_util import load_example, sum_first_n_tiles  # noqa: E402
+from kernel_test_util import load_example, load_tile, store_tile, sum_first_n_tiles  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -256,18 +256,7 @@ def test_operator_lists_are_complete():
 # ---- kernels -------------------------------------------------------------------------------------------
 
 
-def _load(src, dtype=None):
-    """HBM -> a new SBUF tile of the same shape (one dma_copy, converting if `dtype` differs)."""
-    t = nl.ndarray(src.shape, dtype or src.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src)
-    return t
-
-
-def _store(t, dtype=None):
-    """A new shared_hbm tensor holding `t` (one dma_copy, converting if `dtype` differs)."""
-    out = nl.ndarray(t.shape, dtype or t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+_load, _store = load_tile, store_tile  # (kernel_test_util)
 
 
 def float_pair(dt, shape, seed, kind):

@@ -17,6 +17,7 @@ import knit  # noqa: E402
 import knit.isa as nisa  # noqa: E402
 import knit.language as nl  # noqa: E402
 import knit.torch as ktorch  # noqa: E402
+from kernel_test_util import load_tile, store_tile  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "examples", "torch"))
@@ -31,16 +32,7 @@ def unique(name):
     return f"knit_test::{name}_{next(_COUNTER)}"
 
 
-def _load(x):
-    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def _store(t, dtype=None):
-    out = nl.ndarray(t.shape, dtype or t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+_load, _store = load_tile, store_tile  # (kernel_test_util)
 
 
 @knit.jit

@@ -132,7 +132,14 @@ class tensor {
   int id() const { return id_; }
   const ir::View& view() const { return view_; }
   std::vector<int64_t> shape() const { return view_.shape(); }
-  int64_t shape(int dim) const { return view_.shape().at(dim < 0 ? dim + ndim() : dim); }
+  int64_t shape(int dim, std::source_location l = std::source_location::current()) const {
+    const int d = dim < 0 ? dim + ndim() : dim;
+    if (d < 0 || d >= ndim())
+      user_error(loc_of(l), "shape-dim", "shape(" + std::to_string(dim) + ") of a " + std::to_string(ndim()) +
+                                             "-D tensor; dimensions are 0.." + std::to_string(ndim() - 1) +
+                                             " (or -1..-" + std::to_string(ndim()) + " from the end)");
+    return view_.shape()[static_cast<size_t>(d)];
+  }
   int ndim() const { return static_cast<int>(view_.dims.size()); }
   int64_t size() const { return view_.num_elements(); }
   DType dtype() const { return view_.dtype; }

@@ -28,31 +28,51 @@ void CollectingConsumer::HandleDiagnostic(clang::DiagnosticsEngine::Level level,
 
 void CollectingConsumer::fail(const std::string& path) const {
   const Item* first = nullptr;
-  std::ostringstream more;
-  int others = 0;
+  std::vector<std::string> others;  // where the further errors are (the message quotes the first's line)
   for (const Item& i : items) {
     if (i.severity != "error") continue;
-    if (!first) {
-      first = &i;
-      continue;
-    }
-    ++others;
-    more << "\n  " << i.loc.file << ":" << i.loc.line << ":" << i.loc.column << ": error: " << i.message;
+    if (!first) first = &i;
+    else others.push_back((i.loc.file == first->loc.file ? "" : i.loc.file + ":") + std::to_string(i.loc.line) + ":" +
+                          std::to_string(i.loc.column));
   }
   if (!first) user_error(SourceLoc{path, 0, 0}, "cpp-compile", "Clang could not compile " + path);
-  std::string message = first->message + " (Clang; fix the C++ source)";
-  if (others) message += "; " + std::to_string(others) + " more error(s):" + more.str();
+  std::string message = first->message + " (Clang";
+  if (!others.empty()) {
+    message += "; " + std::to_string(others.size()) + " more error(s), at";
+    for (size_t k = 0; k < others.size() && k < 8; ++k) message += (k ? ", " : " ") + others[k];
+    if (others.size() > 8) message += ", ...";
+  }
+  message += "; fix the C++ source)";
   user_error(first->loc.known() ? first->loc : SourceLoc{path, 0, 0}, "cpp-compile", message);
 }
 
-std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra) {
-  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O1", "-fPIC", "-Wno-unused-command-line-argument"};
+std::vector<std::string> base_flags() {
+  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O0", "-fPIC", "-Wno-unused-command-line-argument"};
   for (const std::string& dir : knit_include_dirs()) args.push_back("-I" + dir);
+  return args;
+}
+
+std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra,
+                                      const std::string& pch) {
+  std::vector<std::string> args = base_flags();
+  if (!pch.empty()) {
+    args.push_back("-include-pch");
+    args.push_back(pch);
+  }
   args.push_back("-I" + std::filesystem::path(path).parent_path().string());
   args.insert(args.end(), extra.begin(), extra.end());
   args.push_back("-c");
   args.push_back(path);
   return args;
+}
+
+bool CollectingConsumer::refused_pch() const {
+  for (const Item& i : items)
+    if (i.severity == "error" && (i.message.find("PCH") != std::string::npos ||
+                                  i.message.find("precompiled") != std::string::npos ||
+                                  i.message.find("AST file") != std::string::npos))
+      return true;
+  return false;
 }
 
 std::unique_ptr<clang::CompilerInstance> instance(const std::vector<std::string>& args, CollectingConsumer& diags) {

@@ -28,13 +28,26 @@ class CollectingConsumer : public clang::DiagnosticConsumer {
   // Throws the first error as a Knit user error (its place and source line); any further
   // errors follow the message, each with its place.
   [[noreturn]] void fail(const std::string& path) const;
+
+  // Whether an error says Clang refused the precompiled header (corrupt, or another build's).
+  bool refused_pch() const;
+
+  void reset() {
+    items.clear();
+    clear();
+  }
 };
 
-// The compiler's command line: the clang++ driver next to LLVM (it finds Clang's own headers and
-// the system's C++ library from there), C++20 at -O1 (a kernel file is code that runs once, to
-// trace: -O2 costs a third more compile time for nothing measurable), Knit's headers and the
-// file's folder.
-std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra);
+// The compiler's flags: the clang++ driver next to LLVM (it finds Clang's own headers and the
+// system's C++ library from there), C++20 at -O0, Knit's headers. -O0 because a kernel file is
+// code that runs once, to trace (calling into Knit's optimized library): -O1 cost 2.5x the compile
+// time of a file with the precompiled header, -O2 more still.
+std::vector<std::string> base_flags();
+
+// The command line of one kernel file: base_flags, the precompiled <knit/knit.h> if `pch` is
+// not "", the file's folder, the user's `extra` flags.
+std::vector<std::string> command_line(const std::string& path, const std::vector<std::string>& extra,
+                                      const std::string& pch = "");
 
 // A compiler instance for `args` (a command_line) reporting to `diags`.
 std::unique_ptr<clang::CompilerInstance> instance(const std::vector<std::string>& args, CollectingConsumer& diags);

@@ -22,6 +22,7 @@
 #include "knit/knit.h"
 #include "knit/jit/orc_jit.h"
 #include "clang_session.h"
+#include "pch.h"
 
 namespace knit::frontend {
 
@@ -36,13 +37,14 @@ class Dependencies : public clang::DependencyCollector {
   bool needSystemDependencies() override { return false; }
 };
 
-// The cache key: everything that changes the object, by content.
+// The cache key: everything that changes the object, by content (the precompiled header's
+// content is in its name, on the command line). Empty if preprocessing failed.
 std::string cache_key(const std::vector<std::string>& args, const codegen::OrcJit& jit, CollectingConsumer& diags) {
   auto ci = instance(args, diags);
   auto deps = std::make_shared<Dependencies>();
   ci->addDependencyCollector(deps);
   clang::PreprocessOnlyAction preprocess;
-  if (!ci->ExecuteAction(preprocess) || ci->getDiagnostics().hasErrorOccurred()) diags.fail(args.back());
+  if (!ci->ExecuteAction(preprocess) || ci->getDiagnostics().hasErrorOccurred()) return "";
   std::string text = "knit " KNIT_VERSION "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
   for (const std::string& a : args) text += a + "\n";
   for (const std::string& file : deps->getDependencies()) text += "file " + file + "\n" + read_file(file) + "\n";
@@ -79,6 +81,39 @@ struct CppKernelFile::Impl {
 
 CppKernelFile::~CppKernelFile() = default;
 
+bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codegen::DiskObjectCache* cache,
+                                    codegen::OrcJit& jit, CollectingConsumer& diags, CppKernelFile& out,
+                                    std::vector<std::string>& entry_names) {
+  // Without a cache (KNIT_CACHE=0) there is nothing to key: skip the preprocessing pass.
+  const std::string key = cache ? cache_key(args, jit, diags) : args.back();
+  if (key.empty()) return false;
+  const std::string entries_key = codegen::content_hash(key + "\nentries");
+  std::unique_ptr<llvm::MemoryBuffer> object, entry_list;
+  if (cache && (entry_list = cache->load(entries_key)) && (object = cache->load(key))) {
+    std::istringstream in(entry_list->getBuffer().str());
+    for (std::string name; std::getline(in, name);) entry_names.push_back(name);
+    jit.add_object(std::move(object));
+    out.from_cache_ = true;
+    return true;
+  }
+  auto context = std::make_unique<llvm::LLVMContext>();
+  auto ci = instance(args, diags);
+  clang::EmitLLVMOnlyAction action(context.get());
+  if (!ci->ExecuteAction(action)) return false;
+  std::unique_ptr<llvm::Module> module = action.takeModule();
+  if (!module) return false;
+  for (const llvm::Function& f : module->functions())
+    if (!f.isDeclaration() && f.getName().starts_with(kEntryPrefix)) entry_names.push_back(f.getName().str());
+  for (const CollectingConsumer::Item& i : diags.items)
+    if (i.severity == "warning")
+      out.warnings_.push_back(i.loc.file + ":" + std::to_string(i.loc.line) + ":" + std::to_string(i.loc.column) +
+                              ": warning: " + i.message);
+  module->setModuleIdentifier(key);  // the object cache stores the compiled object under it
+  jit.add_module(std::move(module), std::move(context));
+  if (cache) cache->store(entries_key, join_lines(entry_names));
+  return true;
+}
+
 std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, const std::vector<std::string>& extra_args) {
   if (!std::filesystem::is_regular_file(path))
     user_error(SourceLoc{path, 0, 0}, "cpp-file", "no C++ kernel file " + path + "; give the path of a .cpp file");
@@ -86,33 +121,19 @@ std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, cons
   std::unique_ptr<CppKernelFile> out(new CppKernelFile());
   out->impl_ = std::make_unique<Impl>();
   Impl& impl = *out->impl_;
-  const std::vector<std::string> args = command_line(file, extra_args);
   if (const std::string dir = codegen::cache_directory(); !dir.empty())
     impl.cache = std::make_unique<codegen::DiskObjectCache>(dir + "/objects");
   impl.jit = std::make_unique<codegen::OrcJit>(impl.cache.get());
-  CollectingConsumer diags;
-  const std::string key = cache_key(args, *impl.jit, diags);
-  const std::string entries_key = codegen::content_hash(key + "\nentries");
-
+  // The precompiled header only without extra flags: a -D could change what the header means.
+  std::string pch = extra_args.empty() ? knit_pch(base_flags()) : "";
   std::vector<std::string> entry_names;
-  std::unique_ptr<llvm::MemoryBuffer> object, entry_list;
-  if (impl.cache && (entry_list = impl.cache->load(entries_key)) && (object = impl.cache->load(key))) {
-    std::istringstream in(entry_list->getBuffer().str());
-    for (std::string name; std::getline(in, name);) entry_names.push_back(name);
-    impl.jit->add_object(std::move(object));
-    out->from_cache_ = true;
-  } else {
-    auto context = std::make_unique<llvm::LLVMContext>();
-    auto ci = instance(args, diags);
-    clang::EmitLLVMOnlyAction action(context.get());
-    if (!ci->ExecuteAction(action)) diags.fail(file);
-    std::unique_ptr<llvm::Module> module = action.takeModule();
-    if (!module) diags.fail(file);
-    for (const llvm::Function& f : module->functions())
-      if (!f.isDeclaration() && f.getName().starts_with(kEntryPrefix)) entry_names.push_back(f.getName().str());
-    module->setModuleIdentifier(key);  // the object cache stores the compiled object under it
-    impl.jit->add_module(std::move(module), std::move(context));
-    if (impl.cache) impl.cache->store(entries_key, join_lines(entry_names));
+  for (;;) {
+    CollectingConsumer diags;
+    if (compile_or_load(command_line(file, extra_args, pch), impl.cache.get(), *impl.jit, diags, *out, entry_names))
+      break;
+    if (pch.empty() || !diags.refused_pch()) diags.fail(file);
+    discard_pch(pch);  // Clang refused it (corrupt, or another build's): drop it, compile without
+    pch.clear();
   }
   if (entry_names.empty())
     user_error(SourceLoc{file, 0, 0}, "cpp-no-kernels",
@@ -137,7 +158,16 @@ ir::Kernel CppKernelFile::trace(const std::string& name, const std::vector<CppTe
     reinterpret_cast<void (*)(KernelEntry*)>(entries_[k])(&entry);
     std::vector<ArgSpec> specs;
     for (const CppTensorSpec& a : args) specs.push_back({a.shape, a.dtype, a.name});
-    return entry.trace(last, specs, target, entry.where);
+    try {
+      return entry.trace(last, specs, target, entry.where);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // thrown by the kernel's own C++ (or a library it calls)
+      // The KNIT_KERNEL line, without its column (which points inside the macro's expansion).
+      user_error(SourceLoc{entry.where.file_name(), static_cast<int>(entry.where.line()), 0}, "cpp-exception",
+                 "kernel " + last + " threw a C++ exception while being traced: " + e.what() +
+                     " (fix the kernel code; Knit's own checks report the kernel line)");
+    }
   }
   std::string known;
   for (const CppKernelInfo& k : kernels_) known += (known.empty() ? "" : ", ") + k.name;

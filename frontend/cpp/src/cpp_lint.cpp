@@ -10,6 +10,7 @@
 #include <clang/Lex/Lexer.h>
 
 #include "clang_session.h"
+#include "pch.h"
 
 namespace knit::frontend {
 
@@ -197,12 +198,18 @@ std::vector<LintFinding> lint_file(const std::string& path, const std::vector<st
   if (!std::filesystem::is_regular_file(path))
     user_error(SourceLoc{path, 0, 0}, "cpp-file", "no C++ kernel file " + path + "; give the path of a .cpp file");
   const std::string file = std::filesystem::absolute(path).lexically_normal().string();
-  CollectingConsumer diags;
-  auto ci = instance(command_line(file, extra_args), diags);
-  std::vector<LintFinding> findings;
-  LintAction action(findings);
-  if (!ci->ExecuteAction(action) || ci->getDiagnostics().hasErrorOccurred()) diags.fail(file);
-  return findings;
+  const std::string pch = extra_args.empty() ? knit_pch(base_flags()) : "";
+  for (const bool with_pch : {true, false}) {
+    if (with_pch && pch.empty()) continue;
+    CollectingConsumer diags;
+    auto ci = instance(command_line(file, extra_args, with_pch ? pch : ""), diags);
+    std::vector<LintFinding> findings;
+    LintAction action(findings);
+    if (ci->ExecuteAction(action) && !ci->getDiagnostics().hasErrorOccurred()) return findings;
+    if (!(with_pch && diags.refused_pch())) diags.fail(file);
+    discard_pch(pch);  // refused: try again without it
+  }
+  return {};
 }
 
 }  // namespace knit::frontend

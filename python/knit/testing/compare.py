@@ -78,7 +78,7 @@ def mismatch_report(actual, expected, rtol, atol, name="result", equal_nan=True,
     shape = actual.shape
     lines = [f"{name} ({knit_name}{list(shape)}) differs from the reference: {bad.size} of {actual.size} elements "
              f"({100 * bad.size / actual.size:.3g}%) exceed |actual - expected| <= atol + rtol * |expected| "
-             f"with rtol={rtol:.3g}, atol={atol:.3g}{tol_note}",
+             f"with rtol={rtol:.3g}, atol={fmt_atol(atol)}{tol_note}",
              f"worst {len(order)} (index: actual vs expected, |diff|, allowed"
              f"{', ULPs of ' + knit_name if ulps is not None else ''}):"]
     for n, flat in enumerate(order):
@@ -96,6 +96,13 @@ def mismatch_report(actual, expected, rtol, atol, name="result", equal_nan=True,
         if all_ulps[worst] >= 0:
             lines.append(f"largest ULP distance {int(all_ulps[worst])} at {_index(bad[worst], shape)}")
     return "\n".join(lines)
+
+
+def fmt_atol(atol):
+    """A scalar atol, or the range of a per-element one (e.g. a quantization error bound)."""
+    if np.ndim(atol):
+        return f"per element {float(np.min(atol)):.3g} to {float(np.max(atol)):.3g}"
+    return f"{atol:.3g}"
 
 
 def _bounding_box(flat, shape):
@@ -129,7 +136,7 @@ def _as_tuple(value):
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def _tolerance_for(dtype, expected, rtol, atol):
+def tolerance_for(dtype, expected, rtol, atol):
     """(Tolerance, note for the message): the defaults of knit.testing.tolerance for `dtype` and
     this reference's scale, with the caller's rtol / atol where given (a given rtol also sets the
     default atol's slope). Dtypes without a default (float64) get fp32's."""
@@ -160,7 +167,7 @@ def assert_close(actual, expected, rtol=None, atol=None, equal_nan=True, name="r
         exp = _as_array(exp, f"reference for {label}")
         if act.shape != exp.shape:
             raise AssertionError(f"{label} has shape {act.shape} but the reference has shape {exp.shape}")
-        tol, note = _tolerance_for(act.dtype, exp, rtol, atol)
+        tol, note = tolerance_for(act.dtype, exp, rtol, atol)
         report = mismatch_report(act, exp, tol.rtol, tol.atol, name=label, equal_nan=equal_nan, tol_note=note)
         if report:
             raise AssertionError(report)

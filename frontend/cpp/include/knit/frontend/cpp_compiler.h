@@ -15,7 +15,14 @@
 
 #include "knit/ir/ir.h"
 
+namespace knit::codegen {
+class DiskObjectCache;
+class OrcJit;
+}  // namespace knit::codegen
+
 namespace knit::frontend {
+
+class CollectingConsumer;  // Clang's diagnostics (src/clang_session.h)
 
 struct CppKernelInfo {
   std::string name;  // as written in KNIT_KERNEL(...), e.g. "knit::examples::rmsnorm"
@@ -39,17 +46,25 @@ class CppKernelFile {
   const std::vector<CppKernelInfo>& kernels() const { return kernels_; }
   // Whether the object came from the disk cache (Clang did not run).
   bool from_cache() const { return from_cache_; }
+  // Clang's warnings, as "file:line:col: warning: message" (empty when loaded from the cache).
+  const std::vector<std::string>& warnings() const { return warnings_; }
   // Traces kernel `name` (as listed in kernels(), or its last `::` component) for these
   // argument shapes and dtypes.
   ir::Kernel trace(const std::string& name, const std::vector<CppTensorSpec>& args, ir::Target target) const;
 
  private:
   CppKernelFile() = default;
+  // One attempt at compiling (or loading from `cache`) with this command line; false if Clang
+  // failed, with `diags` saying why. Fills `out`'s cache flag and warnings and the entry names.
+  static bool compile_or_load(const std::vector<std::string>& args, codegen::DiskObjectCache* cache,
+                              codegen::OrcJit& jit, CollectingConsumer& diags, CppKernelFile& out,
+                              std::vector<std::string>& entry_names);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<CppKernelInfo> kernels_;
   std::vector<void*> entries_;  // knit_kernel_entry_<n> functions, in kernels_ order
   bool from_cache_ = false;
+  std::vector<std::string> warnings_;
 };
 
 // The include directories Knit's headers live in (the -I flags of every compile).

@@ -1,0 +1,82 @@
+#include "pch.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/FrontendActions.h>
+#include <llvm/Config/llvm-config.h>
+
+#include "clang_session.h"
+#include "knit/frontend/cpp_compiler.h"
+#include "knit/jit/disk_cache.h"
+
+namespace knit::frontend {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Everything the precompiled header depends on: Knit's and LLVM's versions, the flags, and the
+// contents of every header in Knit's include folders (a superset of what knit.h includes, and
+// cheap to read: a change to any of them builds a new one).
+std::string pch_key(const std::vector<std::string>& flags) {
+  std::string text = "knit " KNIT_VERSION "\nLLVM " LLVM_VERSION_STRING "\n";
+  for (const std::string& f : flags) text += f + "\n";
+  for (const std::string& dir : knit_include_dirs()) {
+    std::vector<std::string> headers;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file() && it->path().extension() == ".h") headers.push_back(it->path().string());
+    std::sort(headers.begin(), headers.end());
+    for (const std::string& h : headers) text += "file " + h + "\n" + read_file(h) + "\n";
+  }
+  return codegen::content_hash(text);
+}
+
+std::string knit_header() {
+  for (const std::string& dir : knit_include_dirs())
+    if (fs::exists(fs::path(dir) / "knit" / "knit.h")) return (fs::path(dir) / "knit" / "knit.h").string();
+  return "";
+}
+
+}  // namespace
+
+std::string knit_pch(const std::vector<std::string>& base_flags) {
+  const std::string cache = codegen::cache_directory();
+  const std::string header = knit_header();
+  if (cache.empty() || header.empty()) return "";
+  const fs::path dir = fs::path(cache) / "pch";
+  const std::string path = (dir / (pch_key(base_flags) + ".pch")).string();
+  if (fs::exists(path)) return path;
+
+  // Build it under a name of this process's own, then rename: concurrent builders each write a
+  // whole file and the last rename wins; readers never see a partial one.
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::vector<std::string> args(base_flags);
+  // Templates the header instantiates are compiled into the PCH once, not in every kernel file.
+  for (const char* a : {"-fpch-instantiate-templates", "-x", "c++-header"}) args.push_back(a);
+  args.push_back(header);
+  CollectingConsumer diags;
+  auto ci = instance(args, diags);
+  ci->getFrontendOpts().OutputFile = tmp;  // (the driver's -o does not reach an in-process invocation)
+  clang::GeneratePCHAction action;
+  const bool ok = ci->ExecuteAction(action) && !ci->getDiagnostics().hasErrorOccurred();
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) {
+    fs::remove(tmp, ec);
+    return "";  // a cache that cannot be written is only slower
+  }
+  return path;
+}
+
+void discard_pch(const std::string& path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+}
+
+}  // namespace knit::frontend
