@@ -260,3 +260,18 @@ def test_cxxflags_warnings_and_errors_from_the_kernels_own_cpp(tmp_path):
         kernels = knit.cpp.load(str(path), ["-DKSCALE=4", "-Wall", "-DFRESH"])  # a new flag: compiled again
     with pytest.raises(knit.KnitError, match=r"flags\.cpp:9: error: \[cpp-exception\] kernel k threw .*bad luck"):
         kernels.k(np.zeros((3, 4), np.float32))
+
+
+def test_cpp_kernels_work_with_knit_testing():
+    """knit.testing takes a C++ kernel like a Python one: correctness on every target, and a
+    latency bound that holds at the simulated time itself and fails 10 ns under it."""
+    from knit.testing import assert_kernel_close, assert_latency, normal
+
+    kernels = knit.cpp.load(os.path.join(CPP_EXAMPLES, "tensor_add.cpp"))
+    a, b = normal((300, 512), "bfloat16", seed=1), normal((300, 512), "bfloat16", seed=2)
+    for target in ("trn1", "trn2", "trn3"):
+        assert_kernel_close(kernels.tensor_add, lambda x, y: x + y, a, b, target=target)
+    latency = knit.profile(kernels.tensor_add, a, b).latency_us
+    assert_latency(kernels.tensor_add, a, b, max_us=latency)  # the bound is inclusive and the time deterministic
+    with pytest.raises(AssertionError, match=r"kernel tensor_add on trn2 took [\d.]+ us, over the"):
+        assert_latency(kernels.tensor_add, a, b, max_us=latency - 0.01)
