@@ -41,10 +41,11 @@ class CppKernel(Kernel):
 
     default_num_outputs = 1  # for knit.torch.op: a C++ kernel returns one tensor unless told
 
-    def __init__(self, file, path, name, arity, line):
+    def __init__(self, file, path, name, arity, line, params):
         self._file, self.path, self.qualified_name, self.arity, self.line = file, path, name, arity, line
+        self.params = list(params)
         short = name.rsplit("::", 1)[-1]
-        params = ", ".join(f"arg{i}" for i in range(arity))
+        params = ", ".join(self.params)
         # A stand-in Python function with the kernel's name, arity and file (what knit.torch
         # reads for the op's schema and error locations); it is never called.
         # Its code says it starts at the KNIT_KERNEL line, where errors about the arguments point.
@@ -56,7 +57,7 @@ class CppKernel(Kernel):
         super().__init__(fn)
 
     def __repr__(self):
-        return f"<knit.cpp kernel {self.qualified_name} ({self.arity} tensors) from {self.path}>"
+        return f"<knit.cpp kernel {self.qualified_name}({', '.join(self.params)}) from {self.path}>"
 
     def __call__(self, *args, **kwargs):
         if _trace.active():
@@ -89,7 +90,7 @@ class CppKernel(Kernel):
             else:
                 raise user_error("kernel-args", f"argument {i} of C++ kernel {self.qualified_name} is "
                                                 f"{type(a).__name__}; C++ kernels take tensors", where)
-            specs.append((str(dt), [int(s) for s in shape], f"arg{i}"))
+            specs.append((str(dt), [int(s) for s in shape], ""))  # "": the C++ parameter's name
         text = _trace.core_call(self._file.trace, self.qualified_name, specs, str(target))
         core_kernel = _trace.core_call(_core.parse_ir, text)
         n = len(core_kernel.output_specs())
@@ -104,8 +105,8 @@ class CppModule:
         self.path = path
         self.from_cache = file.from_cache  # loaded from the disk cache: Clang did not run
         self.kernels = {}
-        for name, arity, line in file.kernels:
-            kernel = CppKernel(file, path, name, arity, line)
+        for name, arity, line, params in file.kernels:
+            kernel = CppKernel(file, path, name, arity, line, params)
             self.kernels[name.rsplit("::", 1)[-1]] = kernel
         for short, kernel in self.kernels.items():
             setattr(self, short, kernel)

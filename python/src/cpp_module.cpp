@@ -25,8 +25,8 @@ PYBIND11_MODULE(_cppc, m) {
           "Compile (or load from the disk cache) a C++ kernel file")
       .def_property_readonly("kernels",
                              [](const CppKernelFile& f) {
-                               std::vector<std::tuple<std::string, size_t, int>> out;
-                               for (const auto& k : f.kernels()) out.emplace_back(k.name, k.arity, k.line);
+                               std::vector<std::tuple<std::string, size_t, int, std::vector<std::string>>> out;
+                               for (const auto& k : f.kernels()) out.emplace_back(k.name, k.arity, k.line, k.params);
                                return out;
                              })
       .def_property_readonly("from_cache", &CppKernelFile::from_cache)

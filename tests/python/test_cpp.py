@@ -115,6 +115,7 @@ def test_cpp_kernels_from_python_match_numpy_and_profile():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     compiled = knit.compile(kernels.rmsnorm, x, w)
     assert 'kernel "rmsnorm"' in compiled.ir and "activation" in compiled.asm
+    assert 'param %0 "x" hbm float32[200, 256]' in compiled.ir and 'param %1 "w"' in compiled.ir
     profile = knit.profile(kernels.rmsnorm, x, w, target="trn3")
     assert profile.target == "trn3" and profile.latency_us > 15.0
     np.testing.assert_array_equal(profile.outputs, got)
@@ -126,6 +127,7 @@ def test_cpp_kernel_as_a_torch_op():
 
     kernels = knit.cpp.load(os.path.join(CPP_EXAMPLES, "tensor_add.cpp"))
     op = ktorch.op("knit_test_cpp::tensor_add", kernels.tensor_add)
+    assert str(op.op._schema) == "knit_test_cpp::tensor_add(Tensor a, Tensor b) -> Tensor"  # the C++ names
     a, b = torch.randn(130, 64), torch.randn(130, 64)
     torch.testing.assert_close(op(a, b), a + b, rtol=0, atol=0)  # one fp32 add, rounded once like torch's
     torch.library.opcheck(op.op, (a, b))

@@ -3,14 +3,18 @@
 #include <dlfcn.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
+#include <clang/AST/ASTConsumer.h>
+#include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/Basic/Diagnostic.h>
 #include <clang/CodeGen/CodeGenAction.h>
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/FrontendActions.h>
+#include <clang/Frontend/MultiplexConsumer.h>
 #include <clang/Frontend/Utils.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LLVMContext.h>
@@ -49,6 +53,68 @@ std::string cache_key(const std::vector<std::string>& args, const codegen::OrcJi
   for (const std::string& a : args) text += a + "\n";
   for (const std::string& file : deps->getDependencies()) text += "file " + file + "\n" + read_file(file) + "\n";
   return codegen::content_hash(text);
+}
+
+// The parameter names of each marked kernel ({"knit_kernel_entry_rmsnorm", {"x", "w"}}): C++ has
+// no reflection of them, but the AST has. KNIT_KERNEL(fn)'s entry calls detail::entry_of<&fn>,
+// whose template argument is the kernel function.
+class KernelParamNames : public clang::ASTConsumer, public clang::RecursiveASTVisitor<KernelParamNames> {
+ public:
+  explicit KernelParamNames(std::map<std::string, std::vector<std::string>>& out) : out_(out) {}
+  // Each declaration as it is parsed, in the file or its own headers: not the whole translation
+  // unit, whose walk would deserialize the precompiled header's declarations too.
+  bool HandleTopLevelDecl(clang::DeclGroupRef group) override {
+    for (clang::Decl* d : group) TraverseDecl(d);
+    return true;
+  }
+
+  bool VisitFunctionDecl(clang::FunctionDecl* f) {
+    // (getName() is only for plain identifiers: constructors and operators have none.)
+    if (f->getIdentifier() && f->getName().starts_with(kEntryPrefix) && f->hasBody()) {
+      current_ = f->getNameAsString();
+      TraverseStmt(f->getBody());
+      current_.clear();
+    }
+    return true;
+  }
+  bool VisitCallExpr(clang::CallExpr* call) {
+    const clang::FunctionDecl* callee = call->getDirectCallee();
+    if (current_.empty() || !callee || !callee->getIdentifier() || callee->getName() != "entry_of") return true;
+    const clang::TemplateArgumentList* targs = callee->getTemplateSpecializationArgs();
+    if (!targs || targs->size() == 0 || targs->get(0).getKind() != clang::TemplateArgument::Declaration) return true;
+    if (const auto* fn = llvm::dyn_cast<clang::FunctionDecl>(targs->get(0).getAsDecl())) {
+      std::vector<std::string>& names = out_[current_];
+      for (const clang::ParmVarDecl* p : fn->parameters()) names.push_back(p->getNameAsString());
+    }
+    return true;
+  }
+
+ private:
+  std::map<std::string, std::vector<std::string>>& out_;
+  std::string current_;
+};
+
+// Clang's LLVM IR generation with KernelParamNames looking at the same AST.
+class EmitWithParamNames : public clang::EmitLLVMOnlyAction {
+ public:
+  EmitWithParamNames(llvm::LLVMContext* context, std::map<std::string, std::vector<std::string>>& names)
+      : EmitLLVMOnlyAction(context), names_(names) {}
+  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef file) override {
+    std::vector<std::unique_ptr<clang::ASTConsumer>> consumers;
+    consumers.push_back(std::make_unique<KernelParamNames>(names_));
+    consumers.push_back(EmitLLVMOnlyAction::CreateASTConsumer(ci, file));
+    return std::make_unique<clang::MultiplexConsumer>(std::move(consumers));
+  }
+
+ private:
+  std::map<std::string, std::vector<std::string>>& names_;
+};
+
+// One line per kernel in the cache's kernel list: its entry point, then its parameter names.
+std::string entry_line(const std::string& entry, const std::vector<std::string>& params) {
+  std::string line = entry;
+  for (const std::string& p : params) line += " " + p;
+  return line;
 }
 
 std::string join_lines(const std::vector<std::string>& lines) {
@@ -91,19 +157,21 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
   std::unique_ptr<llvm::MemoryBuffer> object, entry_list;
   if (cache && (entry_list = cache->load(entries_key)) && (object = cache->load(key))) {
     std::istringstream in(entry_list->getBuffer().str());
-    for (std::string name; std::getline(in, name);) entry_names.push_back(name);
+    for (std::string line; std::getline(in, line);) entry_names.push_back(line);
     jit.add_object(std::move(object));
     out.from_cache_ = true;
     return true;
   }
   auto context = std::make_unique<llvm::LLVMContext>();
   auto ci = instance(args, diags);
-  clang::EmitLLVMOnlyAction action(context.get());
+  std::map<std::string, std::vector<std::string>> params;
+  EmitWithParamNames action(context.get(), params);
   if (!ci->ExecuteAction(action)) return false;
   std::unique_ptr<llvm::Module> module = action.takeModule();
   if (!module) return false;
   for (const llvm::Function& f : module->functions())
-    if (!f.isDeclaration() && f.getName().starts_with(kEntryPrefix)) entry_names.push_back(f.getName().str());
+    if (!f.isDeclaration() && f.getName().starts_with(kEntryPrefix))
+      entry_names.push_back(entry_line(f.getName().str(), params[f.getName().str()]));
   for (const CollectingConsumer::Item& i : diags.items)
     if (i.severity == "warning")
       out.warnings_.push_back(i.loc.file + ":" + std::to_string(i.loc.line) + ":" + std::to_string(i.loc.column) +
@@ -138,11 +206,18 @@ std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, cons
   if (entry_names.empty())
     user_error(SourceLoc{file, 0, 0}, "cpp-no-kernels",
                "no kernel is marked in " + file + "; add KNIT_KERNEL(your_kernel) after each kernel function");
-  for (const std::string& name : entry_names) {
+  for (const std::string& line : entry_names) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    std::vector<std::string> params;
+    for (std::string p; words >> p;) params.push_back(p);
     void* fn = impl.jit->lookup(name);
     KernelEntry entry;
     reinterpret_cast<void (*)(KernelEntry*)>(fn)(&entry);
-    out->kernels_.push_back({entry.name, entry.arity, static_cast<int>(entry.where.line())});
+    if (params.size() != entry.arity) params.clear();  // unnamed parameters: arg0, arg1, ...
+    for (size_t i = params.size(); i < entry.arity; ++i) params.push_back("arg" + std::to_string(i));
+    out->kernels_.push_back({entry.name, entry.arity, static_cast<int>(entry.where.line()), params});
     out->entries_.push_back(fn);
   }
   return out;
@@ -157,7 +232,9 @@ ir::Kernel CppKernelFile::trace(const std::string& name, const std::vector<CppTe
     KernelEntry entry;
     reinterpret_cast<void (*)(KernelEntry*)>(entries_[k])(&entry);
     std::vector<ArgSpec> specs;
-    for (const CppTensorSpec& a : args) specs.push_back({a.shape, a.dtype, a.name});
+    for (size_t i = 0; i < args.size(); ++i)
+      specs.push_back({args[i].shape, args[i].dtype,
+                       args[i].name.empty() && i < kernels_[k].params.size() ? kernels_[k].params[i] : args[i].name});
     try {
       return entry.trace(last, specs, target, entry.where);
     } catch (const Error&) {

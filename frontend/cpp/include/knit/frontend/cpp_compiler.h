@@ -28,12 +28,13 @@ struct CppKernelInfo {
   std::string name;  // as written in KNIT_KERNEL(...), e.g. "knit::examples::rmsnorm"
   size_t arity = 0;  // tensor parameters
   int line = 0;      // of its KNIT_KERNEL(...) in the file
+  std::vector<std::string> params;  // parameter names as written (arg0, arg1, ... if unnamed)
 };
 
 struct CppTensorSpec {
   ir::DType dtype = ir::DType::float32;
   std::vector<int64_t> shape;
-  std::string name;
+  std::string name;  // "": the kernel's own parameter name
 };
 
 class CppKernelFile {
