@@ -54,7 +54,20 @@ void ZeroedBytes::reset(size_t n, bool zero) {
   size_ = n;
 }
 
+void ZeroedBytes::borrow(const uint8_t* data, size_t n) {
+  release();
+  data_ = const_cast<uint8_t*>(data);  // never written: see the declaration
+  size_ = n;
+  borrowed_ = true;
+}
+
 void ZeroedBytes::release() {
+  if (borrowed_) {
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
   if (!data_) return;
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
@@ -255,12 +268,17 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     if (options.timing_only) continue;  // no data: HBM is never touched
     placement_[id] = {&mem, 0, 0, t.size_bytes(), true};
     if (t.is_param) continue;  // filled from its argument below
-    mem.resize(static_cast<size_t>(t.size_bytes()));
+    mem.resize(static_cast<size_t>(t.size_bytes()), /*track_matmul=*/false, /*zero_bytes=*/false);
     fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
   }
+  const std::vector<bool> written = params_written();
   for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
     Memory& mem = hbm_[kernel.params[a]];
     const std::span<const uint8_t> in = args[a].input_bytes();
+    if (!written[a]) {
+      mem.borrow_initialized(in);
+      continue;
+    }
     mem.resize_initialized(in.size());
     std::memcpy(mem.bytes.data(), in.data(), in.size());
   }
@@ -735,21 +753,27 @@ RunResult Machine::run() {
     h.bytes.assign(hbm_[id].bytes.data(), hbm_[id].bytes.data() + hbm_[id].bytes.size());
     result.outputs.push_back(std::move(h));
   }
-  // Only arguments some instruction writes can have changed (saves copying every input back).
-  std::vector<uint64_t> written;
-  for (const Instruction& inst : kernel_.body)
-    for (const codegen::Access& a : codegen::instruction_accesses(kernel_, plan_, inst))
-      if (a.write) written.push_back(a.memory);
-  std::sort(written.begin(), written.end());
-  result.args_written.assign(args_.size(), false);
+  // Only arguments some instruction writes can have changed (the others were read in place).
+  result.args_written = params_written();
   for (size_t a = 0; a < args_.size(); ++a) {
-    if (!std::binary_search(written.begin(), written.end(), codegen::hbm_memory(kernel_.params[a]))) continue;
-    result.args_written[a] = true;
+    if (!result.args_written[a]) continue;
     const Memory& mem = hbm_[kernel_.params[a]];
     args_[a].bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
     args_[a].borrowed = {};
   }
   return result;
+}
+
+std::vector<bool> Machine::params_written() const {
+  std::vector<uint64_t> written;
+  for (const Instruction& inst : kernel_.body)
+    for (const codegen::Access& a : codegen::instruction_accesses(kernel_, plan_, inst))
+      if (a.write) written.push_back(a.memory);
+  std::sort(written.begin(), written.end());
+  std::vector<bool> out(kernel_.params.size());
+  for (size_t a = 0; a < out.size(); ++a)
+    out[a] = std::binary_search(written.begin(), written.end(), codegen::hbm_memory(kernel_.params[a]));
+  return out;
 }
 
 RunResult interpret(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options) {

@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <span>
 #include <vector>
 
 #include "knit/codegen/access.h"
@@ -30,18 +31,23 @@ class ZeroedBytes {
   ZeroedBytes() = default;
   ZeroedBytes(const ZeroedBytes&) = delete;
   ZeroedBytes& operator=(const ZeroedBytes&) = delete;
-  ZeroedBytes(ZeroedBytes&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  ZeroedBytes(ZeroedBytes&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), borrowed_(std::exchange(o.borrowed_, false)) {}
   ZeroedBytes& operator=(ZeroedBytes&& o) noexcept {
     if (this != &o) {
       release();
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
+      borrowed_ = std::exchange(o.borrowed_, false);
     }
     return *this;
   }
   ~ZeroedBytes() { release(); }
   // n bytes, zeroed unless `zero` is false (the caller overwrites them all).
   void reset(size_t n, bool zero = true);
+  // The caller's n bytes, read in place and never written nor freed here: an argument no
+  // instruction writes (Machine checks that statically), so it need not be copied.
+  void borrow(const uint8_t* data, size_t n);
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }
   uint8_t& operator[](size_t i) { return data_[i]; }
@@ -52,20 +58,28 @@ class ZeroedBytes {
   void release();
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool borrowed_ = false;
 };
 
 struct Memory {
   ZeroedBytes bytes;
   ZeroedBytes init;        // 1 where the byte was ever written; empty: every byte was (arguments)
   ZeroedBytes mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
-  void resize(size_t n, bool track_matmul = false) {
-    bytes.reset(n);
+  // zero_bytes false: the caller fills every byte itself (a fresh HBM tensor's NaN fill).
+  void resize(size_t n, bool track_matmul = false, bool zero_bytes = true) {
+    bytes.reset(n, zero_bytes);
     init.reset(n);
     mm_written.reset(track_matmul ? n : 0);
   }
   // An argument's memory: `n` bytes the caller fills, all initialized (no bitmap to keep).
   void resize_initialized(size_t n) {
     bytes.reset(n, /*zero=*/false);
+    init.reset(0);
+    mm_written.reset(0);
+  }
+  // An argument no instruction writes: its caller's bytes, in place, all initialized.
+  void borrow_initialized(std::span<const uint8_t> in) {
+    bytes.borrow(in.data(), in.size());
     init.reset(0);
     mm_written.reset(0);
   }
@@ -178,6 +192,9 @@ class Machine {
   bool linear_offsets(const ir::View& v, std::vector<int64_t>& out) const;
   // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
+  // Which parameters some instruction may write (the accesses the dependence analysis and race
+  // checker use, so a write is never missed): only those are copied in and back out.
+  std::vector<bool> params_written() const;
   // Executes body[pc] and returns the next pc (control-flow instructions jump; with an engine
   // program, a region's start runs the whole region and returns its end).
   size_t step(size_t pc);
