@@ -51,20 +51,23 @@ def directive_args(path):
     return argv
 
 
-def load_kernels(path):
-    """(kernels {name: Kernel}, module or None): the kernels a Python file defines at module
-    level (its @knit.jit functions), or a C++ file's KNIT_KERNEL-marked ones."""
+def load_kernels(path, cxxflags=()):
+    """(kernels {name: Kernel}, module or None, how they were loaded): the kernels a Python file
+    defines at module level (its @knit.jit functions), or a C++ file's KNIT_KERNEL-marked ones
+    (compiled with the extra `cxxflags`; Clang's warnings are issued as CppCompilerWarnings)."""
     if not os.path.isfile(path):
         raise UsageError(f"no such kernel file: {path}")
     if path.endswith(CPP_SUFFIXES):
         from . import cpp
-        return dict(cpp.load(path).kernels), None
+        loaded = cpp.load(path, cxxflags)
+        return dict(loaded.kernels), None, ("C++ file from the disk cache" if loaded.from_cache
+                                            else "C++ file compiled by Clang")
     if not path.endswith(".py"):
         raise UsageError(f"{path}: kernel files are Python (.py) or C++ ({', '.join(CPP_SUFFIXES)})")
     module = _import_path(path)
     kernels = {name: value for name, value in vars(module).items()
-               if isinstance(value, Kernel) and getattr(value.fn, "__module__") == module.__name__}
-    return kernels, module
+               if isinstance(value, Kernel) and getattr(value.fn, "__module__", None) == module.__name__}
+    return kernels, module, "Python file imported"
 
 
 def _import_path(path):

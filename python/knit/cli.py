@@ -25,7 +25,7 @@ from . import _kernel_file, cache
 from .profile import profile as profile_kernel
 from ._kernel_file import UsageError
 from .errors import KnitError
-from .testing.compare import fmt_atol, mismatch_report, tolerance_for
+from .testing.compare import fmt_atol, mismatch_report, reference_inputs, tolerance_for
 from .typing import TensorType
 
 _TARGETS = ("trn1", "trn2", "trn3")
@@ -101,18 +101,11 @@ class Job:
         path, wanted = _kernel_file.split_target(args.file)
         self.path = path
         started = time.perf_counter()
-        if path.endswith(_kernel_file.CPP_SUFFIXES):
-            from . import cpp
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", cpp.CppCompilerWarning)
-                loaded = cpp.load(path, args.cxxflag or ())
-            for w in caught:
-                print(w.message, file=sys.stderr)
-            kernels, self.module = dict(loaded.kernels), None
-            self.load_note = "C++ file from the disk cache" if loaded.from_cache else "C++ file compiled by Clang"
-        else:
-            kernels, self.module = _kernel_file.load_kernels(path)
-            self.load_note = "Python file imported"
+        with warnings.catch_warnings(record=True) as caught:  # Clang's, printed like a compiler's
+            warnings.simplefilter("always", UserWarning)
+            kernels, self.module, self.load_note = _kernel_file.load_kernels(path, args.cxxflag or ())
+        for w in caught:
+            print(w.message, file=sys.stderr)
         self.load_s = time.perf_counter() - started
         self.name, self.kernel = _kernel_file.pick_kernel(kernels, wanted, path)
         if not args.shape:
@@ -184,7 +177,7 @@ def _reference_outputs(job, spec, inputs):
         fn, label = getattr(job.module, spec), f"{spec}() of the file"
     else:
         check_expression(spec)
-        names = {f"x{i}": _float64(a) for i, a in enumerate(inputs)}
+        names = {f"x{i}": a for i, a in enumerate(reference_inputs(inputs))}
         names.update(job.params, np=np)
 
         def fn(*_, **__):
@@ -193,18 +186,14 @@ def _reference_outputs(job, spec, inputs):
             except Exception as e:  # report any mistake in the expression as a usage error
                 raise UsageError(f"--reference {spec!r}: {type(e).__name__}: {e}") from None
         label = f"NumPy expression {spec!r}"
-    return _outputs_tuple(fn(*[_float64(a) for a in inputs], **job.params)), label
+    return _outputs_tuple(fn(*reference_inputs(inputs), **job.params)), label
 
 
 def _file_tolerance(job, inputs):
     """A Python file's own absolute tolerance: its `tolerance(*inputs)` (a scalar or one array
     per output element, e.g. a quantization error bound), or None."""
     fn = getattr(job.module, "tolerance", None) if job.module else None
-    return None if fn is None else np.asarray(fn(*[_float64(a) for a in inputs], **job.params), dtype=np.float64)
-
-
-def _float64(a):
-    return a.astype(np.float64) if a.dtype.kind not in "iub" else a
+    return None if fn is None else np.asarray(fn(*reference_inputs(inputs), **job.params), dtype=np.float64)
 
 
 def _check_against(outputs, expected, label, args, file_atol=None):
