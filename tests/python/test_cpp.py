@@ -277,3 +277,10 @@ def test_cpp_kernels_work_with_knit_testing():
     assert_latency(kernels.tensor_add, a, b, max_us=latency)  # the bound is inclusive and the time deterministic
     with pytest.raises(AssertionError, match=r"kernel tensor_add on trn2 took [\d.]+ us, over the"):
         assert_latency(kernels.tensor_add, a, b, max_us=latency - 0.01)
+
+
+def test_a_missing_clang_says_what_to_install(tmp_path):
+    code, out, err = knit_cli("run", os.path.join("examples", "kernels", "cpp", "tensor_add.cpp"),
+                              env={"KNIT_CLANGXX": str(tmp_path / "no-clang++")})
+    assert code == 1, out + err
+    assert "[cpp-toolchain]" in err and "apt-get install clang-19" in err and "Traceback" not in err

@@ -1,5 +1,6 @@
 #include "clang_session.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -46,8 +47,19 @@ void CollectingConsumer::fail(const std::string& path) const {
   user_error(first->loc.known() ? first->loc : SourceLoc{path, 0, 0}, "cpp-compile", message);
 }
 
+std::string clang_driver() {
+  const char* set = std::getenv("KNIT_CLANGXX");
+  const std::string driver = set && *set ? set : KNIT_CLANGXX;
+  if (!std::filesystem::exists(driver))
+    user_error(SourceLoc{}, "cpp-toolchain",
+               "C++ kernel files need Clang 19's driver and headers, and " + driver +
+                   " does not exist; install them (Debian: apt-get install clang-19 libclang-cpp19-dev) or "
+                   "point $KNIT_CLANGXX at a clang++ 19");
+  return driver;
+}
+
 std::vector<std::string> base_flags() {
-  std::vector<std::string> args{KNIT_CLANGXX, "-std=c++20", "-O0", "-fPIC", "-Wno-unused-command-line-argument"};
+  std::vector<std::string> args{clang_driver(), "-std=c++20", "-O0", "-fPIC", "-Wno-unused-command-line-argument"};
   for (const std::string& dir : knit_include_dirs()) args.push_back("-I" + dir);
   return args;
 }

@@ -38,6 +38,10 @@ class CollectingConsumer : public clang::DiagnosticConsumer {
   }
 };
 
+// The clang++ 19 driver: $KNIT_CLANGXX, else the one next to the LLVM Knit was built with; a
+// user error saying what to install when it is missing.
+std::string clang_driver();
+
 // The compiler's flags: the clang++ driver next to LLVM (it finds Clang's own headers and the
 // system's C++ library from there), C++20 at -O0, Knit's headers. -O0 because a kernel file is
 // code that runs once, to trace (calling into Knit's optimized library): -O1 cost 2.5x the compile
