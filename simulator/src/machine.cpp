@@ -322,10 +322,16 @@ void Machine::place(int id) {
       std::memset(mem.mm_written.data() + (pl.partition + p) * capacity + pl.offset, 0, bytes);
     return;
   }
+  // When the placing instruction overwrites the whole tensor before anything reads it, the NaN
+  // fill and the cleared flags would be overwritten unseen: skip them (the largest per-run cost
+  // of streaming kernels; same bytes and flags after that instruction either way).
+  const bool overwritten = overwritten_at_place_[id];
   for (int64_t p = 0; p < parts; ++p) {
     const int64_t base = (pl.partition + p) * capacity + pl.offset;
-    fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());
-    std::memset(mem.init.data() + base, 0, bytes);
+    if (!overwritten) {
+      fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());
+      std::memset(mem.init.data() + base, 0, bytes);
+    }
     if (mem.tracks_matmul()) std::memset(mem.mm_written.data() + base, 0, bytes);
   }
 }
@@ -482,6 +488,13 @@ void Machine::compute_liveness() {
   const std::vector<LiveRange> live = live_ranges(kernel_, match_);
   plan_ = program_ ? program_->plan : codegen::allocate(kernel_, live);
   place_at_ = codegen::placements(kernel_, live);
+  overwritten_at_place_.assign(kernel_.tensors.size(), false);
+  std::vector<bool> placed_elsewhere(kernel_.tensors.size(), false);
+  for (size_t pc = 0; pc < place_at_.size(); ++pc)
+    for (int id : place_at_[pc]) {
+      overwritten_at_place_[id] = !placed_elsewhere[id] && overwrites_whole(kernel_.body[pc], id);
+      placed_elsewhere[id] = true;
+    }
   release_at_.assign(kernel_.body.size(), {});
   for (size_t id = 0; id < live.size(); ++id)
     if (live[id].used() && is_on_chip(kernel_.tensors[id].buffer)) release_at_[live[id].last].push_back(static_cast<int>(id));
@@ -495,6 +508,25 @@ void Machine::execute(const Instruction& inst) {
         else exec(*this, op);
       },
       inst.op);
+}
+
+bool Machine::overwrites_whole(const Instruction& inst, int id) const {
+  // Writers that store every element of their dst unconditionally (no predicate, no
+  // accumulation state, no skipped rows).
+  const bool plain_writer = std::holds_alternative<DmaCopy>(inst.op) || std::holds_alternative<TensorCopy>(inst.op) ||
+                            std::holds_alternative<TensorTensor>(inst.op) ||
+                            std::holds_alternative<TensorScalar>(inst.op) ||
+                            std::holds_alternative<Activation>(inst.op) || std::holds_alternative<Memset>(inst.op);
+  if (!plain_writer) return false;
+  const View whole = full_view(kernel_.tensor(id), id);
+  bool dst_is_whole = false, other_use = false, indirect = false;
+  for_each_view(inst, [&](const char* name, const View& v) {
+    indirect = indirect || !v.indirect.empty();  // an indirect DMA may skip rows
+    if (v.tensor != id) return;
+    if (std::string_view(name) == "dst" && v == whole) dst_is_whole = true;
+    else other_use = true;
+  });
+  return dst_is_whole && !other_use && !indirect;
 }
 
 Instruction Machine::concretize(const Instruction& inst) const {

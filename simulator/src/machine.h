@@ -192,6 +192,9 @@ class Machine {
   bool linear_offsets(const ir::View& v, std::vector<int64_t>& out) const;
   // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
+  // Whether `inst`, where tensor `id`'s life starts, writes every byte of it before anything
+  // reads it (see place()).
+  bool overwrites_whole(const ir::Instruction& inst, int id) const;
   // Which parameters some instruction may write (the accesses the dependence analysis and race
   // checker use, so a write is never missed): only those are copied in and back out.
   std::vector<bool> params_written() const;
@@ -239,6 +242,7 @@ class Machine {
   std::unique_ptr<NativeExecutor> native_;  // Backend::jit
   codegen::MemoryPlan plan_;  // SBUF/PSUM addresses of every on-chip tensor
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
+  std::vector<bool> overwritten_at_place_;  // by tensor: overwrites_whole at the instruction placing it
   std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener
   std::vector<int64_t> loop_stop_;   // per loop instruction: its stop bound, read at entry
   int core_ = 0;                   // the core whose instructions are executing

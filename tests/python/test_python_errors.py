@@ -317,6 +317,31 @@ def test_uninitialized_read(monkeypatch):
     assert "element [2, 0]" in info.value.message and "never written" in info.value.message
 
 
+@pytest.mark.parametrize("backend", ["jit", "reference"])
+def test_only_a_whole_first_write_skips_the_fresh_fill(monkeypatch, backend):
+    """A fresh tile whose first instruction writes all of it skips the NaN fill and flag clearing
+    (that write replaces both); a tile whose first write is partial starts unwritten as before,
+    so reading the rest is an error, on both backends."""
+    monkeypatch.delenv("KNIT_UNINITIALIZED", raising=False)
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        first = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=first, src=a)  # written whole; dead after the next line
+        nisa.dma_copy(dst=out, src=first)
+        second = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=second[0:2, :], src=a[0:2, :])
+        nisa.dma_copy(dst=out, src=second)  # @stale
+        return out
+
+    compiled = knit.compile(kernel, _f32(4, 4))
+    with pytest.raises(knit.KnitRuntimeError) as info:
+        compiled.run(_f32(4, 4), backend=backend)
+    check_error(info.value, knit.KnitRuntimeError, "uninitialized-read", "stale")
+    assert "element [2, 0]" in info.value.message
+
+
 # ---- Python control flow on tensor values ---------------------------------------------------------------
 
 
