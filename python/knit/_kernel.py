@@ -77,6 +77,19 @@ def _arg_key(x):
         return ("const", type(x).__name__, repr(x))
 
 
+def tensor_spec(x, loc):
+    """(shape, dtype) of a tensor argument (an array, a torch tensor or an nt.tensor placeholder),
+    or None for anything else; a placeholder without a dtype is a user error at `loc`."""
+    if isinstance(x, TensorType):
+        if x.dtype is None:
+            raise user_error("kernel-args", f"placeholder {x!r} has no dtype; write nt.tensor[[shape], dtype]", loc)
+        return x.shape, x.dtype
+    if _is_array(x):
+        a = _to_numpy(x)[0]
+        return a.shape, a.dtype
+    return None
+
+
 class Compiled:
     """A traced, verified kernel for one set of argument shapes/dtypes/constants and a target.
     ``.ir`` is its IR text, ``.asm`` the engine program's disassembly and ``.stats`` its
@@ -209,12 +222,9 @@ class Kernel:
         with _trace.tracing(trace):
             call_args = []
             for i, a in enumerate(args):
-                if isinstance(a, TensorType) and a.dtype is None:
-                    raise user_error("kernel-args", f"placeholder {a!r} has no dtype; write nt.tensor[[shape], dtype]",
-                                     loc)
-                if _is_array(a) or isinstance(a, TensorType):
-                    spec = a if isinstance(a, TensorType) else _to_numpy(a)[0]
-                    shape, dt = spec.shape, spec.dtype
+                spec = tensor_spec(a, loc)
+                if spec is not None:
+                    shape, dt = spec
                     name = names[i] if i < len(names) else f"arg{i}"
                     tid = _trace.core_call(trace.builder.add_param, name, str(storage_dtype(dt)),
                                            list(shape), loc)

@@ -29,7 +29,7 @@ class UsageError(Exception):
 
 
 def split_target(spec):
-    """'file.py::kernel' -> ('file.py', 'kernel'); 'file.py' -> ('file.py')."""
+    """'file.py::kernel' -> ('file.py', 'kernel'); 'file.py' -> ('file.py', None)."""
     path, sep, kernel = spec.partition("::")
     return path, (kernel if sep else None)
 

@@ -25,10 +25,9 @@ from . import _kernel_file, cache
 from .profile import profile as profile_kernel
 from ._kernel_file import UsageError
 from .errors import KnitError
+from .testing import ALL_TARGETS
 from .testing.compare import fmt_atol, mismatch_report, reference_inputs, tolerance_for
 from .typing import TensorType
-
-_TARGETS = ("trn1", "trn2", "trn3")
 
 def _kernel_options(parser):
     """The options every kernel command takes (all default to None so that a file's knit-run
@@ -39,7 +38,7 @@ def _kernel_options(parser):
     parser.add_argument("--dtype", metavar="DTYPE", help="dtype of --shape entries without one (default float32)")
     parser.add_argument("--param", action="append", metavar="NAME=VALUE",
                         help="a non-tensor argument of a Python kernel (a Python literal), e.g. epsilon=1e-5")
-    parser.add_argument("--target", choices=_TARGETS, help="the NeuronCore generation (default: the kernel's, "
+    parser.add_argument("--target", choices=ALL_TARGETS, help="the NeuronCore generation (default: the kernel's, "
                                                            "else $KNIT_TARGET, else trn2)")
     parser.add_argument("--seed", type=int, help="seed of the random inputs (default 0)")
     parser.add_argument("--int-range", metavar="LOW:HIGH", help="range of integer inputs (default 0:16)")
@@ -129,6 +128,11 @@ class Job:
         compiled.program  # lowering to the engine program is part of compiling
         return compiled, time.perf_counter() - started
 
+    def file_function(self, name):
+        """The Python file's own function `name` (reference, tolerance, ...), or None."""
+        fn = getattr(self.module, name, None) if self.module is not None else None
+        return fn if callable(fn) else None
+
     def describe_inputs(self):
         return ", ".join(f"{'x'.join(map(str, s))} {d}" for s, d in self.shapes)
 
@@ -166,18 +170,13 @@ def _outputs_tuple(result):
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
-def _reference_outputs(job, spec, inputs):
-    """The reference's outputs (float64 arrays), or None when there is no reference."""
-    if spec is None:
-        fn = getattr(job.module, "reference", None) if job.module else None
-        if fn is None:
-            return None, None
-        label = "reference() of the file"
-    elif job.module is not None and callable(getattr(job.module, spec, None)):
-        fn, label = getattr(job.module, spec), f"{spec}() of the file"
-    else:
-        check_expression(spec)
-        names = {f"x{i}": a for i, a in enumerate(reference_inputs(inputs))}
+def _reference_outputs(job, spec, ref_inputs):
+    """The outputs (float64 arrays) of the reference `spec` (a function of the file, or a NumPy
+    expression) on `ref_inputs` (the inputs as a reference sees them), and its label."""
+    if job.file_function(spec) is not None:
+        fn, label = job.file_function(spec), f"{spec}() of the file"
+    else:  # (cmd_run checked it is an expression before running anything)
+        names = {f"x{i}": a for i, a in enumerate(ref_inputs)}
         names.update(job.params, np=np)
 
         def fn(*_, **__):
@@ -186,14 +185,14 @@ def _reference_outputs(job, spec, inputs):
             except Exception as e:  # report any mistake in the expression as a usage error
                 raise UsageError(f"--reference {spec!r}: {type(e).__name__}: {e}") from None
         label = f"NumPy expression {spec!r}"
-    return _outputs_tuple(fn(*reference_inputs(inputs), **job.params)), label
+    return _outputs_tuple(fn(*ref_inputs, **job.params)), label
 
 
-def _file_tolerance(job, inputs):
+def _file_tolerance(job, ref_inputs):
     """A Python file's own absolute tolerance: its `tolerance(*inputs)` (a scalar or one array
     per output element, e.g. a quantization error bound), or None."""
-    fn = getattr(job.module, "tolerance", None) if job.module else None
-    return None if fn is None else np.asarray(fn(*reference_inputs(inputs), **job.params), dtype=np.float64)
+    fn = job.file_function("tolerance")
+    return None if fn is None else np.asarray(fn(*ref_inputs, **job.params), dtype=np.float64)
 
 
 def _check_against(outputs, expected, label, args, file_atol=None):
@@ -234,7 +233,7 @@ def _bit_identical(outputs, again):
 def cmd_run(job, args):
     if args.backend:
         os.environ["KNIT_BACKEND"] = args.backend
-    if args.reference is not None and not (job.module is not None and callable(getattr(job.module, args.reference, None))):
+    if args.reference is not None and job.file_function(args.reference) is None:
         check_expression(args.reference)
     inputs = job.inputs()
     compiled, compile_s = job.compile(inputs)
@@ -255,10 +254,12 @@ def cmd_run(job, args):
         same = _bit_identical(outputs, again)
         print(f"  check vs reference interpreter: {'PASS, identical bytes' if same else 'FAIL, bytes differ'}")
         ok &= same
-    expected, label = _reference_outputs(job, args.reference, inputs)
-    if expected is not None:
-        ok &= _check_against(outputs, expected, label, args, _file_tolerance(job, inputs))
-    elif args.reference is None:
+    spec = args.reference if args.reference is not None else "reference" if job.file_function("reference") else None
+    if spec is not None:
+        ref_inputs = reference_inputs(inputs)  # float64 copies, made only when a reference uses them
+        expected, label = _reference_outputs(job, spec, ref_inputs)
+        ok &= _check_against(outputs, expected, label, args, _file_tolerance(job, ref_inputs))
+    else:
         print("  (no NumPy reference: pass --reference EXPR, or define reference() in a Python file)")
     print(prof.summary())
     return 0 if ok else 1

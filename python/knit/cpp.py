@@ -18,9 +18,8 @@ import warnings
 
 from . import _core, _trace
 from ._dtypes import to_dtype
-from ._kernel import Compiled, Kernel, _is_array, _to_numpy
+from ._kernel import Compiled, Kernel, tensor_spec
 from .errors import user_error
-from .typing import TensorType
 
 __all__ = ["load", "lint", "CppModule", "CppKernel", "LintFinding", "CppCompilerWarning"]
 
@@ -80,17 +79,12 @@ class CppKernel(Kernel):
                                             f"got {len(args)}", where)
         specs = []
         for i, a in enumerate(args):
-            if isinstance(a, TensorType):
-                if a.dtype is None:
-                    raise user_error("kernel-args", f"placeholder {a!r} has no dtype", where)
-                shape, dt = a.shape, a.dtype
-            elif _is_array(a):
-                arr = _to_numpy(a)[0]
-                shape, dt = arr.shape, to_dtype(arr.dtype)
-            else:
+            spec = tensor_spec(a, where)
+            if spec is None:
                 raise user_error("kernel-args", f"argument {i} of C++ kernel {self.qualified_name} is "
                                                 f"{type(a).__name__}; C++ kernels take tensors", where)
-            specs.append((str(dt), [int(s) for s in shape], ""))  # "": the C++ parameter's name
+            shape, dt = spec
+            specs.append((str(to_dtype(dt)), [int(s) for s in shape], ""))  # "": the C++ parameter's name
         text = _trace.core_call(self._file.trace, self.qualified_name, specs, str(target))
         core_kernel = _trace.core_call(_core.parse_ir, text)
         n = len(core_kernel.output_specs())
@@ -120,7 +114,7 @@ def load(path, extra_args=()):
     its KNIT_KERNEL-marked kernels. extra_args: more compiler flags ("-DN=4", "-I/dir")."""
     path = os.path.abspath(path)
     file = _trace.core_call(_cppc().CppKernelFile.load, path, list(extra_args))
-    for text in dict.fromkeys(file.warnings):  # in order, once each
+    for text in file.warnings:
         warnings.warn(CppCompilerWarning(text), stacklevel=2)
     return CppModule(path, file)
 
