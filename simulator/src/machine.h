@@ -8,9 +8,9 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <utility>
-#include <span>
 #include <vector>
 
 #include "knit/codegen/access.h"
@@ -243,6 +243,7 @@ class Machine {
   codegen::MemoryPlan plan_;  // SBUF/PSUM addresses of every on-chip tensor
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
   std::vector<bool> overwritten_at_place_;  // by tensor: overwrites_whole at the instruction placing it
+  std::vector<bool> params_written_;        // params_written(), for a run with data
   std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener
   std::vector<int64_t> loop_stop_;   // per loop instruction: its stop bound, read at entry
   int core_ = 0;                   // the core whose instructions are executing

@@ -163,6 +163,7 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
     return true;
   }
   auto context = std::make_unique<llvm::LLVMContext>();
+  const size_t before_compile = diags.items.size();  // the key's preprocessing reported some already
   auto ci = instance(args, diags);
   std::map<std::string, std::vector<std::string>> params;
   EmitWithParamNames action(context.get(), params);
@@ -172,10 +173,9 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
   for (const llvm::Function& f : module->functions())
     if (!f.isDeclaration() && f.getName().starts_with(kEntryPrefix))
       entry_names.push_back(entry_line(f.getName().str(), params[f.getName().str()]));
-  for (const CollectingConsumer::Item& i : diags.items)
-    if (i.severity == "warning")
-      out.warnings_.push_back(i.loc.file + ":" + std::to_string(i.loc.line) + ":" + std::to_string(i.loc.column) +
-                              ": warning: " + i.message);
+  for (size_t i = before_compile; i < diags.items.size(); ++i)
+    if (diags.items[i].severity == "warning")
+      out.warnings_.push_back(format_diagnostic("warning", "", diags.items[i].message, diags.items[i].loc));
   module->setModuleIdentifier(key);  // the object cache stores the compiled object under it
   jit.add_module(std::move(module), std::move(context));
   if (cache) cache->store(entries_key, join_lines(entry_names));

@@ -47,7 +47,8 @@ class CppKernelFile {
   const std::vector<CppKernelInfo>& kernels() const { return kernels_; }
   // Whether the object came from the disk cache (Clang did not run).
   bool from_cache() const { return from_cache_; }
-  // Clang's warnings, as "file:line:col: warning: message" (empty when loaded from the cache).
+  // Clang's warnings, each a diagnostic ("file:line:col: warning: message" and the source
+  // line), empty when the object came from the cache.
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Traces kernel `name` (as listed in kernels(), or its last `::` component) for these
   // argument shapes and dtypes.
