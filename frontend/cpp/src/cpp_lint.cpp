@@ -10,6 +10,7 @@
 #include <clang/Lex/Lexer.h>
 
 #include "clang_session.h"
+#include "knit/ir/types.h"
 #include "pch.h"
 
 namespace knit::frontend {
@@ -19,11 +20,10 @@ namespace {
 constexpr int64_t kPartitions = 128;        // SBUF / PSUM partitions (nl::tile_size::pmax)
 constexpr int64_t kPsumBankBytes = 2048;    // one PSUM bank per partition: 512 fp32
 
-// Bytes of the nl:: dtype constants a kernel names (others are not judged).
+// Bytes of the nl:: dtype constant a kernel names (nl::float32 is ir::DType::float32, spelled
+// the same), from the IR's dtype table; other expressions are not judged.
 std::optional<int64_t> dtype_bytes(const std::string& name) {
-  if (name == "float32" || name == "int32" || name == "uint32" || name == "tfloat32") return 4;
-  if (name == "bfloat16" || name == "float16" || name == "int16" || name == "uint16") return 2;
-  if (name.starts_with("float8") || name == "int8" || name == "uint8") return 1;
+  if (const std::optional<ir::DType> d = ir::parse_enum<ir::DType>(name)) return ir::dtype_size(*d);
   return std::nullopt;
 }
 
