@@ -988,6 +988,41 @@ def test_matmul_partition_and_column_offsets():
     check(knit.compile(kernel, s, m), s, m, native=7, interpreted=0)
 
 
+@knit.jit
+def _small_matmul(s, m):
+    ts, tm = _load(s), _load(m)
+    p = nl.ndarray((s.shape[1], m.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=ts, moving=tm)
+    o = nl.ndarray(p.shape, nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=o, src=p)
+    return _store(o)
+
+
+@pytest.mark.parametrize("case", ["underflow", "overflow", "in_range"])
+def test_matmul_fuses_multiply_add_only_where_products_are_exact(case):
+    """The native matmul uses one fma per term only when every operand value makes each product
+    exact in fp32 (bodies.cpp, product_exact_operand). Two-term sums whose product leaves the
+    fp32 normal range give a different result with an fma, so these pin the separate rounding:
+    underflow: 2^-75 * 2^-74 = 2^-149, then 2^-75 * 2^-75 = 2^-150 rounds to 0 (tie to even), so
+        the sum is 2^-149; fused, 2^-149 + 2^-150 would round to 2^-148.
+    overflow: -max_bf16 * 1, then 2^64 * 2^64 = 2^128 rounds to inf, so the sum is inf; fused,
+        2^128 - (2 - 2^-7) * 2^127 = 2^120.
+    in_range: the same shapes with exact products, which take the fused path: same bytes."""
+    max_bf16 = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    column = {"underflow": ([2.0**-75, 2.0**-75], [2.0**-74, 2.0**-75], 2.0**-149),
+              "overflow": ([-max_bf16, 2.0**64], [1.0, 2.0**64], np.inf),
+              "in_range": ([1.5, 2.0**-60], [-3.0, 2.0**60], -3.5)}[case]
+    s_col, m_col, want = column
+    # [K=2, 8] operands: every output element is the same two-term sum.
+    s = np.repeat(np.array(s_col, np.float32)[:, None], 8, axis=1).astype(BF16)
+    m = np.repeat(np.array(m_col, np.float32)[:, None], 8, axis=1).astype(BF16)
+    c = knit.compile(_small_matmul, s, m)
+    out = c.run(s, m, backend="jit-strict")
+    assert c.last_run["native"] > 0 and c.last_run["interpreted"] == 0, c.last_run
+    np.testing.assert_array_equal(np.asarray(out), np.full((8, 8), want, np.float32))
+    assert_bytes_equal(c.reference(s, m), out)
+
+
 def _transpose_kernel():
     @knit.jit
     def kernel(x, ident):

@@ -11,7 +11,8 @@
 // no fused multiply-adds) and from computing in the same order: element-wise instructions
 // round each result once at its store; row folds and reductions are left folds in element
 // order; bn_stats / bn_aggr call the interpreter's own moment functions; matmul sums k in order
-// 0..K-1 per output from +0. Transcendental activations call the same C library functions
+// 0..K-1 per output from +0 (with one fma per term only where every product is exact, which
+// gives the same bits). Transcendental activations call the same C library functions
 // (expf, tanhf, ...) as the interpreter, so they are bit-identical too.
 #include <cstring>
 
@@ -83,7 +84,13 @@ KNIT_INLINE uint32_t column_bits(const float* column, int64_t p) {
 
 }  // namespace
 
-extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float* const* columns) {
+// local_pointers_note: every body first copies the caller's operand pointers into a local array.
+// Read through the caller's array, any store to an operand might be a store into that array as
+// far as LLVM can tell, so it reloads the pointer for every element and cannot vectorize (a
+// same-dtype copy ran as scalar 2-byte moves, about 1 GB/s); a local array cannot alias anything
+// the body writes.
+extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, float* const* columns) {
+  uint8_t* const data[4] = {operands[0], operands[1], operands[2], operands[3]};  // see local_pointers_note
   const MapShape& s = *shape;
   const uint8_t* a = data[1];
   const uint8_t* b = data[2];
@@ -226,7 +233,8 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* data, float
   }
 }
 
-extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* data, float* const*) {
+extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* operands, float* const*) {
+  uint8_t* const data[4] = {operands[0], operands[1], operands[2], operands[3]};  // see local_pointers_note
   const ReduceShape& s = *shape;
   const uint8_t* x = data[1];
   const AluOp op = static_cast<AluOp>(s.op);
@@ -266,7 +274,8 @@ KNIT_INLINE void for_each_free(const Walk& w, F&& f) {
 // bn_stats / bn_aggr / max8: the reference decodes each partition's row to fp32 and calls the
 // same group_moments / combine_moments / top8 (alu.cpp), so the results are the same bits by
 // construction.
-extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* data, float* const*) {
+extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* operands, float* const*) {
+  uint8_t* const data[4] = {operands[0], operands[1], operands[2], operands[3]};  // see local_pointers_note
   const RowShape& s = *shape;
   float* row = reinterpret_cast<float*>(data[3]);
   for (int64_t p = 0; p < s.data_walk.n[0]; ++p) {
@@ -312,10 +321,69 @@ KNIT_INLINE void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 // Register block sizes: kMB rows x kNB columns of outputs live in 2 * kMB vector registers.
 constexpr int kMB = 6, kNB = 16;
 
+// True when the product of any two values x, y that both pass is exact in fp32, so that
+// fma(x, y, acc) rounds exactly like acc + x * y with the product rounded first: at most 12
+// significant bits each (the low 12 bits of the fp32 significand are zero: every bf16, fp16 and
+// fp8 value), and zero or of magnitude in [2^-63, 2^64), which keeps the product (at most 24 bits)
+// a normal fp32 number. Inf, NaN and subnormals fail.
+KNIT_INLINE uint32_t product_exact_operand(float x) {  // 0 or 1; branch-free, so loops vectorize
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint32_t magnitude = bits & 0x7fffffffu, exponent = magnitude >> 23;
+  return uint32_t(magnitude == 0) | (uint32_t((bits & 0xfffu) == 0) & uint32_t(exponent - (127 - 63) < 127));
+}
+
+typedef uint16_t v8u16 __attribute__((ext_vector_type(8)));
+typedef uint32_t v8u32 __attribute__((ext_vector_type(8)));
+
+// Decodes `count` elements of a, a.step[1] bytes apart from `row`, into out: decode()'s values,
+// element for element. Rows of contiguous bf16 (8 at a time) and fp32 (a copy) are spelled out
+// because LLVM's vectorizers do not find them.
+KNIT_INLINE void decode_row(const Access& a, const uint8_t* row, int64_t count, float* out) {
+  int64_t w = 0;
+  if (type(a) == DType::float32 && a.step[1] == 4) {
+    std::memcpy(out, row, static_cast<size_t>(count) * 4);
+    return;
+  }
+  if (type(a) == DType::bfloat16 && a.step[1] == 2)
+    for (; w + 8 <= count; w += 8) {
+      v8u16 half;
+      std::memcpy(&half, row + 2 * w, sizeof half);
+      const v8u32 bits = __builtin_convertvector(half, v8u32) << 16;
+      std::memcpy(out + w, &bits, sizeof bits);
+    }
+  for (; w < count; ++w) out[w] = knit::ir::decode(type(a), row + w * a.step[1]);
+}
+
+// Decodes operand a ([K, count] by its steps) into panels of W columns, panels[b][k][w] = a[k][b * W +
+// w], the last panel padded with zeros, one k row at a time through `row` (count floats); returns
+// whether every value is product_exact_operand.
+template <int W>
+KNIT_INLINE bool pack(const Access& a, const uint8_t* base, int64_t K, int64_t count, float* row, float* panels) {
+  const int64_t n_panels = (count + W - 1) / W;
+  uint32_t exact = 1;
+  for (int64_t k = 0; k < K; ++k) {
+    decode_row(a, base + k * a.step[0], count, row);
+    for (int64_t w = 0; w < count; ++w) exact &= product_exact_operand(row[w]);
+    for (int64_t b = 0; b < n_panels; ++b) {
+      float* dst = panels + (b * K + k) * W;
+      if ((b + 1) * W <= count) {
+        std::memcpy(dst, row + b * W, W * sizeof(float));
+      } else {
+        for (int64_t w = 0; w < W; ++w) dst[w] = b * W + w < count ? row[b * W + w] : 0.0f;
+      }
+    }
+  }
+  return exact != 0;
+}
+
 // out[m0 + i][n0 + j] = sum_k s[k][m0 + i] * v[k][n0 + j] for one kMB x kNB block, k in order,
 // from packed panels: sp[k][i] (kMB floats per k) and vp[k][j] (kNB floats per k), so both
 // stream contiguously. `skip` leaves out products whose moving element is zero (is_transpose).
-// Rows and columns past M / N (panel padding) are computed and dropped.
+// Rows and columns past M / N (panel padding) are computed and dropped. With `fused` every
+// product is known exact (product_exact_operand), and the multiply-add is one fma with the same
+// result and half the instructions.
+template <bool fused>
 KNIT_INLINE void block(const float* sp, const float* vp, float* out, int64_t K, int64_t M, int64_t N, int64_t m0,
                        int64_t n0, bool skip) {
   v8f acc[kMB][2];
@@ -324,7 +392,14 @@ KNIT_INLINE void block(const float* sp, const float* vp, float* out, int64_t K, 
     const v8f b0 = load8(vp + k * kNB), b1 = load8(vp + k * kNB + 8);
     for (int i = 0; i < kMB; ++i) {
       const v8f a = sp[k * kMB + i];
-      const v8f s0 = acc[i][0] + a * b0, s1 = acc[i][1] + a * b1;
+      v8f s0, s1;
+      if constexpr (fused) {
+        s0 = __builtin_elementwise_fma(a, b0, acc[i][0]);
+        s1 = __builtin_elementwise_fma(a, b1, acc[i][1]);
+      } else {
+        s0 = acc[i][0] + a * b0;
+        s1 = acc[i][1] + a * b1;
+      }
       acc[i][0] = skip ? (b0 != 0.0f ? s0 : acc[i][0]) : s0;
       acc[i][1] = skip ? (b1 != 0.0f ? s1 : acc[i][1]) : s1;
     }
@@ -345,34 +420,26 @@ KNIT_INLINE void block(const float* sp, const float* vp, float* out, int64_t K, 
 
 }  // namespace
 
-extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* data, float* const*) {
+extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* operands, float* const*) {
+  uint8_t* const data[4] = {operands[0], operands[1], operands[2], operands[3]};  // see local_pointers_note
   const MatmulShape& s = *shape;
   const int64_t K = s.K, M = s.M, N = s.N;
   const int64_t m_blocks = (M + kMB - 1) / kMB, n_blocks = (N + kNB - 1) / kNB;
   float* sp = reinterpret_cast<float*>(data[3]);  // [m_blocks][K][kMB]
   float* vp = sp + m_blocks * K * kMB;             // [n_blocks][K][kNB]
   float* out = vp + n_blocks * K * kNB;            // [M][N]
-  // Decode the operands into packed panels, padding with zeros.
-  for (int64_t b = 0; b < m_blocks; ++b)
-    for (int64_t k = 0; k < K; ++k)
-      for (int i = 0; i < kMB; ++i) {
-        const int64_t m = b * kMB + i;
-        sp[(b * K + k) * kMB + i] =
-            m < M ? knit::ir::decode(type(s.stationary), data[1] + k * s.stationary.step[0] + m * s.stationary.step[1])
-                  : 0.0f;
-      }
-  for (int64_t b = 0; b < n_blocks; ++b)
-    for (int64_t k = 0; k < K; ++k)
-      for (int j = 0; j < kNB; ++j) {
-        const int64_t n = b * kNB + j;
-        vp[(b * K + k) * kNB + j] =
-            n < N ? knit::ir::decode(type(s.moving), data[2] + k * s.moving.step[0] + n * s.moving.step[1]) : 0.0f;
-      }
+  float* row = out + M * N;                        // [max(M, N)]
+  // Decode the operands into packed panels, padding with zeros, and note whether every product
+  // will be exact.
+  const bool exact = pack<kMB>(s.stationary, data[1], K, M, row, sp) & pack<kNB>(s.moving, data[2], K, N, row, vp);
   // A moving panel (K x 16 floats) stays in L1 while the stationary panels stream past it.
   const bool skip = s.skip_zero_moving;
   for (int64_t nb = 0; nb < n_blocks; ++nb)
     for (int64_t mb = 0; mb < m_blocks; ++mb)
-      block(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
+      if (exact)
+        block<true>(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
+      else
+        block<false>(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       uint8_t* p = data[0] + m * s.dst.step[0] + n * s.dst.step[1];

@@ -102,7 +102,8 @@ struct RowShape {
 // data[0] = dst, data[1] = data, data[3] = scratch of the data free size in floats (one row).
 
 // One Tensor Engine matmul: dst[M, N] (=|+=) stationary[K, M].T @ moving[K, N], each output
-// the fp32 sum over k in order 0..K-1 of the fp32 products, starting from +0 (no FMA).
+// the fp32 sum over k in order 0..K-1 of the fp32 products, starting from +0 (each product
+// rounded before it is added: an FMA only where that is the same, bodies.cpp).
 struct MatmulShape {
   int64_t K, M, N;
   Access stationary;  // step[0] per k, step[1] per m
@@ -112,9 +113,10 @@ struct MatmulShape {
   int32_t accumulate;        // add to dst's current fp32 values
 };
 // data[0] = dst, data[1] = stationary, data[2] = moving, data[3] = scratch of
-// matmul_scratch_floats(K, M, N) floats (operands packed into padded panels, and the sums).
+// matmul_scratch_floats(K, M, N) floats (operands packed into padded panels, the sums, and one
+// decoded operand row).
 constexpr int64_t matmul_scratch_floats(int64_t K, int64_t M, int64_t N) {
-  return K * (M + 8) + K * (N + 16) + M * N;
+  return K * (M + 8) + K * (N + 16) + M * N + (M > N ? M : N);
 }
 
 }  // namespace knit::sim::native
