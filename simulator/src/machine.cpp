@@ -88,56 +88,12 @@ void ZeroedBytes::release() {
 
 // ---- Tile -----------------------------------------------------------------------------------
 
-namespace {
-
-// Per-byte flags of one element (1, 2 or 4 bytes; 8 for none of Knit's dtypes but handled):
-// whether every flag is set, and setting them all, without a memset call per element.
-bool all_flags(const uint8_t* flags, int size) {
-  switch (size) {
-    case 1: return flags[0] != 0;
-    case 2: {
-      uint16_t w;
-      std::memcpy(&w, flags, 2);
-      return w == 0x0101;
-    }
-    case 4: {
-      uint32_t w;
-      std::memcpy(&w, flags, 4);
-      return w == 0x01010101u;
-    }
-    default:
-      for (int b = 0; b < size; ++b)
-        if (!flags[b]) return false;
-      return true;
-  }
-}
-
-void set_flags(uint8_t* flags, int size, uint8_t value) {
-  switch (size) {
-    case 1: flags[0] = value; return;
-    case 2: {
-      const uint16_t w = value ? 0x0101 : 0;
-      std::memcpy(flags, &w, 2);
-      return;
-    }
-    case 4: {
-      const uint32_t w = value ? 0x01010101u : 0;
-      std::memcpy(flags, &w, 4);
-      return;
-    }
-    default: std::memset(flags, value, static_cast<size_t>(size));
-  }
-}
-
-}  // namespace
-
 void Tile::check_init(int64_t i) const {
   const int size = esize_;
   if (!mem_->tracks_init()) return;
-  const uint8_t* flags = mem_->init.data() + offset_[i];
-  if (all_flags(flags, size)) return;
+  if (mem_->init.all(offset_[i], size, 1)) return;
   for (int b = 0; b < size; ++b) {
-    if (flags[b]) continue;
+    if (mem_->init.get(offset_[i] + b)) continue;
     std::ostringstream msg;
     msg << machine_->current().opcode_name() << " reads " << what_ << " element [" << (i / F) << ", " << (i % F)
         << "] of tensor '" << machine_->kernel().tensor(tensor_).name
@@ -185,8 +141,8 @@ void Tile::write_all_bits(const std::vector<uint32_t>& bits) {
 
 void Tile::mark_written(int64_t i, bool by_matmul) {
   const int size = esize_;
-  if (mem_->tracks_init()) set_flags(mem_->init.data() + offset_[i], size, 1);
-  if (mem_->tracks_matmul()) set_flags(mem_->mm_written.data() + offset_[i], size, by_matmul ? 1 : 0);
+  if (mem_->tracks_init()) mem_->init.set(offset_[i], size, 1);
+  if (mem_->tracks_matmul()) mem_->mm_written.set(offset_[i], size, by_matmul ? 1 : 0);
 }
 
 void Tile::write(int64_t i, float v) {
@@ -204,14 +160,14 @@ void Tile::write_int(int64_t i, int64_t v) {
   mark_written(i, false);
 }
 
-bool Tile::matmul_written(int64_t i) const { return mem_->tracks_matmul() && mem_->mm_written[offset_[i]] != 0; }
+bool Tile::matmul_written(int64_t i) const { return mem_->tracks_matmul() && mem_->mm_written.get(offset_[i]) != 0; }
 
 void Tile::write_from_matmul(int64_t i, float v) {
   encode(dtype, v, mem_->bytes.data() + offset_[i]);
   mark_written(i, true);
 }
 
-bool Tile::is_initialized(int64_t i) const { return !mem_->tracks_init() || mem_->init[offset_[i]] != 0; }
+bool Tile::is_initialized(int64_t i) const { return !mem_->tracks_init() || mem_->init.get(offset_[i]) != 0; }
 
 // ---- Machine --------------------------------------------------------------------------------
 
@@ -319,7 +275,7 @@ void Machine::place(int id) {
   // data of a dead tensor at the same address can never pass as initialized.
   if (t.address) {  // a new accumulation group all the same
     for (int64_t p = 0; p < parts && mem.tracks_matmul(); ++p)
-      std::memset(mem.mm_written.data() + (pl.partition + p) * capacity + pl.offset, 0, bytes);
+      mem.mm_written.set((pl.partition + p) * capacity + pl.offset, bytes, 0);
     return;
   }
   // When the placing instruction overwrites the whole tensor before anything reads it, the NaN
@@ -330,9 +286,9 @@ void Machine::place(int id) {
     const int64_t base = (pl.partition + p) * capacity + pl.offset;
     if (!overwritten) {
       fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());
-      std::memset(mem.init.data() + base, 0, bytes);
+      mem.init.set(base, bytes, 0);
     }
-    if (mem.tracks_matmul()) std::memset(mem.mm_written.data() + base, 0, bytes);
+    if (mem.tracks_matmul()) mem.mm_written.set(base, bytes, 0);
   }
 }
 

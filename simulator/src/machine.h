@@ -19,52 +19,16 @@
 #include "knit/ir/ir.h"
 #include "knit/ir/numerics.h"
 #include "knit/sim/interpreter.h"
+#include "byte_flags.h"
 #include "native/executor.h"
+#include "zeroed_bytes.h"
 
 namespace knit::sim {
 
-// A zero-filled byte array. Freed blocks go to a small process-wide pool and come back cleared
-// by memset: far cheaper than fresh pages, whose first touch faults (runs of the same kernel
-// allocate the same sizes again and again).
-class ZeroedBytes {
- public:
-  ZeroedBytes() = default;
-  ZeroedBytes(const ZeroedBytes&) = delete;
-  ZeroedBytes& operator=(const ZeroedBytes&) = delete;
-  ZeroedBytes(ZeroedBytes&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), borrowed_(std::exchange(o.borrowed_, false)) {}
-  ZeroedBytes& operator=(ZeroedBytes&& o) noexcept {
-    if (this != &o) {
-      release();
-      data_ = std::exchange(o.data_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-      borrowed_ = std::exchange(o.borrowed_, false);
-    }
-    return *this;
-  }
-  ~ZeroedBytes() { release(); }
-  // n bytes, zeroed unless `zero` is false (the caller overwrites them all).
-  void reset(size_t n, bool zero = true);
-  // The caller's n bytes, read in place and never written nor freed here: an argument no
-  // instruction writes (Machine checks that statically), so it need not be copied.
-  void borrow(const uint8_t* data, size_t n);
-  uint8_t* data() { return data_; }
-  const uint8_t* data() const { return data_; }
-  uint8_t& operator[](size_t i) { return data_[i]; }
-  uint8_t operator[](size_t i) const { return data_[i]; }
-  size_t size() const { return size_; }
-
- private:
-  void release();
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-  bool borrowed_ = false;
-};
-
 struct Memory {
   ZeroedBytes bytes;
-  ZeroedBytes init;        // 1 where the byte was ever written; empty: every byte was (arguments)
-  ZeroedBytes mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
+  ByteFlags init;        // 1 where the byte was ever written; empty: every byte was (arguments)
+  ByteFlags mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
   // zero_bytes false: the caller fills every byte itself (a fresh HBM tensor's NaN fill).
   void resize(size_t n, bool track_matmul = false, bool zero_bytes = true) {
     bytes.reset(n, zero_bytes);

@@ -222,16 +222,14 @@ void for_each_run(const Operand& o, F&& f) {
 }
 
 // Whether every byte of the operand in `flags` (0/1 per byte) is `value`.
-bool all_flags_are(const uint8_t* flags, const Operand& o, uint8_t value) {
+bool all_flags_are(const ByteFlags& flags, const Operand& o, uint8_t value) {
   bool all = true;
-  for_each_run(o, [&](int64_t at, int64_t len) {
-    if (all && std::memchr(flags + at, value ^ 1, static_cast<size_t>(len))) all = false;
-  });
+  for_each_run(o, [&](int64_t at, int64_t len) { all = all && flags.all(at, len, value); });
   return all;
 }
 
-void set_flags(uint8_t* flags, const Operand& o, uint8_t value) {
-  for_each_run(o, [&](int64_t at, int64_t len) { std::memset(flags + at, value, static_cast<size_t>(len)); });
+void set_flags(ByteFlags& flags, const Operand& o, uint8_t value) {
+  for_each_run(o, [&](int64_t at, int64_t len) { flags.set(at, len, value); });
 }
 
 }  // namespace
@@ -699,7 +697,7 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
   // Reads of never-written bytes: the reference executor names the element (or warns).
   for (size_t i = 0; i < p.ops.size(); ++i)
-    if (!p.ops[i].written && mem[i]->tracks_init() && !all_flags_are(mem[i]->init.data(), p.ops[i], 1))
+    if (!p.ops[i].written && mem[i]->tracks_init() && !all_flags_are(mem[i]->init, p.ops[i], 1))
       return {"reads never-written bytes", true};
   // An output may be an input exactly (element-wise in place), never a shifted one.
   for (size_t i = 0; i < p.ops.size(); ++i)
@@ -717,9 +715,9 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     // It writes only the selected elements, which keep their state otherwise; the flags are
     // updated in bulk afterwards, so natively only when that is exact for the whole dst.
     const Operand& dst = p.ops[0];
-    if (mem[0]->tracks_init() && !all_flags_are(mem[0]->init.data(), dst, 1))
+    if (mem[0]->tracks_init() && !all_flags_are(mem[0]->init, dst, 1))
       return {"its dst is partly never written (a predicated copy leaves the unselected elements unwritten)"};
-    if (mem[0]->tracks_matmul() && !all_flags_are(mem[0]->mm_written.data(), dst, 0))
+    if (mem[0]->tracks_matmul() && !all_flags_are(mem[0]->mm_written, dst, 0))
       return {"its dst holds matmul results (a predicated copy clears the matmul-written state of the selected "
               "elements only)"};
   }
@@ -729,8 +727,8 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     // Accumulation is decided per element by the PSUM state; natively only when it is uniform.
     const Operand& dst = p.ops[0];
     if (!mem[0]->tracks_matmul()) return {"its dst is not in PSUM"};
-    const bool written = all_flags_are(mem[0]->mm_written.data(), dst, 1);
-    const bool fresh = all_flags_are(mem[0]->mm_written.data(), dst, 0);
+    const bool written = all_flags_are(mem[0]->mm_written, dst, 1);
+    const bool fresh = all_flags_are(mem[0]->mm_written, dst, 0);
     bool add = false;
     if (op->accumulate == Accumulate::on) add = true;
     else if (op->accumulate == Accumulate::auto_) add = written;
@@ -799,8 +797,8 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   }
   pool.run(jobs);
   const Operand& dst = p.ops[0];
-  if (mem[0]->tracks_init()) set_flags(mem[0]->init.data(), dst, 1);
-  if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written.data(), dst, by_matmul ? 1 : 0);
+  if (mem[0]->tracks_init()) set_flags(mem[0]->init, dst, 1);
+  if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written, dst, by_matmul ? 1 : 0);
   if (activation) finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
   if (const auto* op = std::get_if<SelectReduce>(&inst.op))
