@@ -18,7 +18,7 @@ namespace knit::sim {
 
 class ByteFlags {
  public:
-  static constexpr int64_t kBlock = 64;
+  static constexpr int64_t kShift = 6, kBlock = int64_t{1} << kShift;
 
   // n flags, all 0; n = 0: nothing is tracked.
   void reset(size_t n) {
@@ -29,57 +29,61 @@ class ByteFlags {
   size_t size() const { return size_; }
 
   uint8_t get(int64_t at) const {
-    const uint8_t s = blocks_[static_cast<size_t>(at / kBlock)];
+    const uint8_t s = blocks_[static_cast<size_t>(at >> kShift)];
     return s == kMixed ? bytes_[static_cast<size_t>(at)] : s;
   }
 
   // Whether flags [at, at + len) all equal value (0 or 1).
   bool all(int64_t at, int64_t len, uint8_t value) const {
-    const int64_t end = at + len;
-    while (at < end) {
-      const int64_t b = at / kBlock, hi = std::min(end, (b + 1) * kBlock);
-      const uint8_t s = blocks_[static_cast<size_t>(b)];
-      if (s == kMixed) {
-        if (std::memchr(bytes_.data() + at, value ^ 1, static_cast<size_t>(hi - at))) return false;
-      } else if (s != value) {
-        return false;
-      }
-      at = hi;
+    if (len <= 8 && (at >> kShift) == ((at + len - 1) >> kShift)) {  // one element: the interpreter's case
+      const uint8_t s = blocks_[static_cast<size_t>(at >> kShift)];
+      return s == kMixed ? small_all(at, len, value) : s == value;
     }
-    return true;
+    return all_range(at, len, value);
   }
 
   // Sets flags [at, at + len) to value (0 or 1).
   void set(int64_t at, int64_t len, uint8_t value) {
-    const int64_t end = at + len, n = static_cast<int64_t>(size_);
-    while (at < end) {
-      const int64_t b = at / kBlock, start = b * kBlock, stop = std::min(start + kBlock, n);
-      const int64_t hi = std::min(end, stop);
-      if (at == start && hi == stop) {
-        // A run of whole blocks (the last block of the memory may be short): summaries only.
-        const int64_t last = end == n ? (n + kBlock - 1) / kBlock : end / kBlock;
-        std::memset(blocks_.data() + b, value, static_cast<size_t>(last - b));
-        at = std::min(end, last * kBlock);
-        continue;
-      }
-      uint8_t& s = blocks_[static_cast<size_t>(b)];
-      if (s != value) {
-        if (s != kMixed) {  // materialize the block's uniform value before changing part of it
-          std::memset(bytes_.data() + start, s, static_cast<size_t>(stop - start));
-          s = kMixed;
-        }
-        std::memset(bytes_.data() + at, value, static_cast<size_t>(hi - at));
-        if (hi == stop && all_bytes(start, stop, value)) s = value;
-      }
-      at = hi;
+    if (len <= 8 && (at >> kShift) == ((at + len - 1) >> kShift)) {  // one element: the interpreter's case
+      const uint8_t s = blocks_[static_cast<size_t>(at >> kShift)];
+      if (s == value) return;
+      if (s == kMixed && (at + len) % kBlock != 0) return small_fill(at, len, value);
     }
+    set_range(at, len, value);
   }
 
  private:
   static constexpr uint8_t kMixed = 2;
 
-  bool all_bytes(int64_t start, int64_t stop, uint8_t value) const {
-    return !std::memchr(bytes_.data() + start, value ^ 1, static_cast<size_t>(stop - start));
+  // The general cases, block by block (byte_flags.cpp).
+  bool all_range(int64_t at, int64_t len, uint8_t value) const;
+  void set_range(int64_t at, int64_t len, uint8_t value);
+
+  // An element's 1, 2 or 4 flags in one load or store (8 bytes: no Knit dtype, but handled).
+  bool small_all(int64_t at, int64_t len, uint8_t value) const {
+    const uint8_t* p = bytes_.data() + at;
+    const uint32_t ones = value ? 0x01010101u : 0;
+    if (len == 4) {
+      uint32_t w;
+      std::memcpy(&w, p, 4);
+      return w == ones;
+    }
+    if (len == 2) {
+      uint16_t w;
+      std::memcpy(&w, p, 2);
+      return w == static_cast<uint16_t>(ones);
+    }
+    for (int64_t i = 0; i < len; ++i)
+      if (p[i] != value) return false;
+    return true;
+  }
+  void small_fill(int64_t at, int64_t len, uint8_t value) {
+    uint8_t* p = bytes_.data() + at;
+    const uint32_t ones = value ? 0x01010101u : 0;
+    if (len == 4) std::memcpy(p, &ones, 4);
+    else if (len == 2) std::memcpy(p, &ones, 2);
+    else
+      for (int64_t i = 0; i < len; ++i) p[i] = value;
   }
 
   ZeroedBytes blocks_;  // per block: 0, 1 or kMixed
