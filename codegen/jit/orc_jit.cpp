@@ -46,6 +46,7 @@ void initialize_native_target() {
 
 struct OrcJit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::mutex mutex;  // guards trackers and next_handle (modules are added from several threads)
   std::map<uint64_t, llvm::orc::ResourceTrackerSP> trackers;
   uint64_t next_handle = 1;
   std::string triple, cpu;
@@ -58,11 +59,12 @@ OrcJit::OrcJit(llvm::ObjectCache* cache) : impl_(std::make_unique<Impl>()) {
   impl_->cpu = jtmb.getCPU();
   llvm::orc::LLJITBuilder builder;
   builder.setJITTargetMachineBuilder(std::move(jtmb));
-  if (cache)
-    builder.setCompileFunctionCreator([cache](llvm::orc::JITTargetMachineBuilder machine)
-                                          -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
-      return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(machine), cache);
-    });
+  // A compiler that makes a target machine per module, so modules can be compiled on several
+  // threads at once (the Specializer does), with the object cache when there is one.
+  builder.setCompileFunctionCreator([cache](llvm::orc::JITTargetMachineBuilder machine)
+                                        -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+    return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(machine), cache);
+  });
   impl_->jit = unwrap(builder.create(), "creating the LLVM ORC JIT");
   // Generated code may call the C and C++ runtimes (libm's expf, static-local guards, operator
   // new). In a Python extension those libraries are not in the global symbol scope, so they are
@@ -92,6 +94,7 @@ uint64_t OrcJit::add_module(std::unique_ptr<llvm::Module> module, std::unique_pt
   auto tracker = impl_->jit->getMainJITDylib().createResourceTracker();
   check(impl_->jit->addIRModule(tracker, llvm::orc::ThreadSafeModule(std::move(module), std::move(context))),
         "adding a module to the JIT");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   const uint64_t handle = impl_->next_handle++;
   impl_->trackers[handle] = tracker;
   return handle;
@@ -107,6 +110,7 @@ void* OrcJit::lookup(const std::string& name) {
 }
 
 void OrcJit::remove(uint64_t handle) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   auto it = impl_->trackers.find(handle);
   if (it == impl_->trackers.end()) internal_error("OrcJit::remove of an unknown module handle");
   check(it->second->remove(), "removing a JIT module");

@@ -5,6 +5,7 @@
 // entry that fails it (truncated, corrupted) is deleted and the module compiled again.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,7 @@ class DiskObjectCache : public llvm::ObjectCache {
   std::unique_ptr<llvm::MemoryBuffer> load(const std::string& key);
   void store(const std::string& key, llvm::StringRef object);
 
-  int64_t hits = 0, misses = 0, rejected = 0;  // `rejected`: corrupt entries deleted
+  std::atomic<int64_t> hits = 0, misses = 0, rejected = 0;  // `rejected`: corrupt entries deleted
 
  private:
   std::string path(const std::string& key) const;

@@ -19,7 +19,8 @@ namespace knit::codegen {
 class OrcJit {
  public:
   // A JIT for the host CPU (its features, e.g. AVX-512, enabled). With `cache`, compiled
-  // modules are looked up in / stored to it by module identifier.
+  // modules are looked up in / stored to it by module identifier. Modules may be added and
+  // looked up from several threads at once; each compiles on the thread that looks it up.
   explicit OrcJit(llvm::ObjectCache* cache = nullptr);
   ~OrcJit();
   OrcJit(const OrcJit&) = delete;

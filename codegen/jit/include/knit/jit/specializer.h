@@ -33,8 +33,9 @@ class Specializer {
   Specializer(const Specializer&) = delete;
   Specializer& operator=(const Specializer&) = delete;
 
-  // Compiles all requests into one module (one optimization run) and returns their functions,
-  // in request order. Requests already compiled earlier are served from memory.
+  // Compiles the requests and returns their functions, in request order: one module per
+  // compiling thread (KNIT_THREADS, default the host's cores), built in parallel, each cached on
+  // its own. Requests already compiled earlier are served from memory.
   std::vector<SpecializedFn> compile(const std::vector<SpecializeRequest>& requests);
 
   // What the generated code depends on besides the requests: target triple, CPU, features and
@@ -51,6 +52,8 @@ class Specializer {
   std::string cache_directory() const;
 
  private:
+  void compile_group(const std::vector<SpecializeRequest>& requests, const std::vector<size_t>& indices,
+                     std::vector<SpecializedFn>& out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
