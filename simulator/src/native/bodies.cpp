@@ -420,9 +420,10 @@ KNIT_INLINE void block(const float* sp, const float* vp, float* out, int64_t K, 
 
 }  // namespace
 
-extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* operands, float* const*) {
+extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* operands, float* const* columns) {
   uint8_t* const data[4] = {operands[0], operands[1], operands[2], operands[3]};  // see local_pointers_note
   const MatmulShape& s = *shape;
+  const bool accumulate = columns[0][0] != 0.0f;  // shapes.h
   const int64_t K = s.K, M = s.M, N = s.N;
   const int64_t m_blocks = (M + kMB - 1) / kMB, n_blocks = (N + kNB - 1) / kNB;
   float* sp = reinterpret_cast<float*>(data[3]);  // [m_blocks][K][kMB]
@@ -443,7 +444,7 @@ extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* opera
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       uint8_t* p = data[0] + m * s.dst.step[0] + n * s.dst.step[1];
-      const float r = s.accumulate ? knit::ir::decode(type(s.dst), p) + out[m * N + n] : out[m * N + n];
+      const float r = accumulate ? knit::ir::decode(type(s.dst), p) + out[m * N + n] : out[m * N + n];
       knit::ir::encode(type(s.dst), r, p);
     }
 }

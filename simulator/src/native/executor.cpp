@@ -255,14 +255,6 @@ std::string bytes_of(const Shape& s) {
   return std::string(reinterpret_cast<const char*>(&s), sizeof s);
 }
 
-// A matmul shape with its accumulate flag set (the flag is decided per run, by the PSUM state).
-std::string with_accumulate(const std::string& shape, bool add) {
-  MatmulShape mm;
-  std::memcpy(&mm, shape.data(), sizeof mm);
-  mm.accumulate = add;
-  return bytes_of(mm);
-}
-
 // The key of a compiled body in NativeExecutor::compiled_.
 std::string compiled_key(const std::string& body, const std::string& shape) { return body + '\0' + shape; }
 
@@ -594,7 +586,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     }
     mm.skip_zero_moving = op->is_transpose;
     out.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
-    out.shape = bytes_of(mm);  // `accumulate` is filled in per run
+    out.shape = bytes_of(mm);
     return true;
   }
   return false;
@@ -721,7 +713,8 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
       return {"its dst holds matmul results (a predicated copy clears the matmul-written state of the selected "
               "elements only)"};
   }
-  std::string shape = p.shape;
+  const std::string& shape = p.shape;
+  std::vector<float> col[2];  // per-partition operand columns (the matmul body: its accumulate flag)
   bool by_matmul = false;
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
     // Accumulation is decided per element by the PSUM state; natively only when it is uniform.
@@ -735,11 +728,10 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     if (add && !written) return {"it adds into PSUM no matmul wrote", true};  // the reference warns
     if (op->accumulate == Accumulate::auto_ && !written && !fresh)
       return {"its dst is partly matmul-accumulated, partly not (accumulation decided per element)"};
-    shape = with_accumulate(shape, add);
+    col[0] = {add ? 1.0f : 0.0f};  // the body's run-time accumulate flag (shapes.h)
     by_matmul = true;
   }
   // Per-partition operands (read after the tiles, like the reference executors).
-  std::vector<float> col[2];
   std::vector<float> folds(static_cast<size_t>(p.partitions), 0.0f);
   auto bits_as_floats = [](const std::vector<uint32_t>& bits) {
     std::vector<float> v(bits.size());
@@ -827,11 +819,8 @@ void NativeExecutor::prepare() {
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
     Plan p;
     if (dynamic || !plan(inst, p)) continue;
-    std::vector<std::string> shapes{p.shape};
-    if (std::holds_alternative<NcMatmul>(inst.op)) shapes.push_back(with_accumulate(p.shape, true));  // both variants
-    for (const std::string& shape : shapes)
-      for (const Part& part : parts_of(p.body, shape, p.scratch_floats, WorkerPool::instance().threads()))
-        requests.push_back({p.body, part.shape});
+    for (const Part& part : parts_of(p.body, p.shape, p.scratch_floats, WorkerPool::instance().threads()))
+      requests.push_back({p.body, part.shape});
   }
   std::sort(requests.begin(), requests.end(), [](const auto& a, const auto& b) {
     return std::tie(a.body, a.constant) < std::tie(b.body, b.constant);

@@ -110,11 +110,12 @@ struct MatmulShape {
   Access moving;      // step[0] per k, step[1] per n
   Access dst;         // step[0] per m, step[1] per n
   int32_t skip_zero_moving;  // is_transpose: products with a zero moving element are skipped
-  int32_t accumulate;        // add to dst's current fp32 values
+  int32_t unused;
 };
 // data[0] = dst, data[1] = stationary, data[2] = moving, data[3] = scratch of
 // matmul_scratch_floats(K, M, N) floats (operands packed into padded panels, the sums, and one
-// decoded operand row).
+// decoded operand row). columns[0][0] is nonzero to add to dst's current fp32 values, zero to
+// overwrite them: the PSUM state decides this per run, so it is not compiled into the shape.
 constexpr int64_t matmul_scratch_floats(int64_t K, int64_t M, int64_t N) {
   return K * (M + 8) + K * (N + 16) + M * N + (M > N ? M : N);
 }
