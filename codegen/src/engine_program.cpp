@@ -359,6 +359,7 @@ EngineProgram EngineProgram::from_binary(const std::vector<uint8_t>& bytes) {
   check_plan(p, in);
   check_structure(p);
   index_regions(p);
+  p.verified = true;
   return p;
 }
 

@@ -91,6 +91,7 @@ EngineProgram lower(const Kernel& input, const LowerOptions& options) {
   }
 
   EngineProgram program = build_program(k, std::move(plan), queues, deps);
+  program.verified = true;  // k was verified by legalize; build_program makes the structure
   if (dump.on()) dump("program", program.disassemble());
   return program;
 }

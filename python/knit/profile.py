@@ -5,6 +5,7 @@
 :class:`Profile`. ``knit.benchmark`` wraps the same simulation in ``nki.benchmark``'s interface.
 The simulator is deterministic: the same kernel, shapes and target always give the same times.
 """
+import functools
 import json
 
 from . import _trace
@@ -64,9 +65,20 @@ class Profile:
         self.stalls = {(queues[w], queues[p]): ns for w, row in enumerate(data["stall_ns"])
                        for p, ns in enumerate(row) if ns > 0}
         self._queues = queues
-        self._timeline = data["timeline"]
-        self._source = data["source"]
+        self._timeline_array = data["timeline"]
+        self._program = compiled.program
         self.outputs = outputs
+
+    @functools.cached_property
+    def _timeline(self):
+        """(core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on) per executed
+        instruction, as Python tuples, built only when a report or trace needs them."""
+        return self._timeline_array.tolist()
+
+    @functools.cached_property
+    def _source(self):
+        """(opcode, file, line) per body instruction, built only when a report names one."""
+        return self._program.source
 
     @property
     def latency_us(self):

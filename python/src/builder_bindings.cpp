@@ -2,6 +2,7 @@
 // ir/view.h, and a generic instruction constructor driven by each op's `fields` list (so adding
 // an instruction to ir/ops.h makes it constructible from Python with no binding code).
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <memory>
 
@@ -34,11 +35,13 @@ std::function<void(int64_t)> progress_bar(const ir::Kernel& k) {
   const int64_t total = loops ? 0 : static_cast<int64_t>(k.body.size());
   const auto start = std::chrono::steady_clock::now();
   auto last = std::make_shared<double>(0.0);
-  return [=](int64_t done) {
+  // Captures the name, not the kernel: the callback is copied with the run's options, and a
+  // copy of a large kernel cost more than the whole timing-only run it reports on.
+  return [total, start, last, name = k.name](int64_t done) {
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (t < 1.0 || t - *last < 0.25) return;
     *last = t;
-    std::string line = "\rknit: simulating " + k.name + " ";
+    std::string line = "\rknit: simulating " + name + " ";
     if (total > 0) {
       const int filled = static_cast<int>(30.0 * static_cast<double>(done) / static_cast<double>(total));
       line += "[" + std::string(std::min(filled, 30), '#') + std::string(30 - std::min(filled, 30), '.') + "] ";
@@ -71,6 +74,35 @@ sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<si
   if (options.on_progress && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= 1.0)
     py::module_::import("sys").attr("stderr").attr("write")("\n");  // end the progress line
   return r;
+}
+
+// The timeline as a NumPy structured array (one copy, no Python object per instruction: a
+// profile of 25,000 instructions built its tuples in longer than the timing took). Its
+// .tolist() gives (core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on) tuples.
+py::object timeline_array(const std::vector<sim::TimedInstruction>& rows) {
+  struct Row {
+    int32_t core, ir, queue, stalled_on;
+    double start_ns, end_ns, issue_ns, stall_ns;
+  };
+  static_assert(sizeof(Row) == 48);
+  py::dict spec;
+  spec["names"] = py::make_tuple("core", "ir", "queue", "start_ns", "end_ns", "issue_ns", "stall_ns", "stalled_on");
+  spec["formats"] = py::make_tuple("<i4", "<i4", "<i4", "<f8", "<f8", "<f8", "<f8", "<i4");
+  spec["offsets"] = py::make_tuple(offsetof(Row, core), offsetof(Row, ir), offsetof(Row, queue), offsetof(Row, start_ns),
+                                   offsetof(Row, end_ns), offsetof(Row, issue_ns), offsetof(Row, stall_ns),
+                                   offsetof(Row, stalled_on));
+  spec["itemsize"] = sizeof(Row);
+  py::module_ np = py::module_::import("numpy");
+  // Filled as bytes, then viewed with the fields (a dtype whose fields are not in offset order
+  // cannot be exported as a buffer itself).
+  py::object bytes = np.attr("empty")(rows.size() * sizeof(Row), "uint8");
+  auto* out = static_cast<Row*>(py::buffer(bytes).request(/*writable=*/true).ptr);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const sim::TimedInstruction& x = rows[i];
+    out[i] = {x.core, static_cast<int32_t>(x.ir), static_cast<int32_t>(x.queue), x.stalled_on,
+              x.start_ns, x.end_ns, x.issue_ns, x.stall_ns};
+  }
+  return bytes.attr("view")(np.attr("dtype")(spec));
 }
 
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
@@ -108,15 +140,7 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
   d["pe_array_ns"] = t.pe_array_ns;
   d["peak_bf16_tflops"] = config.peak_bf16_tflops;
   d["core_name"] = config.core_name;
-  py::list timeline;
-  for (const sim::TimedInstruction& x : t.timeline)
-    timeline.append(py::make_tuple(x.core, x.ir, static_cast<int>(x.queue), x.start_ns, x.end_ns, x.issue_ns, x.stall_ns,
-                                   static_cast<int>(x.stalled_on)));
-  d["timeline"] = timeline;
-  py::list source;
-  for (const ir::Instruction& inst : p.kernel.body)
-    source.append(py::make_tuple(std::string(inst.opcode_name()), inst.loc.file, inst.loc.line));
-  d["source"] = source;
+  d["timeline"] = timeline_array(t.timeline);
   d["outputs"] = timing_only ? py::list() : host_tensors_to(run.outputs);
   d["args_after"] = timing_only ? py::list() : written_args_to(hosts, run.args_written);
   d["warnings"] = run.warnings;
@@ -318,6 +342,15 @@ void bind_builder(py::module_& m) {
       .def_property_readonly("asm", &codegen::EngineProgram::disassemble)
       .def_property_readonly("target", [](const codegen::EngineProgram& p) { return std::string(ir::to_string(p.kernel.target)); })
       .def_property_readonly("text", [](const codegen::EngineProgram& p) { return ir::print(p.kernel); })
+      .def_property_readonly(
+          "source",
+          [](const codegen::EngineProgram& p) {
+            py::list source;
+            for (const ir::Instruction& inst : p.kernel.body)
+              source.append(py::make_tuple(std::string(inst.opcode_name()), inst.loc.file, inst.loc.line));
+            return source;
+          },
+          "Per body instruction: (opcode, file, line); timelines name instructions by their index here")
       .def_property_readonly("kernel", [](const codegen::EngineProgram& p) { return p.kernel; },
                              "The traced kernel the program was lowered from (a copy)")
       .def("stats", [](const codegen::EngineProgram& p) {

@@ -180,8 +180,10 @@ Machine::Machine(const codegen::EngineProgram& program, std::vector<HostTensor>&
 Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, std::vector<HostTensor>& args,
                  const InterpretOptions& options)
     : program_(program), kernel_(kernel), args_(args), options_(options), rng_state_(options.seed) {
-  verify(kernel);
-  if (program) codegen::check_structure(*program);
+  if (!program || !program->verified) {  // lower() and from_binary() have checked both
+    verify(kernel);
+    if (program) codegen::check_structure(*program);
+  }
   if (args.size() != kernel.params.size())
     user_error({}, "kernel-args", "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
                                       " tensors but was given " + std::to_string(args.size()));
@@ -200,7 +202,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     }
   sbuf_.resize(static_cast<size_t>(plan_.cores));
   psum_.resize(static_cast<size_t>(plan_.cores));
-  for (int c = 0; c < plan_.cores; ++c) {
+  for (int c = 0; c < plan_.cores && !(options.timing_only && program); ++c) {  // (timing-only: no data)
     sbuf_[c].resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_));
     psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_), /*track_matmul=*/true);
   }
@@ -441,6 +443,14 @@ void Machine::set_reg(int id, int64_t value) {
 void Machine::compute_liveness() {
   match_ = match_blocks(kernel_);
   loop_stop_.assign(kernel_.body.size(), 0);
+  if (options_.timing_only && program_) {
+    // Only control flow runs (regions are timed, not executed): no tensor is placed, nothing
+    // needs memory, so the lives and the allocation's memory are not worked out.
+    plan_ = program_->plan;
+    place_at_.assign(kernel_.body.size(), {});
+    release_at_.assign(kernel_.body.size(), {});
+    return;
+  }
   const std::vector<LiveRange> live = live_ranges(kernel_, match_);
   plan_ = program_ ? program_->plan : codegen::allocate(kernel_, live);
   place_at_ = codegen::placements(kernel_, live);

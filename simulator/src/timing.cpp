@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 namespace knit::sim {
 
@@ -18,46 +21,46 @@ class DmaPipe {
  public:
   double reserve(double ready, double duration) {
     double t = ready;
-    auto it = busy_.upper_bound(t);
-    if (it != busy_.begin() && std::prev(it)->second > t) t = std::prev(it)->second;
-    while (it != busy_.end() && it->first < t + duration) {
-      t = std::max(t, it->second);
+    auto it = std::upper_bound(busy_.begin(), busy_.end(), t, [](double v, const Span& s) { return v < s.lo; });
+    if (it != busy_.begin() && std::prev(it)->hi > t) t = std::prev(it)->hi;
+    while (it != busy_.end() && it->lo < t + duration) {
+      t = std::max(t, it->hi);
       ++it;
     }
     insert(t, t + duration);
     return t;
   }
-  double end() const { return busy_.empty() ? 0.0 : busy_.rbegin()->second; }
+  double end() const { return busy_.empty() ? 0.0 : busy_.back().hi; }
   // Nothing may move before t (a barrier): fill the pipe up to it.
   void block_until(double t) {
     if (t > 0) insert(0, t);
   }
 
  private:
+  struct Span {
+    double lo, hi;
+  };
   void insert(double lo, double hi) {
-    auto next = busy_.lower_bound(lo);
-    if (next != busy_.begin() && std::prev(next)->second >= lo) {
-      --next;
-      lo = next->first;
-      hi = std::max(hi, next->second);
-      next = busy_.erase(next);
+    // The spans [first, last) that [lo, hi] touches merge with it into one.
+    auto first = std::lower_bound(busy_.begin(), busy_.end(), lo, [](const Span& s, double v) { return s.lo < v; });
+    if (first != busy_.begin() && std::prev(first)->hi >= lo) --first;
+    auto last = first;
+    while (last != busy_.end() && last->lo <= hi) ++last;
+    if (first != last) {
+      lo = std::min(lo, first->lo);
+      hi = std::max(hi, std::prev(last)->hi);
     }
-    while (next != busy_.end() && next->first <= hi) {
-      hi = std::max(hi, next->second);
-      next = busy_.erase(next);
-    }
-    busy_.emplace(lo, hi);
+    const auto at = busy_.erase(first, last);
+    busy_.insert(at, Span{lo, hi});
     // Old gaps rarely fit a later transfer but make every search long: beyond kMaxGaps, the
     // earliest gap is given up (filled), which can only delay a transfer ready that far back.
-    while (busy_.size() > kMaxGaps) {
-      auto first = busy_.begin(), second = std::next(first);
-      const double end = second->second;
-      busy_.erase(second);
-      first->second = end;
+    if (busy_.size() > kMaxGaps) {
+      busy_[1].lo = busy_[0].lo;
+      busy_.erase(busy_.begin());
     }
   }
   static constexpr size_t kMaxGaps = 32;
-  std::map<double, double> busy_;  // start -> end, disjoint, merged when touching
+  std::vector<Span> busy_;  // disjoint, sorted, merged when touching; at most kMaxGaps + 1 long
 };
 
 struct CoreClock {
@@ -72,6 +75,38 @@ struct CoreClock {
   }
 };
 
+// What the replay needs per body instruction. Costs depend only on the instruction and the
+// target, so the table is built once per program and kept in its DerivedData.
+struct InstrTable {
+  std::vector<InstrCost> costs;
+  std::vector<codegen::Queue> queue_of;
+  std::vector<uint32_t> position;  // index in its queue
+};
+
+const InstrTable& instruction_table(const codegen::EngineProgram& program, const MachineConfig& config) {
+  codegen::DerivedData& slot = *program.derived;
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  if (!slot.value) {
+    auto table = std::make_shared<InstrTable>();
+    const size_t n = program.kernel.body.size();
+    table->costs.resize(n);
+    table->queue_of.assign(n, codegen::Queue::pe);
+    table->position.assign(n, 0);
+    for (const codegen::Region& r : program.regions)
+      for (int q = 0; q < kNumQueues; ++q)
+        for (size_t j = 0; j < r.queues[q].size(); ++j) {
+          const codegen::EngineInstr& e = r.queues[q][j];
+          table->costs[e.ir] = instruction_cost(program.kernel, program.kernel.body[e.ir], e.queue, config);
+          table->queue_of[e.ir] = e.queue;
+          table->position[e.ir] = static_cast<uint32_t>(j);
+        }
+    slot.value = std::move(table);
+  }
+  // The slot's only user is this function, so the value is an InstrTable; it is never replaced,
+  // so the reference stays valid while the program lives.
+  return *static_cast<const InstrTable*>(slot.value.get());
+}
+
 }  // namespace
 
 TimingReport simulate_timing(const codegen::EngineProgram& program, const std::vector<Executed>& executed,
@@ -79,15 +114,10 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
   const MachineConfig& config = machine_config(program.kernel.target);
   TimingReport report;
   report.target = program.kernel.target;
-  // Costs depend only on the instruction: compute each once.
-  std::vector<InstrCost> costs(program.kernel.body.size());
-  std::vector<codegen::Queue> queue_of(program.kernel.body.size(), codegen::Queue::pe);
-  for (const codegen::Region& r : program.regions)
-    for (int q = 0; q < kNumQueues; ++q)
-      for (const codegen::EngineInstr& e : r.queues[q]) {
-        costs[e.ir] = instruction_cost(program.kernel, program.kernel.body[e.ir], e.queue, config);
-        queue_of[e.ir] = e.queue;
-      }
+  const InstrTable& table = instruction_table(program, config);
+  const std::vector<InstrCost>& costs = table.costs;
+  const std::vector<codegen::Queue>& queue_of = table.queue_of;
+  const std::vector<uint32_t>& position = table.position;
 
   std::map<int, CoreClock> cores;
   std::vector<double> visible(program.kernel.body.size(), 0);  // per instruction of the running region
@@ -122,11 +152,7 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
     for (uint32_t i = region.begin; i < region.end; ++i) {
       const int q = static_cast<int>(queue_of[i]);
       const InstrCost& cost = costs[i];
-      const auto& queue = region.queues[q];
-      // This instruction's entry (queues are in body order; find by binary search).
-      const auto it = std::lower_bound(queue.begin(), queue.end(), i,
-                                       [](const codegen::EngineInstr& e, uint32_t ir) { return e.ir < ir; });
-      const codegen::EngineInstr& e = *it;
+      const codegen::EngineInstr& e = region.queues[q][position[i]];
       double start = clock.queue_free[q], stall = 0;
       int8_t stalled_on = -1;
       for (const codegen::Wait& w : e.waits) {

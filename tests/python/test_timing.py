@@ -214,6 +214,28 @@ def test_profile_is_identical_across_processes():
     assert lines[1].split(" ", 1)[0] == repr(matmul_profile(512, 256, 1024).total_ns)
 
 
+def test_repeated_profiles_of_one_program_match_a_fresh_program():
+    """The timing model's per-instruction costs are computed on a program's first timing and
+    reused afterwards (EngineProgram.derived): three timings of one program, one of the same
+    kernel lowered again and one of the program decoded from its binary form give identical
+    timelines, bit for bit."""
+    from knit._kernel import Kernel
+
+    kernel = load_example("softmax.py").softmax_kernel
+    args = (nt.tensor[[300, 512], nl.float32],)
+    c = knit.compile(kernel, *args, target="trn2")
+    hosts, _, _ = Kernel._hosts(c, args, shapes_only=True)
+    programs = [c.program, c.program, c.program, c.core.lower(), type(c.program).from_binary(c.program.to_binary())]
+    runs = [p.time(hosts, True, True) for p in programs]
+    first = runs[0]["timeline"]
+    assert len(first) > 10
+    for r in runs[1:]:
+        assert r["timeline"].tobytes() == first.tobytes()
+        assert r["total_ns"] == runs[0]["total_ns"] and r["busy_ns"] == runs[0]["busy_ns"]
+    # The array's tuples are what Profile reports from.
+    assert knit.profile(kernel, *args, target="trn2")._timeline == first.tolist()
+
+
 # ---- first-principles sanity of the matmul example ------------------------------------------
 
 

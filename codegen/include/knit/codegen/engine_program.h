@@ -13,6 +13,8 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,12 +70,26 @@ struct ProgramStats {
   std::string summary() const;
 };
 
+// Data a later stage derives from a finished program alone and reuses on every run (today the
+// timing model's per-instruction costs, simulator/src/timing.cpp, its only user): computed once
+// under the lock, then shared by the program's runs and copies. Codegen never looks inside.
+struct DerivedData {
+  std::mutex mutex;
+  std::shared_ptr<const void> value;
+};
+
 struct EngineProgram {
   ir::Kernel kernel;  // the legalized kernel (its target is the program's target)
   MemoryPlan plan;
   std::vector<Region> regions;
   std::vector<int32_t> region_at;  // body index -> region starting there, else -1
   int64_t dependences = 0;         // cross-queue dependences the waits enforce
+  // Set by lower() and from_binary(), which verify the kernel and build or check the structure,
+  // so the simulator need not repeat that on every run. Code that edits a program afterwards
+  // must clear it and give it a fresh `derived`; a hand-built program leaves it false and is
+  // checked when it runs.
+  bool verified = false;
+  std::shared_ptr<DerivedData> derived = std::make_shared<DerivedData>();
 
   ProgramStats stats() const;
   // Readable listing: regions, barriers, each instruction with its queue, concrete addresses
