@@ -988,6 +988,37 @@ def test_matmul_partition_and_column_offsets():
     check(knit.compile(kernel, s, m), s, m, native=7, interpreted=0)
 
 
+def test_large_instructions_split_across_threads_give_the_same_bytes():
+    """Instructions touching >= 2^16 elements run in row parts on the worker threads
+    (executor.cpp, row_parts_of): element-wise with per-partition columns and a row fold
+    (activation_reduce, tensor_scalar), an affine index (iota with a channel multiplier), a
+    reduction (tensor_reduce) and per-partition statistics (bn_stats, from a strided view). The
+    parts start at partition 64 with their own columns, folds and affine offsets; the bytes
+    must equal the reference interpreter's, which runs each instruction whole."""
+    P, F = 128, 1024
+
+    @knit.jit
+    def kernel(x, s):
+        t, ts = _load(x), _load(s)
+        e = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((P, 4), nl.float32, buffer=nl.sbuf)
+        nisa.activation_reduce(dst=e, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=r[:, 0:1],
+                               scale=ts[:, 0:1], bias=ts[:, 1:2])
+        q = nl.ndarray((P, F), nl.bfloat16, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=q, data=e, op0=nl.multiply, operand0=ts[:, 2:3], op1=nl.subtract, operand1=1.5)
+        nisa.tensor_reduce(dst=r[:, 1:2], op=nl.maximum, data=q, axis=1)
+        i = nl.ndarray((P, F), nl.int32, buffer=nl.sbuf)
+        nisa.iota(dst=i, pattern=[[3, F]], offset=7, channel_multiplier=-5)
+        st = nl.ndarray((P, 6), nl.float32, buffer=nl.sbuf)
+        nisa.bn_stats(dst=st, data=t[:, 0:F:2])
+        return _store(e), _store(q), _store(r[:, 0:2]), _store(i), _store(st)
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((P, F)).astype(np.float32)
+    s = rng.standard_normal((P, 3)).astype(np.float32)
+    check(knit.compile(kernel, x, s), x, s, interpreted=0)
+
+
 @knit.jit
 def _small_matmul(s, m):
     ts, tm = _load(s), _load(m)

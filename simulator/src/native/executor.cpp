@@ -595,18 +595,77 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
 namespace {
 
 // One piece of an instruction for one thread: its shape, where its operands start relative to
-// the whole instruction's (bytes, by data[] index) and its scratch.
+// the whole instruction's (bytes, by data[] index), its scratch, and its first walk row (the
+// per-partition columns and folds start there).
 struct Part {
   std::string shape;
   int64_t offset[3] = {0, 0, 0};
   int64_t scratch_floats = 0;
+  int64_t first_row = 0;
 };
+
+// An instruction touching at least this many elements splits across the worker threads.
+constexpr int64_t kSplitElements = int64_t{1} << 16;
+
+int64_t walk_elements(const Walk& w) { return w.n[0] * w.n[1] * w.n[2] * w.n[3]; }
+const Walk& walk_of(const MapShape& s) { return s.walk; }
+const Walk& walk_of(const ReduceShape& s) { return s.walk; }
+const Walk& walk_of(const RowShape& s) { return s.data_walk; }
+int64_t touched_elements(const MapShape& s) { return walk_elements(s.walk); }
+int64_t touched_elements(const ReduceShape& s) { return walk_elements(s.walk) * s.group; }
+int64_t touched_elements(const RowShape& s) { return walk_elements(s.data_walk); }
+
+// Splits a shape by its walk's dim 0 (partitions, for on-chip operands) into up to `threads`
+// parts of whole rows. `piece(shape, r0, rows)` returns the part's shape and its operands' byte
+// offsets. Only for bodies whose rows are independent: then the bytes are the same for any split.
+template <class Shape, class Piece>
+std::vector<Part> row_parts(const std::string& bytes, int threads, int64_t scratch_floats, Piece&& piece) {
+  Shape s;
+  std::memcpy(&s, bytes.data(), sizeof s);
+  const Walk& w = walk_of(s);
+  const int64_t rows = w.n[0];
+  const int64_t count = touched_elements(s) < kSplitElements ? 1 : std::min<int64_t>(threads, rows);
+  if (count <= 1) return {Part{bytes, {0, 0, 0}, scratch_floats}};
+  const int64_t chunk = (rows + count - 1) / count;
+  std::vector<Part> parts;
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    Part part{{}, {0, 0, 0}, scratch_floats, r0};
+    Shape p = piece(s, r0, std::min(chunk, rows - r0), part.offset);
+    part.shape = bytes_of(p);
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+// Element-wise (every element alone; row folds per row), reductions (every dst element alone)
+// and per-partition row statistics (every partition alone) split by rows.
+std::vector<Part> row_parts_of(const std::string& body, const std::string& shape, int64_t scratch_floats,
+                               int threads) {
+  if (body == std::string_view("knit_map_body"))
+    return row_parts<MapShape>(shape, threads, scratch_floats, [](MapShape s, int64_t r0, int64_t n, int64_t* off) {
+      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.a.step[0], off[2] = r0 * s.b.step[0];
+      s.affine_offset += r0 * s.affine_step[0];
+      s.walk.n[0] = n;
+      return s;
+    });
+  if (body == std::string_view("knit_reduce_body"))
+    return row_parts<ReduceShape>(shape, threads, scratch_floats, [](ReduceShape s, int64_t r0, int64_t n, int64_t* off) {
+      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
+      s.walk.n[0] = n;
+      return s;
+    });
+  return row_parts<RowShape>(shape, threads, scratch_floats, [](RowShape s, int64_t r0, int64_t n, int64_t* off) {
+    off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
+    s.data_walk.n[0] = s.dst_walk.n[0] = n;
+    return s;
+  });
+}
 
 // A matmul splits by moving / output columns into up to `threads` parts of whole 16-column
 // panels (each output is still one thread's k-ordered sum, so results are the same bytes for
-// any split); other instructions are one part.
+// any split); other large instructions by rows (row_parts_of).
 std::vector<Part> parts_of(const std::string& body, const std::string& shape, int64_t scratch_floats, int threads) {
-  if (body != "knit_matmul_body") return {Part{shape, {0, 0, 0}, scratch_floats}};
+  if (body != "knit_matmul_body") return row_parts_of(body, shape, scratch_floats, threads);
   MatmulShape mm;
   std::memcpy(&mm, shape.data(), sizeof mm);
   const int64_t panels = (mm.N + 15) / 16;
@@ -769,7 +828,6 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   int64_t scratch_total = 0;
   for (const Part& part : parts) scratch_total += part.scratch_floats;
   if (scratch_total > static_cast<int64_t>(scratch_.size())) scratch_.resize(static_cast<size_t>(scratch_total));
-  float* columns[3] = {col[0].data(), col[1].data(), folds.data()};
   std::vector<std::function<void()>> jobs;
   float* scratch = scratch_.data();
   for (const Part& part : parts) {
@@ -785,7 +843,9 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     if (part.scratch_floats) data[3] = reinterpret_cast<uint8_t*>(scratch);
     scratch += part.scratch_floats;
     const auto fn = reinterpret_cast<codegen::SpecializedFn>(it->second);
-    jobs.push_back([fn, data, &columns] { fn(data.data(), columns); });
+    auto from_row = [&](std::vector<float>& v) { return v.empty() ? nullptr : v.data() + part.first_row; };
+    const std::array<float*, 3> columns{from_row(col[0]), from_row(col[1]), from_row(folds)};
+    jobs.push_back([fn, data, columns] { fn(data.data(), columns.data()); });
   }
   pool.run(jobs);
   const Operand& dst = p.ops[0];
