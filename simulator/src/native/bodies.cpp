@@ -386,10 +386,15 @@ KNIT_INLINE bool pack(const Access& a, const uint8_t* base, int64_t K, int64_t c
 template <bool fused>
 KNIT_INLINE void block(const float* sp, const float* vp, float* out, int64_t K, int64_t M, int64_t N, int64_t m0,
                        int64_t n0, bool skip) {
+  // The accumulators must live in registers: the loops over the block's rows are unrolled on
+  // request (the JIT's pipeline does not unroll on its own, specializer.cpp).
   v8f acc[kMB][2];
+#pragma clang loop unroll(full)
   for (int i = 0; i < kMB; ++i) acc[i][0] = acc[i][1] = 0.0f;
+#pragma clang loop unroll_count(2)
   for (int64_t k = 0; k < K; ++k) {
     const v8f b0 = load8(vp + k * kNB), b1 = load8(vp + k * kNB + 8);
+#pragma clang loop unroll(full)
     for (int i = 0; i < kMB; ++i) {
       const v8f a = sp[k * kMB + i];
       v8f s0, s1;
@@ -404,7 +409,9 @@ KNIT_INLINE void block(const float* sp, const float* vp, float* out, int64_t K, 
       acc[i][1] = skip ? (b1 != 0.0f ? s1 : acc[i][1]) : s1;
     }
   }
-  for (int i = 0; i < kMB && m0 + i < M; ++i) {
+#pragma clang loop unroll(full)
+  for (int i = 0; i < kMB; ++i) {
+    if (m0 + i >= M) break;
     float* row = out + (m0 + i) * N + n0;
     if (n0 + kNB <= N) {
       store8(row, acc[i][0]);
