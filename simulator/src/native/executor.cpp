@@ -614,6 +614,12 @@ const Walk& walk_of(const RowShape& s) { return s.data_walk; }
 int64_t touched_elements(const MapShape& s) { return walk_elements(s.walk); }
 int64_t touched_elements(const ReduceShape& s) { return walk_elements(s.walk) * s.group; }
 int64_t touched_elements(const RowShape& s) { return walk_elements(s.data_walk); }
+// Each row writes its own dst elements unless dst does not move along the rows (a stride-0 dim):
+// then the rows overwrite one another in order, and that must stay on one thread.
+template <class Shape>
+bool rows_write_apart(const Shape& s) {
+  return s.dst.step[0] != 0;
+}
 
 // Splits a shape by its walk's dim 0 (partitions, for on-chip operands) into up to `threads`
 // parts of whole rows. `piece(shape, r0, rows)` returns the part's shape and its operands' byte
@@ -624,7 +630,8 @@ std::vector<Part> row_parts(const std::string& bytes, int threads, int64_t scrat
   std::memcpy(&s, bytes.data(), sizeof s);
   const Walk& w = walk_of(s);
   const int64_t rows = w.n[0];
-  const int64_t count = touched_elements(s) < kSplitElements ? 1 : std::min<int64_t>(threads, rows);
+  const int64_t count =
+      touched_elements(s) < kSplitElements || !rows_write_apart(s) ? 1 : std::min<int64_t>(threads, rows);
   if (count <= 1) return {Part{bytes, {0, 0, 0}, scratch_floats}};
   const int64_t chunk = (rows + count - 1) / count;
   std::vector<Part> parts;
@@ -654,11 +661,13 @@ std::vector<Part> row_parts_of(const std::string& body, const std::string& shape
       s.walk.n[0] = n;
       return s;
     });
-  return row_parts<RowShape>(shape, threads, scratch_floats, [](RowShape s, int64_t r0, int64_t n, int64_t* off) {
-    off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
-    s.data_walk.n[0] = s.dst_walk.n[0] = n;
-    return s;
-  });
+  if (body == std::string_view("knit_row_body"))
+    return row_parts<RowShape>(shape, threads, scratch_floats, [](RowShape s, int64_t r0, int64_t n, int64_t* off) {
+      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
+      s.data_walk.n[0] = s.dst_walk.n[0] = n;
+      return s;
+    });
+  return {Part{shape, {0, 0, 0}, scratch_floats}};
 }
 
 // A matmul splits by moving / output columns into up to `threads` parts of whole 16-column
