@@ -96,14 +96,9 @@ Specializer::Specializer(std::string_view library) : impl_(std::make_unique<Impl
     impl_->cache = std::make_unique<DiskObjectCache>(impl_->cache_dir);
   }
   impl_->jit = std::make_unique<OrcJit>(impl_->cache.get());
-  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!builder) internal_error("detecting the host CPU: " + llvm::toString(builder.takeError()));
-  builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  impl_->cpu = builder->getCPU();
-  impl_->features = builder->getFeatures().getString();
-  auto machine = builder->createTargetMachine();
-  if (!machine) internal_error("creating the host target machine: " + llvm::toString(machine.takeError()));
-  impl_->machine = std::move(*machine);
+  impl_->machine = impl_->target_machine();
+  impl_->cpu = impl_->machine->getTargetCPU().str();
+  impl_->features = impl_->machine->getTargetFeatureString().str();
 }
 
 Specializer::~Specializer() = default;
