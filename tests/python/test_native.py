@@ -1019,6 +1019,47 @@ def test_large_instructions_split_across_threads_give_the_same_bytes():
     check(knit.compile(kernel, x, s), x, s, interpreted=0)
 
 
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_max_and_min_reductions_fold_in_lanes_with_the_left_folds_bits(op):
+    """tensor_reduce max / min over long rows folds in 8 interleaved chains natively
+    (bodies.cpp, lane_fold); the reference folds left to right. Rows where order could show:
+    all NaN with different payloads (NaN either way; the store writes the canonical NaN),
+    NaNs between values, +0 and -0 only (max gives +0, min -0, wherever they are), ties and
+    infinities, lengths that are not a multiple of 8 (a partial last round) and rows too short
+    for the chains."""
+    F = 45
+    rows = []
+    nan_payloads = [np.uint32(0x7FC00000 + k).view(np.float32) for k in range(1, F + 1)]
+    rows.append(nan_payloads)                                            # all NaN
+    rows.append([np.float32("nan")] * 9 + [2.0] + [np.float32("nan")] * 20 + [-3.0] + [1.0] * 14)
+    rows.append([0.0 if i % 3 else -0.0 for i in range(F)])              # zeros of both signs
+    rows.append([-0.0 if i % 5 else 0.0 for i in range(F)])
+    rows.append([np.float32("inf") if i == 44 else float(i % 7) for i in range(F)])
+    rows.append([-np.float32("inf")] * F)
+    rng = np.random.default_rng(5)
+    while len(rows) < 128:
+        rows.append(rng.standard_normal(F))
+    x = np.array(rows, dtype=np.float32)
+
+    @knit.jit
+    def kernel(x):
+        t = _load(x)
+        r = nl.ndarray((128, 3), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=r[:, 0:1], op=getattr(nl, op), data=t, axis=1)            # 45: chains + tail
+        nisa.tensor_reduce(dst=r[:, 1:2], op=getattr(nl, op), data=t[:, 0:40], axis=1)   # 40: whole rounds
+        nisa.tensor_reduce(dst=r[:, 2:3], op=getattr(nl, op), data=t[:, 0:12], axis=1)   # 12: too short
+        return _store(r)
+
+    c = knit.compile(kernel, x)
+    check(c, x, interpreted=0)
+    got = np.asarray(run_jit(c, x)[0])
+    bits = got.view(np.uint32)
+    assert bits[0, 0] == 0x7FC00000 and bits[0, 1] == 0x7FC00000  # NaN, stored as the canonical NaN
+    assert got[1, 0] == (2.0 if op == "maximum" else -3.0)
+    zero_sign = 0 if op == "maximum" else 0x80000000
+    assert bits[2, 0] == zero_sign and bits[3, 0] == zero_sign
+
+
 @knit.jit
 def _small_matmul(s, m):
     ts, tm = _load(s), _load(m)

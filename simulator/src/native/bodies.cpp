@@ -233,6 +233,38 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
   }
 }
 
+namespace {
+
+// maximum / minimum folds of a group in kLanes interleaved chains (element i in chain i % kLanes,
+// each chain in element order), then the chains in order: the same bits as the left fold,
+// because max_of / min_of (alu.cpp) pick the largest / smallest non-NaN value of a total order
+// (-0 below +0; equal nonzero values have equal bits), whatever the order, and when every value
+// is NaN the result is the first element's, which starts chain 0. Independent chains do not
+// wait on one another, so the fold is no longer one long dependency chain.
+KNIT_INLINE float lane_fold(const ReduceShape& s, AluOp op, const uint8_t* group) {
+  constexpr int64_t kLanes = 8;
+  if (s.group < 2 * kLanes) {
+    float r = knit::ir::decode(type(s.data), group);
+    for (int64_t g = 1; g < s.group; ++g) r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
+    return r;
+  }
+  float lane[kLanes];
+#pragma clang loop unroll(full)
+  for (int64_t l = 0; l < kLanes; ++l) lane[l] = knit::ir::decode(type(s.data), group + l * s.group_step);
+  int64_t g = kLanes;
+  for (; g + kLanes <= s.group; g += kLanes)
+#pragma clang loop unroll(full)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lane[l] = knit::sim::alu(op, lane[l], knit::ir::decode(type(s.data), group + (g + l) * s.group_step));
+  for (int64_t l = 0; g + l < s.group; ++l)
+    lane[l] = knit::sim::alu(op, lane[l], knit::ir::decode(type(s.data), group + (g + l) * s.group_step));
+  float r = lane[0];
+  for (int64_t l = 1; l < kLanes; ++l) r = knit::sim::alu(op, r, lane[l]);
+  return r;
+}
+
+}  // namespace
+
 extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* operands, float* const*) {
   uint8_t* const data[4] = {operands[0], operands[1], operands[2], operands[3]};  // see local_pointers_note
   const ReduceShape& s = *shape;
@@ -248,9 +280,11 @@ extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* opera
       knit::ir::store_bits(type(s.dst), r, out);
       return;
     }
-    float r = knit::ir::decode(type(s.data), group);
-    for (int64_t g = 1; g < s.group; ++g)
-      r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
+    float r = op == AluOp::maximum || op == AluOp::minimum ? lane_fold(s, op, group)
+                                                           : knit::ir::decode(type(s.data), group);
+    if (op != AluOp::maximum && op != AluOp::minimum)
+      for (int64_t g = 1; g < s.group; ++g)
+        r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
     if (s.negate) r = r * -1.0f;
     if (s.average) r /= static_cast<float>(s.group);
     knit::ir::encode(type(s.dst), r, out);
