@@ -4,13 +4,14 @@ import functools
 import inspect
 import os
 import types
+import warnings
 
 import numpy as np
 
 from . import _program_cache, _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
 from ._tensor import NkiTensor
-from .errors import user_error
+from .errors import JitFallbackWarning, user_error
 from .isa import _TARGETS, target_from_env
 from .typing import TensorType
 
@@ -163,6 +164,20 @@ class Compiled:
         return self.kernel._run(self, args, kwargs, runner=self.core.run)
 
 
+def _warn_fallbacks(compiled):
+    """Says so, once per instruction and compiled kernel, when the native path handed
+    instructions to the reference executors: the default backend never falls back silently."""
+    reported = compiled.__dict__.setdefault("_reported_fallbacks", set())
+    new = [f for f in compiled.last_run.get("fallbacks", ()) if f not in reported]
+    if not new:
+        return
+    reported.update(new)
+    warnings.warn(JitFallbackWarning(
+        "these instructions ran on the reference executors, not natively (same results, slower):\n  " +
+        "\n  ".join(new) + "\nKNIT_BACKEND=jit-strict makes this an error; Compiled.last_run[\"fallbacks\"] "
+        "lists them"), stacklevel=3)
+
+
 def default_backend():
     """The execution backend of engine programs: $KNIT_BACKEND ("jit", "jit-strict" or "reference"),
     else "jit" (docs/jit.md)."""
@@ -265,6 +280,7 @@ class Kernel:
             runner = lambda h, u: compiled.program.run(h, u, backend=default_backend())  # noqa: E731
         outs, after, warnings, *counts = _trace.core_call(runner, hosts, uninit_error)
         compiled.last_run = counts[0] if counts else {"backend": "interpreter"}
+        _warn_fallbacks(compiled)
         # Positions (in the call's arguments) of the inputs some instruction writes.
         params = compiled._param_positions
         compiled.last_written = [params[n] for n, w in enumerate(after) if w is not None and n < len(params)]

@@ -14,6 +14,12 @@ class KnitRuntimeError(KnitError):
     """Running the kernel failed: out-of-bounds access, read of never-written memory."""
 
 
+class JitFallbackWarning(UserWarning):
+    """Under KNIT_BACKEND=jit (the default) some instructions of a kernel ran on the reference
+    executors instead of natively: same results, slower. Raised once per instruction and compiled
+    kernel; KNIT_BACKEND=jit-strict makes it an error instead (docs/jit.md)."""
+
+
 _PUBLIC = {"user": NkiValidationError, "runtime": KnitRuntimeError}
 
 

@@ -41,6 +41,7 @@ cover the narrow dtypes with a rotating subset of the operators (see `ops_for`).
 """
 import functools
 import os
+import warnings
 import zlib
 
 import numpy as np
@@ -2497,16 +2498,22 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
 
 
 def test_strict_backend_names_an_opcode_without_a_body():
-    """mx_matmul's quantize_mx has no native body: listed under jit, an error under jit-strict
-    that points at the example's quantize_mx line."""
+    """mx_matmul's quantize_mx has no native body: listed under jit with a JitFallbackWarning
+    (once per compiled kernel, not on every run), an error under jit-strict that points at the
+    example's quantize_mx line."""
     path, name, make, kwargs, _ = EXAMPLE_CASES["mx_matmul"]
     inputs = make(np.random.default_rng(3), BF16, 0)
     c = knit.compile(getattr(load_example(path), name), *inputs)
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "examples", "kernels",
                        "python", "mx_matmul.py")
     q_line = next(i for i, text in enumerate(open(src), 1) if "nisa.quantize_mx(" in text)
-    c.run(*inputs, backend="jit")
+    c.__dict__.pop("_reported_fallbacks", None)  # knit.compile's cache may hand back an already-run kernel
+    with pytest.warns(knit.JitFallbackWarning, match=f"{src}:{q_line}: quantize_mx: no native body"):
+        c.run(*inputs, backend="jit")
     assert f"{src}:{q_line}: quantize_mx: no native body for this opcode yet" in c.last_run["fallbacks"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", knit.JitFallbackWarning)
+        c.run(*inputs, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
         c.run(*inputs, backend="jit-strict")
     assert info.value.rule == "jit-strict" and info.value.line == q_line and "quantize_mx" in str(info.value)
