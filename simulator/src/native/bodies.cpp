@@ -235,6 +235,13 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
 
 namespace {
 
+// The group's elements folded left to right (the reference's order).
+KNIT_INLINE float left_fold(const ReduceShape& s, AluOp op, const uint8_t* group) {
+  float r = knit::ir::decode(type(s.data), group);
+  for (int64_t g = 1; g < s.group; ++g) r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
+  return r;
+}
+
 // maximum / minimum folds of a group in kLanes interleaved chains (element i in chain i % kLanes,
 // each chain in element order), then the chains in order: the same bits as the left fold,
 // because max_of / min_of (alu.cpp) pick the largest / smallest non-NaN value of a total order
@@ -243,11 +250,7 @@ namespace {
 // wait on one another, so the fold is no longer one long dependency chain.
 KNIT_INLINE float lane_fold(const ReduceShape& s, AluOp op, const uint8_t* group) {
   constexpr int64_t kLanes = 8;
-  if (s.group < 2 * kLanes) {
-    float r = knit::ir::decode(type(s.data), group);
-    for (int64_t g = 1; g < s.group; ++g) r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
-    return r;
-  }
+  if (s.group < 2 * kLanes) return left_fold(s, op, group);
   float lane[kLanes];
 #pragma clang loop unroll(full)
   for (int64_t l = 0; l < kLanes; ++l) lane[l] = knit::ir::decode(type(s.data), group + l * s.group_step);
@@ -280,11 +283,7 @@ extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* opera
       knit::ir::store_bits(type(s.dst), r, out);
       return;
     }
-    float r = op == AluOp::maximum || op == AluOp::minimum ? lane_fold(s, op, group)
-                                                           : knit::ir::decode(type(s.data), group);
-    if (op != AluOp::maximum && op != AluOp::minimum)
-      for (int64_t g = 1; g < s.group; ++g)
-        r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
+    float r = op == AluOp::maximum || op == AluOp::minimum ? lane_fold(s, op, group) : left_fold(s, op, group);
     if (s.negate) r = r * -1.0f;
     if (s.average) r /= static_cast<float>(s.group);
     knit::ir::encode(type(s.dst), r, out);
