@@ -1,5 +1,6 @@
 #include "alu.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -78,11 +79,44 @@ uint32_t alu_bits(AluOp op, uint32_t a, uint32_t b) {
   }
 }
 
+// exp_note: Knit's own fp32 exp, used by every path (the reference executors and the native
+// bodies compile this same source). A C library's expf is a call LLVM cannot vectorize, and its
+// bits vary between C libraries; this is straight-line double arithmetic with no table and no
+// branch, so the native bodies vectorize it, and its bits are the same on every x86-64 host.
+// Method: x is clamped to [-104, 89] (beyond it exp rounds to +0 / inf in fp32 anyway), then
+// split as x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2 (ln2 in two parts, Cody-Waite,
+// so n * kLn2Hi is exact); exp(r) is its Taylor polynomial of degree 11 (truncation below 1e-14
+// relative) evaluated in double by Horner's rule, scaled by 2^n (built from its exponent bits),
+// and rounded once to fp32. The double result is within about 1e-14 (relative) of exp(x), so the
+// fp32 result is the correctly rounded one except where exp(x) lies that close to a rounding
+// midpoint: error at most 0.5 ULP + 1e-6 ULP (test_exp.cpp measures it against long double
+// expl). NaN returns NaN (quieted), +inf inf, -inf +0.
+float exp_of(float x) {
+  constexpr double kLog2e = 0x1.71547652b82fep+0;
+  constexpr double kLn2Hi = 0x1.62e42fee00000p-1;  // 32 significant bits: n * kLn2Hi is exact
+  constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;
+  constexpr double kRound = 0x1.8p52;  // adding it rounds |z| < 2^51 to an integer
+  const double xd = x < -104.0f ? -104.0 : (x > 89.0f ? 89.0 : static_cast<double>(x));
+  const double shifted = xd * kLog2e + kRound;
+  const double n = shifted - kRound;
+  const double r = (xd - n * kLn2Hi) - n * kLn2Lo;
+  constexpr double kInvFactorial[12] = {1.0,           1.0,           1.0 / 2,        1.0 / 6,
+                                        1.0 / 24,      1.0 / 120,     1.0 / 720,      1.0 / 5040,
+                                        1.0 / 40320,   1.0 / 362880,  1.0 / 3628800,  1.0 / 39916800};
+  double p = kInvFactorial[11];
+  for (int k = 10; k >= 0; --k) p = p * r + kInvFactorial[k];
+  // n is in [-151, 129]: the low bits of `shifted` hold it, and 2^n is a normal double.
+  const int64_t n_int = std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(kRound);
+  const double two_n = std::bit_cast<double>(static_cast<uint64_t>(n_int + 1023) << 52);
+  const float y = static_cast<float>(p * two_n);
+  return x != x ? x + x : y;
+}
+
 namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrtPi = 0.56418958354775628f;
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-float normal_pdf(float x) { return std::exp(-0.5f * x * x) * kInvSqrt2 * kInvSqrtPi; }
+float sigmoid(float x) { return 1.0f / (1.0f + exp_of(-x)); }
+float normal_pdf(float x) { return exp_of(-0.5f * x * x) * kInvSqrt2 * kInvSqrtPi; }
 float normal_cdf(float x) { return 0.5f * (1.0f + std::erf(x * kInvSqrt2)); }
 }  // namespace
 
@@ -110,11 +144,11 @@ float activate(ActFunc f, float x, float alpha) {
       return s * (1.0f + x * (1.0f - s));
     }
     case ActFunc::tanh: return std::tanh(x);
-    case ActFunc::softplus: return std::log1p(std::exp(x));
-    case ActFunc::mish: return x * std::tanh(std::log1p(std::exp(x)));
+    case ActFunc::softplus: return std::log1p(exp_of(x));
+    case ActFunc::mish: return x * std::tanh(std::log1p(exp_of(x)));
     case ActFunc::erf: return std::erf(x);
-    case ActFunc::erf_dx: return 2.0f * kInvSqrtPi * std::exp(-x * x);
-    case ActFunc::exp: return std::exp(x);
+    case ActFunc::erf_dx: return 2.0f * kInvSqrtPi * exp_of(-x * x);
+    case ActFunc::exp: return exp_of(x);
     case ActFunc::abs: return std::fabs(x);
     case ActFunc::sign: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
     case ActFunc::log: return std::log(x);

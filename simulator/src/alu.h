@@ -17,6 +17,9 @@ float min_of(float a, float b);
 float alu(ir::AluOp op, float a, float b);
 // a op b on bit patterns for a Bitvec/BitvecUnary op (shifts are logical; invert ignores b).
 uint32_t alu_bits(ir::AluOp op, uint32_t a, uint32_t b);
+// Knit's fp32 exp (alu.cpp, exp_note): within 0.5 ULP + 1e-6 ULP of exp(x), the same bits on
+// every path and host; the exp in every activation function that uses one.
+float exp_of(float x);
 // The activation function f(x), computed in fp32 (`alpha` is prelu's slope).
 float activate(ir::ActFunc f, float x, float alpha = 0.0f);
 

@@ -12,8 +12,9 @@
 // round each result once at its store; row folds and reductions are left folds in element
 // order; bn_stats / bn_aggr call the interpreter's own moment functions; matmul sums k in order
 // 0..K-1 per output from +0 (with one fma per term only where every product is exact, which
-// gives the same bits). Transcendental activations call the same C library functions
-// (expf, tanhf, ...) as the interpreter, so they are bit-identical too.
+// gives the same bits). exp is Knit's own exp_of (alu.cpp), which vectorizes; the other
+// transcendental activations call the same C library functions (tanhf, ...) as the interpreter,
+// so they are bit-identical too.
 #include <cstring>
 
 #include "../alu.h"
@@ -48,19 +49,40 @@ KNIT_INLINE float load(const Access& a, const uint8_t* base, int64_t i0, int64_t
   return knit::ir::decode(type(a), base + at(a, i0, i1, i2, i3));
 }
 
-// Element-wise kinds whose result is one fp32 value per element, stored rounded to dst.
+// Element-wise kinds whose result is one fp32 value per element, stored rounded to dst. With a
+// row fold (activation's reduce_res, tensor_scalar_reduce, select_reduce, range_select), each
+// row's fp32 values (not the rounded stores) are folded left to right, from the row's first
+// value. The values of a stretch of the innermost dim are computed into a local chunk first and
+// folded after: the fold is one dependency chain that cannot be reordered without changing its
+// bits, and kept in the same loop it would keep the values (an exp, say) from vectorizing too.
 template <class F>
 KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* folds, F&& value) {
-  const bool folding = s.fold_op >= 0;
-  float fold = 0.0f;
-  for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  auto store = [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const float y = value(i0, i1, i2, i3);
     knit::ir::encode(type(s.dst), y, data[0] + at(s.dst, i0, i1, i2, i3));
-    if (!folding) return;
-    const bool first = (i1 | i2 | i3) == 0;
-    fold = first ? y : knit::sim::alu(static_cast<AluOp>(s.fold_op), fold, y);
-    if (i1 == s.walk.n[1] - 1 && i2 == s.walk.n[2] - 1 && i3 == s.walk.n[3] - 1) folds[i0] = fold;
-  });
+    return y;
+  };
+  if (s.fold_op < 0) {
+    for_each(s.walk, store);
+    return;
+  }
+  const AluOp op = static_cast<AluOp>(s.fold_op);
+  constexpr int64_t kChunk = 256;
+  float chunk[kChunk];
+  for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0) {
+    float fold = 0.0f;
+    bool first = true;
+    for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
+      for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
+        for (int64_t c = 0; c < s.walk.n[3]; c += kChunk) {
+          const int64_t m = s.walk.n[3] - c < kChunk ? s.walk.n[3] - c : kChunk;
+          for (int64_t j = 0; j < m; ++j) chunk[j] = store(i0, i1, i2, c + j);
+          int64_t j = 0;
+          if (first) fold = chunk[j++], first = false;
+          for (; j < m; ++j) fold = knit::sim::alu(op, fold, chunk[j]);
+        }
+    folds[i0] = fold;
+  }
 }
 
 template <class F>
