@@ -42,6 +42,21 @@ class ByteFlags {
     return all_range(at, len, value);
   }
 
+  // Calls f(at, len) for every run of flags equal to 0, in order (runs may be split at block
+  // boundaries). Whole blocks of 1s are skipped a summary byte at a time.
+  template <class F>
+  void for_each_zero_run(F&& f) const {
+    const int64_t n = static_cast<int64_t>(size_);
+    for (int64_t b = 0; b * kBlock < n; ++b) {
+      const int64_t start = b * kBlock, stop = std::min(start + kBlock, n);
+      const uint8_t s = blocks_[static_cast<size_t>(b)];
+      if (s == 0) f(start, stop - start);
+      if (s != kMixed) continue;
+      for (int64_t i = start; i < stop; ++i)
+        if (bytes_[static_cast<size_t>(i)] == 0) f(i, int64_t{1});
+    }
+  }
+
   // Sets flags [at, at + len) to value (0 or 1).
   void set(int64_t at, int64_t len, uint8_t value) {
     if (len <= 8 && (at >> kShift) == ((at + len - 1) >> kShift)) {  // one element: the interpreter's case

@@ -202,9 +202,14 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     }
   sbuf_.resize(static_cast<size_t>(plan_.cores));
   psum_.resize(static_cast<size_t>(plan_.cores));
+  // On-chip bytes are read only after a write or place()'s NaN fill, except a pinned tensor's,
+  // which sees whatever its bytes hold: they start zeroed when the kernel pins one (the same
+  // bytes every run), and are left as the memory pool hands them over otherwise.
+  const bool pins = std::any_of(kernel.tensors.begin(), kernel.tensors.end(),
+                                [](const TensorDecl& t) { return is_on_chip(t.buffer) && t.address; });
   for (int c = 0; c < plan_.cores && !(options.timing_only && program); ++c) {  // (timing-only: no data)
-    sbuf_[c].resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_));
-    psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_), /*track_matmul=*/true);
+    sbuf_[c].resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_), false, pins);
+    psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_), /*track_matmul=*/true, pins);
   }
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
@@ -227,7 +232,10 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     placement_[id] = {&mem, 0, 0, t.size_bytes(), true};
     if (t.is_param) continue;  // filled from its argument below
     mem.resize(static_cast<size_t>(t.size_bytes()), /*track_matmul=*/false, /*zero_bytes=*/false);
-    fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
+    // lazy_fill_note: a fresh HBM tensor holds NaN / 4. While reading a never-written byte is an
+    // error, nothing can see those bytes but the output copy, so run() writes the pattern there,
+    // into the bytes still unwritten (usually none), instead of filling the whole tensor here.
+    if (!options.uninitialized_read_is_error) fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
   }
   if (!options.timing_only) params_written_ = params_written();  // (a timing-only run has no data)
   for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
@@ -478,12 +486,28 @@ void Machine::execute(const Instruction& inst) {
 
 bool Machine::overwrites_whole(const Instruction& inst, int id) const {
   // Writers that store every element of their dst unconditionally (no predicate, no
-  // accumulation state, no skipped rows).
-  const bool plain_writer = std::holds_alternative<DmaCopy>(inst.op) || std::holds_alternative<TensorCopy>(inst.op) ||
-                            std::holds_alternative<TensorTensor>(inst.op) ||
-                            std::holds_alternative<TensorScalar>(inst.op) ||
-                            std::holds_alternative<Activation>(inst.op) || std::holds_alternative<Memset>(inst.op);
-  if (!plain_writer) return false;
+  // accumulation state, no skipped rows; a row fold's result is another operand).
+  switch (inst.opcode()) {
+    case Opcode::dma_copy:
+    case Opcode::tensor_copy:
+    case Opcode::tensor_tensor:
+    case Opcode::tensor_scalar:
+    case Opcode::scalar_tensor_tensor:
+    case Opcode::activation:
+    case Opcode::activation_reduce:
+    case Opcode::tensor_scalar_reduce:
+    case Opcode::tensor_reduce:
+    case Opcode::reciprocal:
+    case Opcode::tensor_tensor_scan:
+    case Opcode::select_reduce:
+    case Opcode::range_select:
+    case Opcode::affine_select:
+    case Opcode::iota:
+    case Opcode::memset:
+      break;
+    default:
+      return false;
+  }
   const View whole = full_view(kernel_.tensor(id), id);
   bool dst_is_whole = false, other_use = false, indirect = false;
   for_each_view(inst, [&](const char* name, const View& v) {
@@ -748,7 +772,16 @@ RunResult Machine::run() {
     HostTensor h;
     h.dtype = t.dtype;
     h.shape = t.shape;
-    h.bytes.assign(hbm_[id].bytes.data(), hbm_[id].bytes.data() + hbm_[id].bytes.size());
+    const Memory& mem = hbm_[id];
+    h.bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
+    if (options_.uninitialized_read_is_error) {  // see lazy_fill_note
+      const int64_t es = dtype_size(t.dtype);
+      uint8_t fresh[8];
+      fill_uninitialized(t.dtype, fresh, 1);
+      mem.init.for_each_zero_run([&](int64_t at, int64_t len) {
+        for (int64_t i = at; i < at + len; ++i) h.bytes[static_cast<size_t>(i)] = fresh[i % es];
+      });
+    }
     result.outputs.push_back(std::move(h));
   }
   // Only arguments some instruction writes can have changed (the others were read in place).

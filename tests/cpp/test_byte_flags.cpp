@@ -22,6 +22,14 @@ bool naive_all(const std::vector<uint8_t>& f, int64_t at, int64_t len, uint8_t v
 void require_same(const ByteFlags& flags, const std::vector<uint8_t>& naive, std::mt19937& rng) {
   const int64_t n = static_cast<int64_t>(naive.size());
   for (int64_t i = 0; i < n; ++i) REQUIRE(flags.get(i) == naive[static_cast<size_t>(i)]);
+  // for_each_zero_run visits exactly the zero flags, in order, each once.
+  std::vector<int64_t> zeros, naive_zeros;
+  flags.for_each_zero_run([&](int64_t at, int64_t len) {
+    for (int64_t i = at; i < at + len; ++i) zeros.push_back(i);
+  });
+  for (int64_t i = 0; i < n; ++i)
+    if (naive[static_cast<size_t>(i)] == 0) naive_zeros.push_back(i);
+  REQUIRE(zeros == naive_zeros);
   for (int probe = 0; probe < 200; ++probe) {
     const int64_t at = static_cast<int64_t>(rng() % static_cast<uint32_t>(n));
     const int64_t len = 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(n - at));

@@ -2409,6 +2409,41 @@ def test_uninitialized_read_warn_mode_is_the_same(case, monkeypatch, capsys):
     assert counts["interpreted"] == UNINIT_CASES[case], counts
 
 
+@knit.jit
+def _partly_written_outputs(a, n):
+    """Three HBM outputs, each written only in part: fp32 rows 0:100 x columns 0:40 of a, int32
+    rows 0:64 (7s), bf16 nothing."""
+    P, F = a.shape
+    f32 = nl.ndarray((P, F), nl.float32, buffer=nl.shared_hbm)
+    i32 = nl.ndarray((P, F), nl.int32, buffer=nl.shared_hbm)
+    b16 = nl.ndarray((P, F), nl.bfloat16, buffer=nl.shared_hbm)
+    t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.dma_copy(dst=f32[0:100, 0:40], src=t[0:100, 0:40])
+    ti = nl.ndarray((P, F), nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=ti, value=7)
+    nisa.dma_copy(dst=i32[0:64, :], src=ti[0:64, :])
+    return f32, i32, b16
+
+
+@pytest.mark.parametrize("mode", ["error", "warn"])
+@pytest.mark.parametrize("backend", ["jit", "reference"])
+def test_output_bytes_never_written_hold_nan_or_4(mode, backend, monkeypatch):
+    """An output's never-written elements come back as a fresh tensor's NaN / 4 (canonical NaN
+    bits per dtype), whether the fill happens when the run starts (warn mode) or, for the bytes
+    still unwritten, when the outputs are copied out (error mode: lazy_fill_note, machine.cpp)."""
+    monkeypatch.setenv("KNIT_UNINITIALIZED", mode)
+    a = values(F32, (128, 64), seed_of("partly-written", mode), "finite")
+    f32, i32, b16 = knit.compile(_partly_written_outputs, a, 0).run(a, 0, backend=backend)
+    want_f32 = np.full((128, 64), 0x7FC00000, np.uint32)
+    want_f32[0:100, 0:40] = a[0:100, 0:40].view(np.uint32)
+    assert np.array_equal(np.asarray(f32).view(np.uint32), want_f32)
+    want_i32 = np.full((128, 64), 4, np.int32)
+    want_i32[0:64] = 7
+    assert np.array_equal(np.asarray(i32), want_i32)
+    assert np.array_equal(np.asarray(b16).view(np.uint16), np.full((128, 64), 0x7FC0, np.uint16))
+
+
 def _overlap_kernel(case):
     @knit.jit
     def kernel(a, b):
