@@ -419,7 +419,11 @@ KNIT_INLINE bool pack(const Access& a, const uint8_t* base, int64_t K, int64_t c
   uint32_t exact = 1;
   for (int64_t k = 0; k < K; ++k) {
     decode_row(a, base + k * a.step[0], count, row);
-    for (int64_t w = 0; w < count; ++w) exact &= product_exact_operand(row[w]);
+    // A count of failures, not a running &=: LLVM vectorizes this sum, while the &= became a
+    // scalar chain of selects (about 3 cycles an element, a third of a bf16 matmul's time).
+    uint32_t failures = 0;
+    for (int64_t w = 0; w < count; ++w) failures += 1u - product_exact_operand(row[w]);
+    exact &= uint32_t(failures == 0);
     for (int64_t b = 0; b < n_panels; ++b) {
       float* dst = panels + (b * K + k) * W;
       if ((b + 1) * W <= count) {
