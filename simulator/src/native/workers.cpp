@@ -6,6 +6,29 @@
 
 namespace knit::sim {
 
+namespace {
+
+// spin_note: the instructions of a run come one after another, each split over the pool, a few
+// to a few hundred microseconds apart. A worker that sleeps on the condition variable between
+// them pays a futex wake-up per instruction (a tenth of a 2048^3 matmul's run went to the
+// kernel's scheduler), so workers and the caller first poll for about 50 us, then sleep.
+constexpr int kSpins = 2000;
+inline void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+template <class Ready>
+bool spin_until(Ready&& ready) {
+  for (int i = 0; i < kSpins; ++i) {
+    if (ready()) return true;
+    relax();
+  }
+  return ready();
+}
+
+}  // namespace
+
 WorkerPool& WorkerPool::instance() {
   static WorkerPool pool([] {
     int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -38,8 +61,10 @@ void WorkerPool::run(const std::vector<std::function<void()>>& jobs) {
   if (jobs.size() > 1) wake_.notify_all();
   if (!jobs.empty()) jobs[0]();
   if (jobs.size() > 1) {
+    auto done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+    spin_until(done);  // see spin_note
     std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return pending_ == 0; });
+    finished_.wait(lock, done);
     jobs_ = nullptr;
   }
 }
@@ -49,6 +74,7 @@ void WorkerPool::work(size_t index) {
   uint64_t seen = 0;
   while (true) {
     const std::function<void()>* job = nullptr;
+    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });  // see spin_note
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -58,8 +84,10 @@ void WorkerPool::work(size_t index) {
     }
     if (!job) continue;
     (*job)();
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--pending_ == 0) finished_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mutex_);  // the caller may be asleep on finished_
+      finished_.notify_one();
+    }
   }
 }
 

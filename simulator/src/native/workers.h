@@ -4,6 +4,7 @@
 // machine's cores; 1 = no workers).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -31,8 +32,9 @@ class WorkerPool {
   std::mutex mutex_;
   std::condition_variable wake_, finished_;
   const std::vector<std::function<void()>>* jobs_ = nullptr;
-  uint64_t generation_ = 0;
-  size_t pending_ = 0;
+  // Written under mutex_ (so a sleeper's predicate sees them), read without it while spinning.
+  std::atomic<uint64_t> generation_ = 0;
+  std::atomic<size_t> pending_ = 0;
   bool stop_ = false;
 };
 
