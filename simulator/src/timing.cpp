@@ -2,10 +2,13 @@
 #include "knit/sim/timing.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include "native/workers.h"
 
 namespace knit::sim {
 
@@ -83,6 +86,9 @@ struct InstrTable {
   std::vector<uint32_t> position;  // index in its queue
 };
 
+// Programs with at least this many instructions cost them on every thread of the pool.
+constexpr size_t kParallelCosts = 4096;
+
 const InstrTable& instruction_table(const codegen::EngineProgram& program, const MachineConfig& config) {
   codegen::DerivedData& slot = *program.derived;
   std::lock_guard<std::mutex> lock(slot.mutex);
@@ -92,14 +98,29 @@ const InstrTable& instruction_table(const codegen::EngineProgram& program, const
     table->costs.resize(n);
     table->queue_of.assign(n, codegen::Queue::pe);
     table->position.assign(n, 0);
+    std::vector<size_t> costed;  // body indices of the engine instructions
     for (const codegen::Region& r : program.regions)
       for (int q = 0; q < kNumQueues; ++q)
         for (size_t j = 0; j < r.queues[q].size(); ++j) {
           const codegen::EngineInstr& e = r.queues[q][j];
-          table->costs[e.ir] = instruction_cost(program.kernel, program.kernel.body[e.ir], e.queue, config);
           table->queue_of[e.ir] = e.queue;
           table->position[e.ir] = static_cast<uint32_t>(j);
+          costed.push_back(e.ir);
         }
+    // The costs are independent of one another: a large program's are computed in parts on the
+    // worker pool (each part writes its own entries).
+    auto cost_part = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const size_t ir = costed[i];
+        table->costs[ir] = instruction_cost(program.kernel, program.kernel.body[ir], table->queue_of[ir], config);
+      }
+    };
+    WorkerPool& pool = WorkerPool::instance();
+    const size_t parts = costed.size() >= kParallelCosts ? static_cast<size_t>(pool.threads()) : 1;
+    std::vector<std::function<void()>> jobs;
+    for (size_t p = 0; p < parts; ++p)
+      jobs.push_back([&, p] { cost_part(costed.size() * p / parts, costed.size() * (p + 1) / parts); });
+    pool.run(jobs);
     slot.value = std::move(table);
   }
   // The slot's only user is this function, so the value is an InstrTable; it is never replaced,

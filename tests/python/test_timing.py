@@ -191,7 +191,10 @@ spec = importlib.util.spec_from_file_location("matmul_example", {mm!r})
 mm = importlib.util.module_from_spec(spec); spec.loader.exec_module(mm)
 for prof in (knit.profile(m.softmax_kernel, nt.tensor[[200, 256], nl.float32], target="trn2"),
              knit.profile(mm.matmul_kernel, nt.tensor[[512, 256], nl.bfloat16], nt.tensor[[512, 1024], nl.bfloat16],
-                          target="trn1")):
+                          target="trn1"),
+             # over 4096 engine instructions: their costs are computed on every worker thread
+             knit.profile(mm.matmul_kernel, nt.tensor[[4096, 2048], nl.bfloat16], nt.tensor[[4096, 2048], nl.bfloat16],
+                          target="trn2", timing_only=True)):
     print(repr(prof.total_ns), sorted((q, repr(e.busy_ns)) for q, e in prof.engines.items()))
 """
 
@@ -200,14 +203,16 @@ def test_profile_is_identical_across_processes():
     script = _SUBPROCESS.format(python=os.path.join(_REPO, "python"), path=os.path.join(_EXAMPLES, "softmax.py"),
                                 mm=os.path.join(_EXAMPLES, "matmul.py"))
     outs = []
-    for seed in ("0", "12345"):  # different str hashing per process: no dict/set order may leak in
-        env = dict(os.environ, PYTHONHASHSEED=seed)
+    # Different str hashing per process: no dict/set order may leak in; one worker thread or the
+    # default: the per-instruction costs of a large program are the same computed in parts.
+    for seed, threads in (("0", "1"), ("12345", "")):
+        env = dict(os.environ, PYTHONHASHSEED=seed, KNIT_THREADS=threads)
         r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
         outs.append(r.stdout)
     assert outs[0] == outs[1]
     lines = outs[0].splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     # ... and equal to this process's numbers.
     here = knit.profile(load_example("softmax.py").softmax_kernel, nt.tensor[[200, 256], nl.float32], target="trn2")
     assert lines[0].split(" ", 1)[0] == repr(here.total_ns)
