@@ -1,5 +1,6 @@
 #include "alu.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -11,6 +12,7 @@ namespace knit::sim {
 
 using ir::AluOp;
 using ir::ActFunc;
+using ir::DType;
 
 // maximum / minimum ignore a NaN operand (a NaN only if both are, then the first), and order
 // -0 below +0. Spelled out with comparisons and selects rather than fmaxf: C libraries and
@@ -272,6 +274,32 @@ void top8(const float* row, int64_t F, float* out) {
     out[at] = row[j];
     if (n < 8) ++n;
   }
+}
+
+// Exponent of the largest normal of the MX element format (OCP MX "emax_elem").
+static int mx_element_emax(DType packed) { return packed == DType::float8_e4m3fn_x4 ? 8 : 15; }
+
+uint32_t quantize_mx_group(DType packed, const float (&x)[kMxGroupPartitions][4], uint32_t (&words)[kMxGroupPartitions]) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < kMxGroupPartitions; ++i)
+    for (int j = 0; j < 4; ++j) {
+      finite = finite && std::isfinite(x[i][j]);
+      amax = std::fmax(amax, std::fabs(x[i][j]));
+    }
+  int exponent = -127;
+  if (finite && amax > 0) {
+    int e2;
+    std::frexp(amax, &e2);  // amax = f * 2^e2, f in [0.5, 1): floor(log2 amax) = e2 - 1
+    exponent = std::clamp(e2 - 1 - (mx_element_emax(packed) - 1), -127, 127);
+  }
+  for (int i = 0; i < kMxGroupPartitions; ++i) {
+    float q[4];
+    for (int j = 0; j < 4; ++j)
+      q[j] = finite ? static_cast<float>(std::ldexp(static_cast<double>(x[i][j]), -exponent)) : std::nanf("");
+    words[i] = ir::encode_packed(packed, q);
+  }
+  return finite ? static_cast<uint32_t>(exponent + 127) : 0xFFu;  // 0xFF: e8m0's NaN
 }
 
 }  // namespace knit::sim

@@ -71,4 +71,13 @@ bool ranks_above(float a, float b);
 // order: the first 8 of a stable sort by ranks_above, by insertion into 8 slots.
 void top8(const float* row, int64_t F, float* out);
 
+// ---- quantize_mx (exec_mx.cpp and the native body) ----
+// One MX group of quantize_mx: x[i][j] is element j of the group's 4 in partition i of its 8.
+// Writes the 8 packed words of `packed` (sub-element j of word i = x[i][j] / scale, rounded by
+// encode_packed) and returns the e8m0 scale bits: scale = 2^(floor(log2 amax) - (emax - 1)),
+// clamped to e8m0's range; an all-zero group gets 2^-127; a NaN or inf makes the scale and every
+// element NaN.
+constexpr int kMxGroupPartitions = 8;
+uint32_t quantize_mx_group(ir::DType packed, const float (&x)[kMxGroupPartitions][4], uint32_t (&words)[kMxGroupPartitions]);
+
 }  // namespace knit::sim

@@ -2081,10 +2081,10 @@ EXAMPLE_CASES = {
 }
 
 # (native, interpreted) instructions executed, observed on this build with the jit backend, per
-# case, dtype and size. What the reference executors run are the opcodes without a native body:
-# quantize_mx and nc_matmul_mx (mx_matmul: 3). Everything else is native, including layernorm's
-# bn_stats / bn_aggr, attention's affine_select and the legacy examples' memsets. test_example
-# asserts these exact counts, so a regression that sends more to the reference executors fails.
+# case, dtype and size. Every example runs entirely natively, including layernorm's bn_stats /
+# bn_aggr, attention's affine_select, mx_matmul's quantize_mx / nc_matmul_mx and the legacy
+# examples' memsets. test_example asserts these exact counts, so a regression that sends more to
+# the reference executors fails.
 EXAMPLE_COUNTS = {
     "tensor_add-float32-0": (8, 0), "tensor_add-float32-1": (12, 0), "tensor_add-bfloat16-0": (8, 0),
     "tensor_add-bfloat16-1": (12, 0), "matmul-float32-0": (5, 0), "matmul-float32-1": (16, 0),
@@ -2095,8 +2095,8 @@ EXAMPLE_COUNTS = {
     "rmsnorm-bfloat16-0": (15, 0), "rmsnorm-bfloat16-1": (8, 0), "layernorm-float32-0": (20, 0),
     "layernorm-float32-1": (11, 0), "layernorm-bfloat16-0": (20, 0), "layernorm-bfloat16-1": (11, 0),
     "attention-float32-0": (38, 0), "attention-float32-1": (18, 0), "attention-bfloat16-0": (30, 0),
-    "attention-bfloat16-1": (14, 0), "mx_matmul-bfloat16-0": (4, 3), "mx_matmul-bfloat16-1": (4, 3),
-    "mx_matmul-float16-0": (4, 3), "mx_matmul-float16-1": (4, 3), "legacy_tensor_add-float32-0": (14, 0),
+    "attention-bfloat16-1": (14, 0), "mx_matmul-bfloat16-0": (7, 0), "mx_matmul-bfloat16-1": (7, 0),
+    "mx_matmul-float16-0": (7, 0), "mx_matmul-float16-1": (7, 0), "legacy_tensor_add-float32-0": (14, 0),
     "legacy_matmul-float32-0": (5, 0), "legacy_softmax-float32-0": (26, 0), "stages_tiled-float32-0": (5, 0),
     "stages_hoisted-float32-0": (8, 0), "stages_blocked_mn-float32-0": (8, 0),
     "stages_blocked_mnk-float32-0": (10, 0),
@@ -2532,26 +2532,86 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
     assert "KNIT_BACKEND=reference" in str(info.value)
 
 
+@knit.jit
+def _sum3(a, b, c):
+    out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_compute(out, [a, b, c], nl.add)  # no native body
+    return out
+
+
 def test_strict_backend_names_an_opcode_without_a_body():
-    """mx_matmul's quantize_mx has no native body: listed under jit with a JitFallbackWarning
-    (once per compiled kernel, not on every run), an error under jit-strict that points at the
-    example's quantize_mx line."""
-    path, name, make, kwargs, _ = EXAMPLE_CASES["mx_matmul"]
-    inputs = make(np.random.default_rng(3), BF16, 0)
-    c = knit.compile(getattr(load_example(path), name), *inputs)
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "examples", "kernels",
-                       "python", "mx_matmul.py")
-    q_line = next(i for i, text in enumerate(open(src), 1) if "nisa.quantize_mx(" in text)
+    """dma_compute has no native body: listed under jit with a JitFallbackWarning (once per
+    compiled kernel, not on every run), an error under jit-strict that points at its line."""
+    a, b, c3 = (values(F32, (128, 64), seed_of("sum3", i)) for i in range(3))
+    c = knit.compile(_sum3, a, b, c3)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.dma_compute(out, [a, b, c], nl.add)" in text)
+    where = f"{__file__}:{line}: dma_compute: no native body"
     c.__dict__.pop("_reported_fallbacks", None)  # knit.compile's cache may hand back an already-run kernel
-    with pytest.warns(knit.JitFallbackWarning, match=f"{src}:{q_line}: quantize_mx: no native body"):
-        c.run(*inputs, backend="jit")
-    assert f"{src}:{q_line}: quantize_mx: no native body for this opcode yet" in c.last_run["fallbacks"]
+    with pytest.warns(knit.JitFallbackWarning, match=where):
+        got = c.run(a, b, c3, backend="jit")
+    assert f"{where} for this opcode yet" in c.last_run["fallbacks"]
+    assert_bytes_equal(c.reference(a, b, c3), got)
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
-        c.run(*inputs, backend="jit")  # the same fallbacks again: already reported
+        c.run(a, b, c3, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(*inputs, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == q_line and "quantize_mx" in str(info.value)
+        c.run(a, b, c3, backend="jit-strict")
+    assert info.value.rule == "jit-strict" and info.value.line == line and "dma_compute" in str(info.value)
+
+
+@knit.jit(platform_target="trn3")
+def _mx_round_trip(a, b, fa, fb):
+    """quantize_mx of a [P, 4M] and b [P, 4N] (packed dtypes fa, fb), their words and scales
+    stored, then nc_matmul_mx of the two into fresh PSUM and once more accumulating."""
+    P = a.shape[0]
+    outs, quantized = [], []
+    for x, packed in ((a, fa), (b, fb)):
+        F = x.shape[1] // 4
+        src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=src, src=x)
+        q = nl.ndarray((P, F), dtype=packed, buffer=nl.sbuf)
+        s = nl.ndarray((P // 8, F), dtype=nl.float8_e8m0fnu, buffer=nl.sbuf)
+        nisa.quantize_mx(dst=q, src=src, dst_scale=s)
+        for t in (q, s):
+            o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=o, src=t)
+            outs.append(o)
+        quantized.append((q, s))
+    (qa, sa), (qb, sb) = quantized
+    acc = nl.ndarray((a.shape[1] // 4, b.shape[1] // 4), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul_mx(acc, qa, qb, sa, sb)
+    nisa.nc_matmul_mx(acc, qa, qb, sa, sb, accumulate=True)
+    res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=res)
+    return (*outs, out)
+
+
+@pytest.mark.parametrize("formats", [("float8_e4m3fn_x4", "float8_e4m3fn_x4"), ("float8_e5m2_x4", "float8_e4m3fn_x4")])
+@pytest.mark.parametrize("dt", [F16, BF16])
+@pytest.mark.parametrize("kind", ["finite", "nan", "zero_groups"])
+def test_mx_instructions_match_the_reference_bytes(formats, dt, kind):
+    """quantize_mx (its own body, alu.cpp's quantize_mx_group) and nc_matmul_mx (the reference's
+    dequantization, the native matmul body's K-sum) give the reference interpreter's bytes: the
+    packed words, the scales (all-zero groups, NaN / inf groups, scales clamped at 2^+-127) and
+    the fp32 PSUM results, entirely natively."""
+    P, M, N = 128, 64, 96
+    a = values(dt, (P, 4 * M), seed_of("mx", dt.name, kind, 0), "nan" if kind == "nan" else "finite")
+    b = values(dt, (P, 4 * N), seed_of("mx", dt.name, kind, 1), "finite")
+    if kind == "zero_groups":  # whole groups of zeros, and groups of tiny or huge values
+        a[0:8, 0:16] = 0
+        b[8:16, 4:8] = 0
+        with np.errstate(over="ignore"):
+            a[16:24] = (a[16:24].astype(np.float32) * np.float32(2.0**-100)).astype(dt)
+            b[24:32] = (np.clip(b[24:32].astype(np.float32), -1e-20, 1e-20) * np.float32(2.0**80)).astype(dt)
+    fa, fb = (getattr(nl, f) for f in formats)
+    c = knit.compile(_mx_round_trip, a, b, fa, fb)
+    want = c.reference(a, b, fa, fb)
+    got = c.run(a, b, fa, fb, backend="jit-strict")
+    for w, g in zip(want, got):
+        assert_bytes_equal(w, g)
+    assert c.last_run["interpreted"] == 0 and c.last_run["native"] == 12, c.last_run
 
 
 @pytest.mark.parametrize("case_id", ["transpose", "softmax", "matmul"])

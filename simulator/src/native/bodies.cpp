@@ -514,3 +514,23 @@ extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* opera
       knit::ir::encode(type(s.dst), r, p);
     }
 }
+
+// ---- quantize_mx ----------------------------------------------------------------------------------
+
+extern "C" void knit_quantize_mx_body(const QuantizeMxShape* shape, uint8_t* const* operands, float* const*) {
+  uint8_t* const data[3] = {operands[0], operands[1], operands[2]};  // see local_pointers_note
+  const QuantizeMxShape& s = *shape;
+  constexpr int kG = knit::sim::kMxGroupPartitions;
+  for (int64_t g = 0; g < s.groups; ++g)
+    for (int64_t w = 0; w < s.words; ++w) {
+      float x[kG][4];
+      for (int i = 0; i < kG; ++i)
+        for (int j = 0; j < 4; ++j)
+          x[i][j] = knit::ir::decode(type(s.src), data[2] + (g * kG + i) * s.src.step[0] + (4 * w + j) * s.src.step[1]);
+      uint32_t words[kG];
+      const uint32_t scale = knit::sim::quantize_mx_group(type(s.dst), x, words);
+      knit::ir::store_bits(type(s.scale), scale, data[1] + g * s.scale.step[0] + w * s.scale.step[1]);
+      for (int i = 0; i < kG; ++i)
+        knit::ir::store_bits(type(s.dst), words[i], data[0] + (g * kG + i) * s.dst.step[0] + w * s.dst.step[1]);
+    }
+}

@@ -10,6 +10,7 @@
 #include "../alu.h"
 #include "../exec_compute.h"
 #include "../machine.h"
+#include "../matmul.h"
 #include "knit/ir/view.h"
 #include "knit/jit/specializer.h"
 #include "knit/sim/native.h"
@@ -61,7 +62,9 @@ bool natively_executable(Opcode op) {
     case Opcode::bn_stats:
     case Opcode::bn_aggr:
     case Opcode::max8:
-    case Opcode::nc_matmul: return true;
+    case Opcode::nc_matmul:
+    case Opcode::quantize_mx:
+    case Opcode::nc_matmul_mx: return true;
     default: return false;
   }
 }
@@ -268,6 +271,23 @@ std::optional<Activation> activation_of(const Instruction& inst) {
 }  // namespace
 
 // The static part of running `inst` natively: operand layouts, the walk and the shape bytes.
+namespace {
+
+// An operand (on chip: `on_chip`) walked as [partitions, one free dim] in walk dims d and d + 1 (matmul and
+// quantize_mx operands); false if its free dims do not merge into one.
+bool partitions_and_free(Operand& o, bool on_chip, int d) {
+  if (!on_chip || o.layout.num.empty()) return false;
+  const auto free = simplified(o.layout, 1);
+  if (free.size() > 1) return false;
+  o.n[d] = o.layout.num[0];
+  o.step[d] = o.layout.stride[0];
+  o.n[d + 1] = free.empty() ? 1 : free[0].first;
+  o.step[d + 1] = free.empty() ? o.esize : free[0].second;
+  return true;
+}
+
+}  // namespace
+
 bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   if (!natively_executable(inst.opcode())) return false;
   out.inst = &inst;
@@ -554,6 +574,23 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     out.shape = bytes_of(r);
     return true;
   }
+  if (const auto* op = std::get_if<QuantizeMx>(&inst.op)) {
+    out.body = "knit_quantize_mx_body";
+    if (!add(op->dst, true) || !add(op->dst_scale, true) || !add(op->src, false)) return false;
+    for (Operand& o : out.ops)
+      if (!partitions_and_free(o, on_chip(*o.view), 0)) return false;
+    QuantizeMxShape q{};
+    q.groups = out.ops[1].n[0];
+    q.words = out.ops[0].n[1];
+    if (out.ops[0].n[0] != 8 * q.groups || out.ops[2].n[0] != 8 * q.groups || out.ops[1].n[1] != q.words ||
+        out.ops[2].n[1] != 4 * q.words)
+      return false;
+    q.dst = access_of(out.ops[0]);
+    q.scale = access_of(out.ops[1]);
+    q.src = access_of(out.ops[2]);
+    out.shape = bytes_of(q);
+    return true;
+  }
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
     if (op->perf_mode != MatmulPerfMode::none) return false;
     out.body = "knit_matmul_body";
@@ -561,13 +598,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     int64_t extent[3][2];
     for (int i = 0; i < 3; ++i) {
       Operand& o = out.ops[i];
-      if (!on_chip(*o.view) || o.layout.num.empty()) return false;
-      const auto free = simplified(o.layout, 1);
-      if (free.size() > 1) return false;
-      o.n[2] = o.layout.num[0];
-      o.step[2] = o.layout.stride[0];
-      o.n[3] = free.empty() ? 1 : free[0].first;
-      o.step[3] = free.empty() ? o.esize : free[0].second;
+      if (!partitions_and_free(o, on_chip(*o.view), 2)) return false;
       extent[i][0] = o.n[2];
       extent[i][1] = o.n[3];
     }
@@ -708,7 +739,25 @@ bool moves_no_data(Opcode op) {
 
 }  // namespace
 
+bool NativeExecutor::warm(const Instruction& inst) {
+  if (hot_) return true;
+  for_each_view(inst, [&](const char*, const View& v) { work_ += v.num_elements(); });
+  if (work_ < threshold_) return false;
+  hot_ = true;
+  prepare();
+  return true;
+}
+
 bool NativeExecutor::run(const Instruction& inst) {
+  if (const auto* op = std::get_if<NcMatmulMx>(&inst.op)) {
+    if (!warm(inst)) {
+      ++interpreted;
+      return false;
+    }
+    matmul_mx(*op);
+    ++native;
+    return true;
+  }
   Plan p;
   if (!plan(inst, p)) {
     if (moves_no_data(inst.opcode())) {
@@ -721,16 +770,9 @@ bool NativeExecutor::run(const Instruction& inst) {
                                "operands' or the affine pattern's)"
                              : "no native body for this opcode yet"});
   }
-  // Tiered: a kernel too small to repay compiling runs on the reference executors until the
-  // element work it has done passes the threshold (a device loop can get there late).
-  if (!hot_) {
-    for (const Operand& o : p.ops) work_ += o.view->num_elements();
-    if (work_ < threshold_) {
-      ++interpreted;
-      return false;
-    }
-    hot_ = true;
-    prepare();
+  if (!warm(inst)) {
+    ++interpreted;
+    return false;
   }
   if (const Refusal why = execute(p); why.reason) return refuse(inst, why);
   ++native;
@@ -831,35 +873,14 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     col[0] = m_.column(activation->scale, P, "scale");
     col[1] = activation->bias.is_none() ? std::vector<float>(P, 0.0f) : m_.column(activation->bias, P, "bias");
   }
-  // Compile (once per shape) and run, in parts on the worker threads where that pays.
-  WorkerPool& pool = WorkerPool::instance();
-  const std::vector<Part> parts = parts_of(p.body, shape, p.scratch_floats, pool.threads());
-  int64_t scratch_total = 0;
-  for (const Part& part : parts) scratch_total += part.scratch_floats;
-  if (scratch_total > static_cast<int64_t>(scratch_.size())) scratch_.resize(static_cast<size_t>(scratch_total));
-  std::vector<std::function<void()>> jobs;
-  float* scratch = scratch_.data();
-  for (const Part& part : parts) {
-    const std::string key = compiled_key(p.body, part.shape);
-    auto it = compiled_.find(key);
-    if (it == compiled_.end()) {
-      const auto fns = jit_.compile({{p.body, part.shape}});
-      it = compiled_.emplace(key, reinterpret_cast<void*>(fns[0])).first;
-    }
-    // The shapes' steps are relative to each operand's start; the bodies add them to data[i].
-    std::array<uint8_t*, 4> data{};
-    for (size_t i = 0; i < p.ops.size(); ++i) data[i] = mem[i]->bytes.data() + p.ops[i].layout.base + part.offset[i];
-    if (part.scratch_floats) data[3] = reinterpret_cast<uint8_t*>(scratch);
-    scratch += part.scratch_floats;
-    const auto fn = reinterpret_cast<codegen::SpecializedFn>(it->second);
-    auto from_row = [&](std::vector<float>& v) { return v.empty() ? nullptr : v.data() + part.first_row; };
-    const std::array<float*, 3> columns{from_row(col[0]), from_row(col[1]), from_row(folds)};
-    jobs.push_back([fn, data, columns] { fn(data.data(), columns.data()); });
+  std::array<uint8_t*, 3> bases{};
+  for (size_t i = 0; i < p.ops.size() && i < bases.size(); ++i) bases[i] = mem[i]->bytes.data() + p.ops[i].layout.base;
+  dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
+  for (size_t i = 0; i < p.ops.size(); ++i) {  // the written operands come first
+    if (!p.ops[i].written) break;
+    if (mem[i]->tracks_init()) set_flags(mem[i]->init, p.ops[i], 1);
+    if (mem[i]->tracks_matmul()) set_flags(mem[i]->mm_written, p.ops[i], by_matmul ? 1 : 0);
   }
-  pool.run(jobs);
-  const Operand& dst = p.ops[0];
-  if (mem[0]->tracks_init()) set_flags(mem[0]->init, dst, 1);
-  if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written, dst, by_matmul ? 1 : 0);
   if (activation) finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
   if (const auto* op = std::get_if<SelectReduce>(&inst.op))
@@ -867,6 +888,80 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   if (const auto* op = std::get_if<RangeSelect>(&inst.op))
     finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
   return {};
+}
+
+void NativeExecutor::dispatch(const char* body, const std::string& shape, int64_t scratch_floats,
+                              const std::array<uint8_t*, 3>& bases, const std::array<std::vector<float>*, 3>& columns) {
+  // Compile (once per shape) and run, in parts on the worker threads where that pays.
+  WorkerPool& pool = WorkerPool::instance();
+  const std::vector<Part> parts = parts_of(body, shape, scratch_floats, pool.threads());
+  int64_t scratch_total = 0;
+  for (const Part& part : parts) scratch_total += part.scratch_floats;
+  if (scratch_total > static_cast<int64_t>(scratch_.size())) scratch_.resize(static_cast<size_t>(scratch_total));
+  std::vector<std::function<void()>> jobs;
+  float* scratch = scratch_.data();
+  for (const Part& part : parts) {
+    const std::string key = compiled_key(body, part.shape);
+    auto it = compiled_.find(key);
+    if (it == compiled_.end()) {
+      const auto fns = jit_.compile({{body, part.shape}});
+      it = compiled_.emplace(key, reinterpret_cast<void*>(fns[0])).first;
+    }
+    // The shapes' steps are relative to each operand's start; the bodies add them to data[i].
+    std::array<uint8_t*, 4> data{};
+    for (size_t i = 0; i < bases.size(); ++i) data[i] = bases[i] ? bases[i] + part.offset[i] : nullptr;
+    if (part.scratch_floats) data[3] = reinterpret_cast<uint8_t*>(scratch);
+    scratch += part.scratch_floats;
+    const auto fn = reinterpret_cast<codegen::SpecializedFn>(it->second);
+    auto from_row = [&](std::vector<float>* v) { return !v || v->empty() ? nullptr : v->data() + part.first_row; };
+    const std::array<float*, 3> cols{from_row(columns[0]), from_row(columns[1]), from_row(columns[2])};
+    jobs.push_back([fn, data, cols] { fn(data.data(), cols.data()); });
+  }
+  pool.run(jobs);
+}
+
+namespace {
+
+// The fp32 K-sum of an nc_matmul_mx over its dequantized operands, all row-major: [K, M], [K, N]
+// and the partial sums [M, N].
+MatmulShape mx_sum_shape(int64_t K, int64_t M, int64_t N) {
+  auto rows_of = [](int64_t row_elements) {
+    Access a{};
+    a.dtype = static_cast<int32_t>(DType::float32);
+    a.step[0] = 4 * row_elements;
+    a.step[1] = 4;
+    return a;
+  };
+  MatmulShape mm{};
+  mm.K = K;
+  mm.M = M;
+  mm.N = N;
+  mm.stationary = rows_of(M);
+  mm.moving = rows_of(N);
+  mm.dst = rows_of(N);
+  return mm;
+}
+
+}  // namespace
+
+// nc_matmul_mx: both operands are dequantized to fp32 by the reference's own code (dequantize_mx,
+// reading through Tiles: the same checks, errors and warnings), the K x M x N sum, all of the
+// instruction's arithmetic but those exact multiplications by powers of two, runs in the native
+// matmul body on them, and the result goes into PSUM as the reference writes it
+// (write_matmul_result): each of those bytes is the reference's by construction.
+void NativeExecutor::matmul_mx(const NcMatmulMx& op) {
+  Tile stat = m_.tile(op.stationary, "stationary");
+  Tile mov = m_.tile(op.moving, "moving");
+  Tile stat_scale = m_.tile(op.stationary_scale, "stationary_scale");
+  Tile mov_scale = m_.tile(op.moving_scale, "moving_scale");
+  Tile dst = m_.tile(op.dst, "dst");
+  std::vector<float> s = dequantize_mx(stat, stat_scale), v = dequantize_mx(mov, mov_scale);
+  const MatmulShape mm = mx_sum_shape(4 * stat.P, stat.F, mov.F);
+  std::vector<float> partial(static_cast<size_t>(mm.M * mm.N)), overwrite{0.0f};
+  auto bytes = [](std::vector<float>& x) { return reinterpret_cast<uint8_t*>(x.data()); };
+  dispatch("knit_matmul_body", bytes_of(mm), matmul_scratch_floats(mm.K, mm.M, mm.N), {bytes(partial), bytes(s), bytes(v)},
+           {&overwrite, nullptr, nullptr});
+  write_matmul_result(m_, dst, partial, op.accumulate);
 }
 
 void NativeExecutor::start() {
@@ -887,7 +982,15 @@ void NativeExecutor::prepare() {
     bool dynamic = false;
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
     Plan p;
-    if (dynamic || !plan(inst, p)) continue;
+    if (const auto* mx = std::get_if<NcMatmulMx>(&inst.op); mx && !dynamic) {
+      const MatmulShape mm = mx_sum_shape(4 * mx->stationary.dims[0].num, mx->stationary.num_elements() / mx->stationary.dims[0].num,
+                                          mx->moving.num_elements() / mx->moving.dims[0].num);
+      p.body = "knit_matmul_body";
+      p.shape = bytes_of(mm);
+      p.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
+    } else if (dynamic || !plan(inst, p)) {
+      continue;
+    }
     for (const Part& part : parts_of(p.body, p.shape, p.scratch_floats, WorkerPool::instance().threads()))
       requests.push_back({p.body, part.shape});
   }

@@ -12,6 +12,7 @@
 // The per-element reference path is the definition; this one is an exact fast path of it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -63,6 +64,14 @@ class NativeExecutor {
   };
   bool plan(const ir::Instruction& inst, Plan& out);
   Refusal execute(const Plan& plan);
+  // Tiered compiling (see start): false while the kernel is too small to compile, counting
+  // inst's elements as work done.
+  bool warm(const ir::Instruction& inst);
+  // Runs a body on `shape` (compiling it on first use), split over the worker threads where it
+  // pays; bases are data[0..2], columns the per-partition columns (null: none).
+  void dispatch(const char* body, const std::string& shape, int64_t scratch_floats, const std::array<uint8_t*, 3>& bases,
+                const std::array<std::vector<float>*, 3>& columns);
+  void matmul_mx(const ir::NcMatmulMx& op);
   bool refuse(const ir::Instruction& inst, Refusal why);
 
   Machine& m_;
