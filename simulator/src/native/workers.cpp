@@ -1,6 +1,8 @@
 #include "workers.h"
 
 #include <algorithm>
+#include <exception>
+#include <utility>
 #include <cstdlib>
 #include <string>
 
@@ -52,21 +54,32 @@ WorkerPool::~WorkerPool() {
 }
 
 void WorkerPool::run(const std::vector<std::function<void()>>& jobs) {
-  if (jobs.size() > 1) {
+  if (jobs.size() <= 1) {
+    if (!jobs.empty()) jobs[0]();
+    return;
+  }
+  std::lock_guard<std::mutex> turn(turn_);
+  {
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_ = &jobs;
     pending_ = jobs.size() - 1;
     ++generation_;
   }
-  if (jobs.size() > 1) wake_.notify_all();
-  if (!jobs.empty()) jobs[0]();
-  if (jobs.size() > 1) {
-    auto done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
-    spin_until(done);  // see spin_note
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, done);
-    jobs_ = nullptr;
+  wake_.notify_all();
+  std::exception_ptr failure;
+  try {
+    jobs[0]();
+  } catch (...) {
+    failure = std::current_exception();  // rethrown once the workers are done with `jobs`
   }
+  auto done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  spin_until(done);  // see spin_note
+  std::unique_lock<std::mutex> lock(mutex_);
+  finished_.wait(lock, done);
+  jobs_ = nullptr;
+  if (!failure) failure = std::exchange(worker_failure_, nullptr);
+  worker_failure_ = nullptr;
+  if (failure) std::rethrow_exception(failure);
 }
 
 // Worker i runs job i of each generation that has one.
@@ -83,7 +96,12 @@ void WorkerPool::work(size_t index) {
       if (jobs_ && index < jobs_->size()) job = &(*jobs_)[index];
     }
     if (!job) continue;
-    (*job)();
+    try {
+      (*job)();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!worker_failure_) worker_failure_ = std::current_exception();
+    }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);  // the caller may be asleep on finished_
       finished_.notify_one();

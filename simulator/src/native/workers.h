@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -20,8 +21,9 @@ class WorkerPool {
   ~WorkerPool();
   // Threads available, the calling one included.
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
-  // Runs jobs[0] on the calling thread and the others on workers; returns when all are done.
-  // At most threads() jobs.
+  // Runs jobs[0] on the calling thread and the others on workers; returns when all are done,
+  // then rethrows the first exception a job threw. At most threads() jobs. Calls from different
+  // threads take turns; a job must not call run.
   void run(const std::vector<std::function<void()>>& jobs);
 
  private:
@@ -29,12 +31,14 @@ class WorkerPool {
   void work(size_t index);
 
   std::vector<std::thread> workers_;
+  std::mutex turn_;  // one run() at a time (two kernels run from two host threads)
   std::mutex mutex_;
   std::condition_variable wake_, finished_;
   const std::vector<std::function<void()>>* jobs_ = nullptr;
   // Written under mutex_ (so a sleeper's predicate sees them), read without it while spinning.
   std::atomic<uint64_t> generation_ = 0;
   std::atomic<size_t> pending_ = 0;
+  std::exception_ptr worker_failure_;  // the first exception of a worker's job (under mutex_)
   bool stop_ = false;
 };
 
