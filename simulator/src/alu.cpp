@@ -107,7 +107,7 @@ float exp_of(float x) {
                                         1.0 / 40320,   1.0 / 362880,  1.0 / 3628800,  1.0 / 39916800};
   double p = kInvFactorial[11];
   for (int k = 10; k >= 0; --k) p = p * r + kInvFactorial[k];
-  // n is in [-151, 129]: the low bits of `shifted` hold it, and 2^n is a normal double.
+  // n is in [-150, 128]: the low bits of `shifted` hold it, and 2^n is a normal double.
   const int64_t n_int = std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(kRound);
   const double two_n = std::bit_cast<double>(static_cast<uint64_t>(n_int + 1023) << 52);
   const float y = static_cast<float>(p * two_n);

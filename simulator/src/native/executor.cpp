@@ -273,8 +273,8 @@ std::optional<Activation> activation_of(const Instruction& inst) {
 // The static part of running `inst` natively: operand layouts, the walk and the shape bytes.
 namespace {
 
-// An operand (on chip: `on_chip`) walked as [partitions, one free dim] in walk dims d and d + 1 (matmul and
-// quantize_mx operands); false if its free dims do not merge into one.
+// An operand (on chip: `on_chip`) walked as [partitions, one free dim] in walk dims d and d + 1
+// (matmul and quantize_mx operands); false if its free dims do not merge into one.
 bool partitions_and_free(Operand& o, bool on_chip, int d) {
   if (!on_chip || o.layout.num.empty()) return false;
   const auto free = simplified(o.layout, 1);
@@ -959,8 +959,8 @@ void NativeExecutor::matmul_mx(const NcMatmulMx& op) {
   const MatmulShape mm = mx_sum_shape(4 * stat.P, stat.F, mov.F);
   std::vector<float> partial(static_cast<size_t>(mm.M * mm.N)), overwrite{0.0f};
   auto bytes = [](std::vector<float>& x) { return reinterpret_cast<uint8_t*>(x.data()); };
-  dispatch("knit_matmul_body", bytes_of(mm), matmul_scratch_floats(mm.K, mm.M, mm.N), {bytes(partial), bytes(s), bytes(v)},
-           {&overwrite, nullptr, nullptr});
+  dispatch("knit_matmul_body", bytes_of(mm), matmul_scratch_floats(mm.K, mm.M, mm.N),
+           {bytes(partial), bytes(s), bytes(v)}, {&overwrite, nullptr, nullptr});
   write_matmul_result(m_, dst, partial, op.accumulate);
 }
 
@@ -983,8 +983,8 @@ void NativeExecutor::prepare() {
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
     Plan p;
     if (const auto* mx = std::get_if<NcMatmulMx>(&inst.op); mx && !dynamic) {
-      const MatmulShape mm = mx_sum_shape(4 * mx->stationary.dims[0].num, mx->stationary.num_elements() / mx->stationary.dims[0].num,
-                                          mx->moving.num_elements() / mx->moving.dims[0].num);
+      const int64_t P = mx->stationary.dims[0].num;  // K = 4P; M and N: the free sizes
+      const MatmulShape mm = mx_sum_shape(4 * P, mx->stationary.num_elements() / P, mx->moving.num_elements() / P);
       p.body = "knit_matmul_body";
       p.shape = bytes_of(mm);
       p.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
