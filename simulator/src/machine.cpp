@@ -207,7 +207,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   // bytes every run), and are left as the memory pool hands them over otherwise.
   const bool pins = std::any_of(kernel.tensors.begin(), kernel.tensors.end(),
                                 [](const TensorDecl& t) { return is_on_chip(t.buffer) && t.address; });
-  for (int c = 0; c < plan_.cores && !(options.timing_only && program); ++c) {  // (timing-only: no data)
+  for (int c = 0; c < plan_.cores && !times_regions_only(); ++c) {
     sbuf_[c].resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_), false, pins);
     psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_), /*track_matmul=*/true, pins);
   }
@@ -451,9 +451,7 @@ void Machine::set_reg(int id, int64_t value) {
 void Machine::compute_liveness() {
   match_ = match_blocks(kernel_);
   loop_stop_.assign(kernel_.body.size(), 0);
-  if (options_.timing_only && program_) {
-    // Only control flow runs (regions are timed, not executed): no tensor is placed, nothing
-    // needs memory, so the lives and the allocation's memory are not worked out.
+  if (times_regions_only()) {  // only control flow runs: no lives, no allocation's memory
     plan_ = program_->plan;
     place_at_.assign(kernel_.body.size(), {});
     release_at_.assign(kernel_.body.size(), {});

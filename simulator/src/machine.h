@@ -193,6 +193,9 @@ class Machine {
   ir::Instruction concretize(const ir::Instruction& inst) const;
 
   const codegen::EngineProgram* program_ = nullptr;  // null: the reference interpreter
+  // A timing-only run of an engine program: its regions are timed, not executed, so no tensor
+  // is placed and no on-chip memory or tensor lives are needed.
+  bool times_regions_only() const { return options_.timing_only && program_; }
   const ir::Kernel& kernel_;
   std::vector<HostTensor>& args_;
   InterpretOptions options_;
