@@ -107,6 +107,7 @@ class Compiled:
         self._param_positions = param_positions
         self.last_run = None  # the last run's backend and native / interpreted instruction counts
         self.last_written = []  # argument positions the last run's kernel writes
+        self._reported_fallbacks = set()  # fallback lines already warned about (_warn_fallbacks)
         self._num_outputs = num_outputs  # the kernel's results; device_print outputs follow them
         self._single = single  # the kernel returned one tensor (not a tuple)
         self._program = None
@@ -167,7 +168,7 @@ class Compiled:
 def _warn_fallbacks(compiled):
     """Says so, once per instruction and compiled kernel, when the native path handed
     instructions to the reference executors: the default backend never falls back silently."""
-    reported = compiled.__dict__.setdefault("_reported_fallbacks", set())
+    reported = compiled._reported_fallbacks
     new = [f for f in compiled.last_run.get("fallbacks", ()) if f not in reported]
     if not new:
         return
