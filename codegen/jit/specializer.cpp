@@ -34,8 +34,7 @@ struct Specializer::Impl {
   std::unique_ptr<DiskObjectCache> cache;  // null when caching is off
   std::string cache_dir;
   std::unique_ptr<OrcJit> jit;
-  std::unique_ptr<llvm::TargetMachine> machine;
-  std::string cpu, features;
+  std::string triple, cpu, features;  // the host's, as its target machines see it
   std::map<std::pair<std::string, std::string>, SpecializedFn> done;
   std::atomic<int64_t> compiled = 0, from_cache = 0;  // modules built by LLVM / loaded from the disk cache
   std::mutex mutex;  // one compile() at a time (its groups run in parallel)
@@ -96,24 +95,19 @@ Specializer::Specializer(std::string_view library) : impl_(std::make_unique<Impl
     impl_->cache = std::make_unique<DiskObjectCache>(impl_->cache_dir);
   }
   impl_->jit = std::make_unique<OrcJit>(impl_->cache.get());
-  impl_->machine = impl_->target_machine();
-  impl_->cpu = impl_->machine->getTargetCPU().str();
-  impl_->features = impl_->machine->getTargetFeatureString().str();
+  const std::unique_ptr<llvm::TargetMachine> host = impl_->target_machine();
+  impl_->triple = host->getTargetTriple().str();
+  impl_->cpu = host->getTargetCPU().str();
+  impl_->features = host->getTargetFeatureString().str();
 }
 
 Specializer::~Specializer() = default;
 
-namespace {
-
-// Threads for compiling one batch of requests: the host's cores, or KNIT_THREADS (as the
-// simulator's worker pool).
-size_t compile_threads() {
-  size_t n = std::max(1u, std::thread::hardware_concurrency());
-  if (const char* env = std::getenv("KNIT_THREADS"); env && *env) n = static_cast<size_t>(std::max(1, std::atoi(env)));
-  return std::min<size_t>(n, 64);
+int knit_threads() {
+  int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* env = std::getenv("KNIT_THREADS"); env && *env) n = std::max(1, std::atoi(env));
+  return std::min(n, 64);
 }
-
-}  // namespace
 
 std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequest>& requests) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -129,7 +123,7 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
   // LLVM optimizes and generates code for a module on one thread: dealing the requests round
   // robin into one module per core compiles a large batch about that many times faster. The
   // groups depend only on the requests and the thread count, so they hit the same cache entries.
-  const size_t n_groups = std::min(missing.size(), compile_threads());
+  const size_t n_groups = std::min(missing.size(), static_cast<size_t>(knit_threads()));
   std::vector<std::vector<size_t>> groups(n_groups);
   for (size_t k = 0; k < missing.size(); ++k) groups[k % n_groups].push_back(missing[k]);
   std::vector<std::exception_ptr> failed(n_groups);
@@ -232,7 +226,7 @@ void Specializer::compile_group(const std::vector<SpecializeRequest>& requests, 
 }
 
 std::string Specializer::host_description() const {
-  return impl_->machine->getTargetTriple().str() + ";" + impl_->cpu + ";" + impl_->features + ";LLVM " +
+  return impl_->triple + ";" + impl_->cpu + ";" + impl_->features + ";LLVM " +
          LLVM_VERSION_STRING;
 }
 

@@ -35,7 +35,7 @@ class ByteFlags {
 
   // Whether flags [at, at + len) all equal value (0 or 1).
   bool all(int64_t at, int64_t len, uint8_t value) const {
-    if (len <= 8 && (at >> kShift) == ((at + len - 1) >> kShift)) {  // one element: the interpreter's case
+    if (one_element(at, len)) {
       const uint8_t s = blocks_[static_cast<size_t>(at >> kShift)];
       return s == kMixed ? small_all(at, len, value) : s == value;
     }
@@ -59,7 +59,7 @@ class ByteFlags {
 
   // Sets flags [at, at + len) to value (0 or 1).
   void set(int64_t at, int64_t len, uint8_t value) {
-    if (len <= 8 && (at >> kShift) == ((at + len - 1) >> kShift)) {  // one element: the interpreter's case
+    if (one_element(at, len)) {
       const uint8_t s = blocks_[static_cast<size_t>(at >> kShift)];
       if (s == value) return;
       if (s == kMixed && (at + len) % kBlock != 0) return small_fill(at, len, value);
@@ -69,6 +69,9 @@ class ByteFlags {
 
  private:
   static constexpr uint8_t kMixed = 2;
+
+  // One element's flags inside one block: the interpreter's case, served without the loop.
+  static bool one_element(int64_t at, int64_t len) { return len <= 8 && (at >> kShift) == ((at + len - 1) >> kShift); }
 
   // The general cases, block by block (byte_flags.cpp).
   bool all_range(int64_t at, int64_t len, uint8_t value) const;

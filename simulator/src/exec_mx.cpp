@@ -16,8 +16,6 @@ using namespace knit::ir;
 
 namespace {
 
-constexpr int64_t kGroupPartitions = kMxGroupPartitions;
-
 // The value of an e8m0 scale byte (a uint8 scale operand holds the same bits).
 float scale_value(uint32_t bits) {
   const uint8_t byte = static_cast<uint8_t>(bits);
@@ -32,7 +30,7 @@ std::vector<float> dequantize_mx(const Tile& data, const Tile& scale) {
   std::vector<float> out(static_cast<size_t>(4 * data.P * data.F));
   for (int64_t p = 0; p < data.P; ++p)
     for (int64_t f = 0; f < data.F; ++f) {
-      const float s = scale_value(scales[(p / kGroupPartitions) * data.F + f]);
+      const float s = scale_value(scales[(p / kMxGroupPartitions) * data.F + f]);
       for (int j = 0; j < 4; ++j)
         out[(4 * p + j) * data.F + f] = decode_packed(data.dtype, words[data.at(p, f)], j) * s;
     }
@@ -45,15 +43,15 @@ void exec(Machine& m, const QuantizeMx& op) {
   Tile scale = m.tile(op.dst_scale, "dst_scale");
   const std::vector<float> x = src.read_all();
   const int64_t F = src.F, W = dst.F;  // W = F / 4 words per partition
-  for (int64_t g = 0; g < src.P / kGroupPartitions; ++g)
+  for (int64_t g = 0; g < src.P / kMxGroupPartitions; ++g)
     for (int64_t w = 0; w < W; ++w) {
       // The group: partitions 8g..8g+7, elements 4w..4w+3 of each (alu.cpp, quantize_mx_group).
       float group[kMxGroupPartitions][4];
-      for (int64_t i = 0; i < kGroupPartitions; ++i)
-        for (int j = 0; j < 4; ++j) group[i][j] = x[(g * kGroupPartitions + i) * F + 4 * w + j];
+      for (int64_t i = 0; i < kMxGroupPartitions; ++i)
+        for (int j = 0; j < 4; ++j) group[i][j] = x[(g * kMxGroupPartitions + i) * F + 4 * w + j];
       uint32_t words[kMxGroupPartitions];
       scale.write_bits(g * W + w, quantize_mx_group(dst.dtype, group, words));
-      for (int64_t i = 0; i < kGroupPartitions; ++i) dst.write_bits(dst.at(g * kGroupPartitions + i, w), words[i]);
+      for (int64_t i = 0; i < kMxGroupPartitions; ++i) dst.write_bits(dst.at(g * kMxGroupPartitions + i, w), words[i]);
     }
 }
 

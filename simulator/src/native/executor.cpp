@@ -270,7 +270,6 @@ std::optional<Activation> activation_of(const Instruction& inst) {
 
 }  // namespace
 
-// The static part of running `inst` natively: operand layouts, the walk and the shape bytes.
 namespace {
 
 // An operand (on chip: `on_chip`) walked as [partitions, one free dim] in walk dims d and d + 1
@@ -288,6 +287,7 @@ bool partitions_and_free(Operand& o, bool on_chip, int d) {
 
 }  // namespace
 
+// The static part of running `inst` natively: operand layouts, the walk and the shape bytes.
 bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   if (!natively_executable(inst.opcode())) return false;
   out.inst = &inst;
@@ -923,8 +923,10 @@ void NativeExecutor::dispatch(const char* body, const std::string& shape, int64_
 namespace {
 
 // The fp32 K-sum of an nc_matmul_mx over its dequantized operands, all row-major: [K, M], [K, N]
-// and the partial sums [M, N].
-MatmulShape mx_sum_shape(int64_t K, int64_t M, int64_t N) {
+// and the partial sums [M, N], with K = 4 x the partitions and M, N the operands' free sizes.
+MatmulShape mx_sum_shape(const NcMatmulMx& op) {
+  const int64_t P = op.stationary.dims[0].num, K = 4 * P;
+  const int64_t M = op.stationary.num_elements() / P, N = op.moving.num_elements() / P;
   auto rows_of = [](int64_t row_elements) {
     Access a{};
     a.dtype = static_cast<int32_t>(DType::float32);
@@ -956,7 +958,7 @@ void NativeExecutor::matmul_mx(const NcMatmulMx& op) {
   Tile mov_scale = m_.tile(op.moving_scale, "moving_scale");
   Tile dst = m_.tile(op.dst, "dst");
   std::vector<float> s = dequantize_mx(stat, stat_scale), v = dequantize_mx(mov, mov_scale);
-  const MatmulShape mm = mx_sum_shape(4 * stat.P, stat.F, mov.F);
+  const MatmulShape mm = mx_sum_shape(op);
   std::vector<float> partial(static_cast<size_t>(mm.M * mm.N)), overwrite{0.0f};
   auto bytes = [](std::vector<float>& x) { return reinterpret_cast<uint8_t*>(x.data()); };
   dispatch("knit_matmul_body", bytes_of(mm), matmul_scratch_floats(mm.K, mm.M, mm.N),
@@ -983,8 +985,7 @@ void NativeExecutor::prepare() {
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
     Plan p;
     if (const auto* mx = std::get_if<NcMatmulMx>(&inst.op); mx && !dynamic) {
-      const int64_t P = mx->stationary.dims[0].num;  // K = 4P; M and N: the free sizes
-      const MatmulShape mm = mx_sum_shape(4 * P, mx->stationary.num_elements() / P, mx->moving.num_elements() / P);
+      const MatmulShape mm = mx_sum_shape(*mx);
       p.body = "knit_matmul_body";
       p.shape = bytes_of(mm);
       p.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);

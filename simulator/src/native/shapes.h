@@ -116,6 +116,10 @@ struct MatmulShape {
 // matmul_scratch_floats(K, M, N) floats (operands packed into padded panels, the sums, and one
 // decoded operand row). columns[0][0] is nonzero to add to dst's current fp32 values, zero to
 // overwrite them: the PSUM state decides this per run, so it is not compiled into the shape.
+constexpr int64_t matmul_scratch_floats(int64_t K, int64_t M, int64_t N) {
+  return K * (M + 8) + K * (N + 16) + M * N + (M > N ? M : N);
+}
+
 // quantize_mx: for each group of 8 partitions x 4 elements (g, w), src's 32 values become 8 packed
 // words of dst (column w of partitions 8g..8g+7) and one scale (element [g, w]), by alu.cpp's
 // quantize_mx_group.
@@ -127,9 +131,5 @@ struct QuantizeMxShape {
   Access src;      // step[0] per partition, step[1] per element
 };
 // data[0] = dst, data[1] = scale, data[2] = src.
-
-constexpr int64_t matmul_scratch_floats(int64_t K, int64_t M, int64_t N) {
-  return K * (M + 8) + K * (N + 16) + M * N + (M > N ? M : N);
-}
 
 }  // namespace knit::sim::native

@@ -1,10 +1,9 @@
 #include "workers.h"
 
-#include <algorithm>
 #include <exception>
 #include <utility>
-#include <cstdlib>
-#include <string>
+
+#include "knit/jit/specializer.h"
 
 namespace knit::sim {
 
@@ -32,11 +31,7 @@ bool spin_until(Ready&& ready) {
 }  // namespace
 
 WorkerPool& WorkerPool::instance() {
-  static WorkerPool pool([] {
-    int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    if (const char* env = std::getenv("KNIT_THREADS"); env && *env) n = std::max(1, std::atoi(env));
-    return std::min(n, 64);
-  }());
+  static WorkerPool pool(codegen::knit_threads());
   return pool;
 }
 

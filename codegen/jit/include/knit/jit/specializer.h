@@ -20,6 +20,10 @@ class OrcJit;
 
 using SpecializedFn = void (*)(uint8_t* const* data, float* const* columns);
 
+// Threads Knit uses for parallel work (compiling a batch here, running split instructions in the
+// simulator's worker pool): KNIT_THREADS if set (at least 1), else the host's cores; at most 64.
+int knit_threads();
+
 struct SpecializeRequest {
   std::string body;      // the library function's symbol
   std::string constant;  // the bytes its first argument points to
