@@ -275,7 +275,7 @@ void Machine::place(int id) {
   if (!plan_.tensors[id]) internal_error("tensor '" + t.name + "' has no allocation");
   const codegen::Allocation& a = *plan_.tensors[id];
   Memory& mem = (t.buffer == Buffer::sbuf ? sbuf_ : psum_)[a.core];
-  const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+  const int64_t capacity = partition_capacity(t.buffer);
   const int64_t bytes = a.bytes, parts = a.partitions;
   Placement pl{&mem, a.partition, a.offset, bytes, true};
   placement_[id] = pl;
@@ -319,7 +319,7 @@ bool Machine::layout_of(const View& v, Layout& out) const {
     const PartitionLayout l = partition_layout(t, v);
     if (!l.partition_dim || !l.inside() || !plan_.tensors[v.tensor]) return false;
     const codegen::Allocation& a = *plan_.tensors[v.tensor];
-    const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+    const int64_t capacity = partition_capacity(t.buffer);
     out.num[0] = v.dims[0].num;
     out.stride[0] = capacity;
     first_free = 1;
@@ -372,7 +372,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   tile.F = view_free_size(t, v);
   const int esize = dtype_size(v.dtype);
   const bool on_chip = is_on_chip(t.buffer);
-  const int64_t capacity = t.buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+  const int64_t capacity = partition_capacity(t.buffer);
   const int64_t tensor_part_bytes = on_chip ? t.partition_elements() * dtype_size(t.dtype) : t.size_bytes();
   tile.offset_.resize(static_cast<size_t>(v.num_elements()));
   if (linear_offsets(v, tile.offset_)) return tile;

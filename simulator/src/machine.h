@@ -129,6 +129,10 @@ class Machine {
     std::vector<int64_t> num, stride;
   };
   bool layout_of(const ir::View& v, Layout& out) const;
+  // Bytes between the starts of two partitions of an on-chip memory (SBUF or PSUM).
+  int64_t partition_capacity(ir::Buffer b) const {
+    return b == ir::Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
+  }
   // The memory a live tensor's view lies in (HBM buffer, or its core's SBUF / PSUM).
   Memory* memory_of(const ir::View& v) const { return placement_[v.tensor].mem; }
   const ir::Instruction& current() const { return *current_; }

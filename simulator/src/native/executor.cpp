@@ -71,6 +71,24 @@ bool natively_executable(Opcode op) {
 
 namespace {
 
+// Why plan() leaves an instruction to the reference executors (listed in RunResult::fallbacks).
+namespace why {
+constexpr const char* no_body = "no native body for this opcode yet";
+constexpr const char* indirect = "an operand is indirect (vector_offset): which rows it touches is read at run time";
+constexpr const char* spills =
+    "an operand has a dim that neither steps by whole partitions nor stays inside one partition";
+constexpr const char* walk_dims = "its operands need more than 4 strided dims after merging";
+constexpr const char* no_nest = "its operands' dims do not nest (no common walk of their elements)";
+constexpr const char* partitions =
+    "its operands do not share one partition dim (only a copy moves data between partitions)";
+constexpr const char* free_dims =
+    "an operand is not one [partition, free] block (it is in HBM, or its free dims do not merge into one)";
+constexpr const char* perf_mode = "its perf_mode packs operands in a layout the matmul body does not walk";
+constexpr const char* transpose_rank = "its axes do not match its source's dims";
+constexpr const char* reduced_run = "its reduced dims are not one strided run of elements per result";
+constexpr const char* operand_kind = "its source is neither a tile nor an immediate";
+}  // namespace why
+
 // One operand of a planned instruction: where it lies and how the body walks it.
 struct Operand {
   const View* view = nullptr;
@@ -110,9 +128,9 @@ std::vector<std::pair<int64_t, int64_t>> simplified(const Machine::Layout& l, si
 
 // A common walk for operands that go through their elements in lockstep (same count, each in its
 // own row-major order): the coarsest dims that refine every operand's dims, innermost last.
-// Fills n/step of walk dims [lead, kWalkDims) right-aligned; false if the dims do not nest or
-// need more walk dims than there are.
-bool common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
+// Fills n/step of walk dims [lead, kWalkDims) right-aligned; returns why not (null: done) if the
+// dims do not nest or need more walk dims than there are.
+const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
   struct Cursor {
     std::vector<std::pair<int64_t, int64_t>> dims;
     int64_t rem = 1, stride = 0;
@@ -134,7 +152,7 @@ bool common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
     if (e == 0) break;
     for (size_t i = 0; i < cur.size(); ++i) {
       Cursor& c = cur[i];
-      if (c.rem % e) return false;
+      if (c.rem % e) return why::no_nest;
       steps[i].push_back(c.stride);
       c.stride *= e;
       c.rem /= e;
@@ -147,7 +165,7 @@ bool common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
     extents.push_back(e);
   }
   for (const Cursor& c : cur)
-    if (c.rem != 1 || !c.dims.empty()) return false;  // element counts differ
+    if (c.rem != 1 || !c.dims.empty()) return why::no_nest;  // element counts differ
   // Merge adjacent common dims every operand steps over contiguously.
   std::vector<int64_t> ext;
   std::vector<std::vector<int64_t>> st(ops.size());
@@ -161,13 +179,13 @@ bool common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
     ext.push_back(extents[d]);
     for (size_t i = 0; i < ops.size(); ++i) st[i].push_back(steps[i][d]);
   }
-  if (static_cast<int>(ext.size()) > kWalkDims - lead) return false;
+  if (static_cast<int>(ext.size()) > kWalkDims - lead) return why::walk_dims;
   for (size_t i = 0; i < ops.size(); ++i)
     for (size_t d = 0; d < ext.size(); ++d) {
       ops[i]->n[kWalkDims - 1 - d] = ext[d];
       ops[i]->step[kWalkDims - 1 - d] = st[i][d];
     }
-  return true;
+  return nullptr;
 }
 
 // Whether two operands' layouts may share a byte: on-chip layouts (dim 0 moving by whole
@@ -288,17 +306,20 @@ bool partitions_and_free(Operand& o, bool on_chip, int d) {
 }  // namespace
 
 // The static part of running `inst` natively: operand layouts, the walk and the shape bytes.
-bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
-  if (!natively_executable(inst.opcode())) return false;
+// Returns why it cannot run natively (a why:: reason), or null.
+const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
+  if (!natively_executable(inst.opcode())) return why::no_body;
   out.inst = &inst;
-  auto add = [&](const View& v, bool written) {
+  // Adds an operand; returns why its layout is not a strided walk (null: it is).
+  auto add = [&](const View& v, bool written) -> const char* {
     Operand o;
     o.view = &v;
     o.esize = dtype_size(v.dtype);
     o.written = written;
     o.partitioned = is_on_chip(m_.kernel().tensor(v.tensor).buffer);
     out.ops.push_back(std::move(o));
-    return m_.layout_of(v, out.ops.back().layout);
+    if (m_.layout_of(v, out.ops.back().layout)) return nullptr;
+    return v.index_view() ? why::indirect : why::spills;
   };
   const Kernel& k = m_.kernel();
   auto on_chip = [&](const View& v) { return is_on_chip(k.tensor(v.tensor).buffer); };
@@ -307,12 +328,13 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   // affine_select): a pseudo-operand whose "layout" is the affine index's per-partition and
   // pattern steps; walked with the others, its steps become the shape's affine_step.
   auto map = [&](MapShape s, const View& dst, const View* a, const View* b, const IntList* a_axes = nullptr,
-                 const Operand* affine = nullptr) {
+                 const Operand* affine = nullptr) -> const char* {
     out.body = "knit_map_body";
-    if (!add(dst, true) || (a && !add(*a, false)) || (b && !add(*b, false))) return false;
+    for (const auto& [v, written] : {std::pair{&dst, true}, {a, false}, {b, false}})
+      if (const char* why = v ? add(*v, written) : nullptr) return why;
     if (a_axes) {
       const Machine::Layout& l = out.ops[1].layout;
-      if (a_axes->size() != l.num.size()) return false;
+      if (a_axes->size() != l.num.size()) return why::transpose_rank;
       Machine::Layout permuted{l.base, {}, {}};
       for (int64_t axis : *a_axes) {
         permuted.num.push_back(l.num[static_cast<size_t>(axis)]);
@@ -324,25 +346,28 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     std::vector<Operand*> ops;
     for (Operand& o : out.ops) ops.push_back(&o);
     if (affine) ops.push_back(&(index = *affine));
-    const bool partitioned = !a_axes && on_chip(dst) && (!a || on_chip(*a)) && (!b || on_chip(*b));
+    // Walk dim 0 is dst's partition dim when every operand has it (per-partition columns and row
+    // folds follow it); a copy may instead walk all its operands' dims alike, across partitions.
+    const int64_t partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
+    bool partitioned = !a_axes && on_chip(dst) && (!a || on_chip(*a)) && (!b || on_chip(*b));
+    for (const Operand* o : ops) partitioned = partitioned && !o->layout.num.empty() && o->layout.num[0] == partitions;
     if (partitioned) {
-      out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
+      out.partitions = partitions;
       for (Operand* o : ops) {
-        if (o->layout.num.empty() || o->layout.num[0] != out.partitions) return false;
         o->n[0] = out.partitions;
         o->step[0] = o->layout.stride[0];
       }
     } else if (s.kind != MapKind::copy) {
-      return false;
+      return why::partitions;
     }
-    if (!common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0)) return false;
+    if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0)) return why;
     std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
     s.dst = access_of(out.ops[0]);
     if (a) s.a = access_of(out.ops[1]);
     if (b) s.b = access_of(out.ops[a ? 2 : 1]);
     if (affine) std::copy(index.step, index.step + kWalkDims, s.affine_step);
     out.shape = bytes_of(s);
-    return true;
+    return nullptr;
   };
   // The affine index of iota / affine_select (exec_select.cpp's free_affine_values): partition p
   // steps by channel_multiplier, free element j by the pattern dims j decomposes into.
@@ -357,16 +382,18 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     return o;
   };
   // bn_stats / bn_aggr / max8: each operand walks its own free dims (up to three after merging).
-  auto row = [&](RowKind kind, const View& dst, const View& data) {
+  auto row = [&](RowKind kind, const View& dst, const View& data) -> const char* {
     out.body = "knit_row_body";
-    if (!add(dst, true) || !add(data, false) || !on_chip(dst) || !on_chip(data)) return false;
+    for (const auto& [v, written] : {std::pair{&dst, true}, {&data, false}})
+      if (const char* why = add(*v, written)) return why;
+    if (!on_chip(dst) || !on_chip(data)) return why::free_dims;
     out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
     for (Operand& o : out.ops) {
-      if (o.layout.num.empty() || o.layout.num[0] != out.partitions) return false;
+      if (o.layout.num.empty() || o.layout.num[0] != out.partitions) return why::partitions;
       o.n[0] = out.partitions;
       o.step[0] = o.layout.stride[0];
       const auto free = simplified(o.layout, 1);
-      if (free.size() > kWalkDims - 1) return false;
+      if (free.size() > kWalkDims - 1) return why::walk_dims;
       for (size_t d = 0; d < free.size(); ++d) {
         o.n[kWalkDims - free.size() + d] = free[d].first;
         o.step[kWalkDims - free.size() + d] = free[d].second;
@@ -380,7 +407,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     r.kind = kind;
     out.scratch_floats = out.ops[1].n[1] * out.ops[1].n[2] * out.ops[1].n[3];
     out.shape = bytes_of(r);
-    return true;
+    return nullptr;
   };
   MapShape s{};
   s.fold_op = -1;
@@ -459,7 +486,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   }
   if (const auto* op = std::get_if<TensorCopyPredicated>(&inst.op)) {
     // The predicate is operand a (data[1]), a tile source operand b (data[2]).
-    if (!op->src.is_tile() && !op->src.is_imm()) return false;
+    if (!op->src.is_tile() && !op->src.is_imm()) return why::operand_kind;
     s.kind = op->src.is_tile() ? MapKind::copy_predicated : MapKind::fill_predicated;
     s.reverse0 = op->reverse_pred;
     s.imm = static_cast<float>(op->src.imm);
@@ -518,7 +545,8 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
   if (const auto* op = std::get_if<Max8>(&inst.op)) return row(RowKind::max8, op->dst, op->src);
   if (const auto* op = std::get_if<TensorReduce>(&inst.op)) {
     out.body = "knit_reduce_body";
-    if (!add(op->dst, true) || !add(op->data, false)) return false;
+    for (const auto& [v, written] : {std::pair{&op->dst, true}, {&op->data, false}})
+      if (const char* why = add(*v, written)) return why;
     Operand& dst = out.ops[0];
     Operand& data = out.ops[1];
     // The reduced trailing dims must form one strided run per dst element.
@@ -526,18 +554,19 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     Machine::Layout inner{0, {data.layout.num.begin() + kept, data.layout.num.end()},
                           {data.layout.stride.begin() + kept, data.layout.stride.end()}};
     const auto group = simplified(inner, 0);
-    if (group.size() > 1 || !on_chip(op->dst) || !on_chip(op->data)) return false;
+    if (group.size() > 1) return why::reduced_run;
+    if (!on_chip(op->dst) || !on_chip(op->data)) return why::free_dims;
     Operand kept_data = data;  // the dims the walk keeps; the group is the body's inner loop
     kept_data.layout.num.resize(kept);
     kept_data.layout.stride.resize(kept);
     out.partitions = op->data.dims[0].num;
     for (Operand* o : {&dst, &kept_data}) {
-      if (o->layout.num.empty() || o->layout.num[0] != out.partitions) return false;
+      if (o->layout.num.empty() || o->layout.num[0] != out.partitions) return why::partitions;
       o->n[0] = out.partitions;
       o->step[0] = o->layout.stride[0];
     }
     std::vector<Operand*> ops{&dst, &kept_data};
-    if (!common_walk(ops, 1, 1)) return false;
+    if (const char* why = common_walk(ops, 1, 1)) return why;
     std::copy(kept_data.n, kept_data.n + kWalkDims, data.n);
     std::copy(kept_data.step, kept_data.step + kWalkDims, data.step);
     ReduceShape r{};
@@ -550,18 +579,20 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     r.bits = is_bitvec_op(op->op);
     r.negate = op->negate;
     out.shape = bytes_of(r);
-    return true;
+    return nullptr;
   }
   if (const auto* op = std::get_if<TensorPartitionReduce>(&inst.op)) {
     // dst[0, j] = fold over p of data[p, j] (exec_select.cpp): the reduce body with the free dims
     // as the walk and each column across the partitions as a group.
     out.body = "knit_reduce_body";
-    if (!add(op->dst, true) || !add(op->data, false) || !on_chip(op->dst) || !on_chip(op->data)) return false;
+    for (const auto& [v, written] : {std::pair{&op->dst, true}, {&op->data, false}})
+      if (const char* why = add(*v, written)) return why;
+    if (!on_chip(op->dst) || !on_chip(op->data)) return why::free_dims;
     Operand& dst = out.ops[0];
     Operand& data = out.ops[1];
-    if (data.layout.num.empty() || dst.layout.num.empty() || dst.layout.num[0] != 1) return false;
+    if (data.layout.num.empty() || dst.layout.num.empty() || dst.layout.num[0] != 1) return why::partitions;
     std::vector<Operand*> ops{&dst, &data};
-    if (!common_walk(ops, 1, 0)) return false;
+    if (const char* why = common_walk(ops, 1, 0)) return why;
     ReduceShape r{};
     std::copy(dst.n, dst.n + kWalkDims, r.walk.n);
     r.dst = access_of(dst);
@@ -572,33 +603,35 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     r.bits = is_bitvec_op(op->op);
     r.average = op->op == AluOp::average;
     out.shape = bytes_of(r);
-    return true;
+    return nullptr;
   }
   if (const auto* op = std::get_if<QuantizeMx>(&inst.op)) {
     out.body = "knit_quantize_mx_body";
-    if (!add(op->dst, true) || !add(op->dst_scale, true) || !add(op->src, false)) return false;
+    for (const auto& [v, written] : {std::pair{&op->dst, true}, {&op->dst_scale, true}, {&op->src, false}})
+      if (const char* why = add(*v, written)) return why;
     for (Operand& o : out.ops)
-      if (!partitions_and_free(o, on_chip(*o.view), 0)) return false;
+      if (!partitions_and_free(o, on_chip(*o.view), 0)) return why::free_dims;
     QuantizeMxShape q{};
     q.groups = out.ops[1].n[0];
     q.words = out.ops[0].n[1];
     if (out.ops[0].n[0] != 8 * q.groups || out.ops[2].n[0] != 8 * q.groups || out.ops[1].n[1] != q.words ||
         out.ops[2].n[1] != 4 * q.words)
-      return false;
+      return why::partitions;
     q.dst = access_of(out.ops[0]);
     q.scale = access_of(out.ops[1]);
     q.src = access_of(out.ops[2]);
     out.shape = bytes_of(q);
-    return true;
+    return nullptr;
   }
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
-    if (op->perf_mode != MatmulPerfMode::none) return false;
+    if (op->perf_mode != MatmulPerfMode::none) return why::perf_mode;
     out.body = "knit_matmul_body";
-    if (!add(op->dst, true) || !add(op->stationary, false) || !add(op->moving, false)) return false;
+    for (const auto& [v, written] : {std::pair{&op->dst, true}, {&op->stationary, false}, {&op->moving, false}})
+      if (const char* why = add(*v, written)) return why;
     int64_t extent[3][2];
     for (int i = 0; i < 3; ++i) {
       Operand& o = out.ops[i];
-      if (!partitions_and_free(o, on_chip(*o.view), 2)) return false;
+      if (!partitions_and_free(o, on_chip(*o.view), 2)) return why::free_dims;
       extent[i][0] = o.n[2];
       extent[i][1] = o.n[3];
     }
@@ -606,7 +639,7 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     mm.K = extent[1][0];
     mm.M = extent[1][1];
     mm.N = extent[2][1];
-    if (extent[2][0] != mm.K || extent[0][0] != mm.M || extent[0][1] != mm.N) return false;
+    if (extent[2][0] != mm.K || extent[0][0] != mm.M || extent[0][1] != mm.N) return why::partitions;
     mm.dst = access_of(out.ops[0]);
     mm.stationary = access_of(out.ops[1]);
     mm.moving = access_of(out.ops[2]);
@@ -618,9 +651,9 @@ bool NativeExecutor::plan(const Instruction& inst, Plan& out) {
     mm.skip_zero_moving = op->is_transpose;
     out.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
     out.shape = bytes_of(mm);
-    return true;
+    return nullptr;
   }
-  return false;
+  return why::no_body;
 }
 
 namespace {
@@ -725,13 +758,16 @@ std::vector<Part> parts_of(const std::string& body, const std::string& shape, in
 
 namespace {
 
-// Register and multi-core synchronization instructions move no tensor data: nothing to compile.
+// Register, grid and multi-core synchronization instructions move no tensor data of their own
+// (Machine::run_cores moves sendrecv's between the cores): nothing to compile, nothing to report.
 bool moves_no_data(Opcode op) {
   switch (op) {
     case Opcode::register_move:
     case Opcode::register_load:
     case Opcode::register_store:
     case Opcode::register_alu:
+    case Opcode::program:
+    case Opcode::sendrecv:
     case Opcode::core_barrier: return true;
     default: return false;
   }
@@ -759,16 +795,12 @@ bool NativeExecutor::run(const Instruction& inst) {
     return true;
   }
   Plan p;
-  if (!plan(inst, p)) {
+  if (const char* why = plan(inst, p)) {
     if (moves_no_data(inst.opcode())) {
       ++interpreted;
       return false;
     }
-    return refuse(inst, {natively_executable(inst.opcode())
-                             ? "its operands are not views the native bodies walk (indirect, partition-crossing, "
-                               "more than 4 strided dims after merging, or dims that do not nest with the other "
-                               "operands' or the affine pattern's)"
-                             : "no native body for this opcode yet"});
+    return refuse(inst, {why});
   }
   if (!warm(inst)) {
     ++interpreted;
@@ -989,7 +1021,7 @@ void NativeExecutor::prepare() {
       p.body = "knit_matmul_body";
       p.shape = bytes_of(mm);
       p.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
-    } else if (dynamic || !plan(inst, p)) {
+    } else if (dynamic || plan(inst, p)) {
       continue;
     }
     for (const Part& part : parts_of(p.body, p.shape, p.scratch_floats, WorkerPool::instance().threads()))

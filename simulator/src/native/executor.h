@@ -62,7 +62,7 @@ class NativeExecutor {
     const char* reason = nullptr;
     bool diagnostic = false;
   };
-  bool plan(const ir::Instruction& inst, Plan& out);
+  const char* plan(const ir::Instruction& inst, Plan& out);  // why not natively, or null
   Refusal execute(const Plan& plan);
   // Tiered compiling (see start): false while the kernel is too small to compile, counting
   // inst's elements as work done.
