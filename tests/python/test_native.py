@@ -2696,26 +2696,74 @@ def test_more_walk_dims_than_a_body_has():
     check(c, a, h, native=n_instructions(c) - 2, interpreted=2)
 
 
-def test_indirect_views_fall_back():
-    """DMA through an indirect (vector_offset) view, gathering rows, with oob_mode=skip dropping an
-    out-of-range index: left to the reference executor; the rest runs natively."""
+def _gather_scatter_kernel(oob_mode):
+    """Gathers rows of `table` (indirect src: row idx[i] of a strided view whose rows, half a table
+    row apart, overlap: elements 12 r + 1, 12 r + 3, ..., 12 r + 23 for f = 24; bf16 -> fp32)
+    into SBUF, and scatters the same tile into rows of `out` (indirect dst, fp32 -> bf16), both
+    with `oob_mode`; the SBUF tile is filled first, so a skipped row keeps those values."""
 
     @knit.jit
-    def kernel(table, idx):
+    def kernel(table, idx, init):
         n, f = idx.shape[0], table.shape[1]
         it = nl.ndarray((n, 1), nl.int32, buffer=nl.sbuf)
         nisa.dma_copy(dst=it, src=idx)
-        t = nl.ndarray((n, f), table.dtype, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=t, src=_load(table)[0:n, :])  # fill first: skipped rows keep these
-        rows = table.ap([[f, n], [1, f]], offset=0, vector_offset=it, indirect_dim=0)
-        nisa.dma_copy(dst=t, src=rows, oob_mode=nisa.oob_mode.skip)
-        nisa.activation(dst=t, op=nl.exp, data=t)
-        return _store(t)
+        t = nl.ndarray((n, f // 2), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=init)
+        rows = table.ap([[f // 2, n], [2, f // 2]], offset=1, vector_offset=it, indirect_dim=0)
+        nisa.dma_copy(dst=t, src=rows, oob_mode=oob_mode)
+        out = nl.ndarray((table.shape[0], f // 2), table.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=table[:, 0:f // 2])
+        nisa.dma_copy(dst=out.ap([[f // 2, n], [1, f // 2]], offset=0, vector_offset=it, indirect_dim=0), src=t,
+                      oob_mode=oob_mode)
+        return _store(t), out
 
+    return kernel
+
+
+def test_indirect_dma_runs_natively():
+    """dma_copy through an indirect (vector_offset) view, a gather of rows into SBUF and a scatter
+    of rows into HBM, runs natively with the reference's bytes: strided rows, dtype conversion
+    both ways, a repeated index (the later row wins in the scatter), and oob_mode=skip dropping
+    whole rows (index 99 on both sides; index 30 only in the scatter, whose rows are shorter)."""
     table = values(BF16, (16, 24), 51, "nan")
+    init = values(F32, (6, 12), 52, "nan")
+    idx = np.array([[3], [30], [0], [99], [7], [3]], np.int32)
+    c = knit.compile(_gather_scatter_kernel(nisa.oob_mode.skip), table, idx, init)
+    check(c, table, idx, init, native=n_instructions(c), interpreted=0)
+    t, out = c.run(table, idx, init)
+    want_t = init.copy()
+    for i, r in enumerate(idx[:, 0]):
+        if r <= 30:
+            want_t[i] = table.reshape(-1)[12 * r + 1:12 * r + 24:2].astype(F32)
+    assert_bytes_equal(want_t, t, "numpy")
+    want_out = table[:, :12].copy()
+    for i, r in enumerate(idx[:, 0]):
+        if r < 16:  # out's rows are 12 elements: rows 16..30 are out of range there, skipped
+            want_out[r] = want_t[i].astype(BF16)
+    assert_bytes_equal(want_out, out, "numpy")
+
+
+def test_indirect_dma_errors_are_the_references():
+    """An out-of-range index with oob_mode=error, and a partly out-of-range row under skip, go to
+    the reference executor: the same error (naming the index and the kernel's line) under both
+    backends, and the partly-out row is listed as a fallback with its reason."""
+    table = values(BF16, (16, 24), 53, "nan")
+    init = values(F32, (6, 12), 54, "nan")
     idx = np.array([[3], [15], [0], [99], [7], [3]], np.int32)
-    c = knit.compile(kernel, table, idx)
-    check(c, table, idx, native=n_instructions(c) - 1, interpreted=1)
+    c = knit.compile(_gather_scatter_kernel(nisa.oob_mode.error), table, idx, init)
+    messages = {}
+    for backend in ("reference", "jit"):
+        with pytest.raises(knit.KnitRuntimeError) as info:
+            c.run(table, idx, init, backend=backend)
+        messages[backend] = (info.value.rule, info.value.line, str(info.value))
+    assert messages["jit"] == messages["reference"]
+    assert messages["jit"][0] == "indirect-out-of-bounds" and "index 99" in messages["jit"][2]
+    # Row 31 reads elements 373, 375, ..., 395 of the 384: partly inside.
+    edge = np.array([[31], [2], [0], [1], [5], [4]], np.int32)
+    c = knit.compile(_gather_scatter_kernel(nisa.oob_mode.skip), table, edge, init)
+    check(c, table, edge, init)
+    c.run(table, edge, init, backend="jit")
+    assert any("dma_copy: an oob_mode=skip row lies partly inside" in f for f in c.last_run["fallbacks"])
 
 
 def test_on_chip_dma_between_partition_layouts():

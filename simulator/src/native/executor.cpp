@@ -87,6 +87,14 @@ constexpr const char* perf_mode = "its perf_mode packs operands in a layout the 
 constexpr const char* transpose_rank = "its axes do not match its source's dims";
 constexpr const char* reduced_run = "its reduced dims are not one strided run of elements per result";
 constexpr const char* operand_kind = "its source is neither a tile nor an immediate";
+// dma_copy through an indirect view (NativeExecutor::run_indirect):
+constexpr const char* both_indirect = "both of its operands are indirect";
+constexpr const char* indirect_dim = "its indirect dim is not the view's first dim";
+constexpr const char* indirect_on_chip = "its indirect view is on chip";
+constexpr const char* same_tensor = "it copies between rows of one tensor";
+constexpr const char* row_per_index = "its other operand's first dim does not have one row per index";
+constexpr const char* short_index = "its vector_offset has fewer entries than the indirect dim has rows";
+constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
 }  // namespace why
 
 // One operand of a planned instruction: where it lies and how the body walks it.
@@ -794,6 +802,8 @@ bool NativeExecutor::run(const Instruction& inst) {
     ++native;
     return true;
   }
+  if (const auto* op = std::get_if<DmaCopy>(&inst.op); op && (op->src.index_view() || op->dst.index_view()))
+    return run_indirect(inst, *op);
   Plan p;
   if (const char* why = plan(inst, p)) {
     if (moves_no_data(inst.opcode())) {
@@ -922,6 +932,95 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   return {};
 }
 
+void* NativeExecutor::compiled(const char* body, const std::string& shape) {
+  const std::string key = compiled_key(body, shape);
+  auto it = compiled_.find(key);
+  if (it == compiled_.end()) {
+    const auto fns = jit_.compile({{body, shape}});
+    it = compiled_.emplace(key, reinterpret_cast<void*>(fns[0])).first;
+  }
+  return it->second;
+}
+
+// A dma_copy whose src (a gather) or dst (a scatter) is an indirect HBM view, rows chosen by its
+// vector_offset: the copy of one row, the indirect dim fixed at index 0 on both sides, has one
+// static shape, compiled once; row i moves only the bases, by the index's row on the indirect
+// side and by i rows on the other. The reference's checks, in bulk: the index tile is read
+// through a Tile (its errors), each row's bounds (an out-of-range row goes to the reference to
+// raise, or with oob_mode skip is not copied), the rows read initialized.
+bool NativeExecutor::run_indirect(const Instruction& inst, const DmaCopy& op) {
+  const bool scatter = op.dst.index_view() != nullptr;
+  const View& ind = scatter ? op.dst : op.src;
+  const View& other = scatter ? op.src : op.dst;
+  const Kernel& k = m_.kernel();
+  const int64_t n = ind.dims.empty() ? 0 : ind.dims[0].num;
+  const char* why = nullptr;
+  if (op.src.index_view() && op.dst.index_view()) why = why::both_indirect;
+  else if (ind.indirect_dim != 0) why = why::indirect_dim;
+  else if (is_on_chip(k.tensor(ind.tensor).buffer)) why = why::indirect_on_chip;
+  else if (ind.tensor == other.tensor) why = why::same_tensor;
+  else if (other.dims.empty() || other.dims[0].num != n) why = why::row_per_index;
+  // The copy of row 0: both views with their first dim cut to one index.
+  Instruction row_inst = inst;
+  DmaCopy row_op = op;
+  for (View* v : {&row_op.src, &row_op.dst}) {
+    v->indirect.clear();
+    v->indirect_dim = -1;
+    if (!v->dims.empty()) v->dims[0].num = 1;
+  }
+  row_inst.op = row_op;
+  Plan p;
+  if (!why) why = plan(row_inst, p);
+  if (why) return refuse(inst, {why});
+  if (!warm(inst)) {
+    ++interpreted;
+    return false;
+  }
+  const int i_ind = scatter ? 0 : 1, i_other = 1 - i_ind;  // plan order: dst, src
+  const Operand& row_of_ind = p.ops[static_cast<size_t>(i_ind)];
+  const int64_t ind_row_bytes = ind.dims[0].step * row_of_ind.esize;
+  const int64_t other_row_bytes = p.ops[static_cast<size_t>(i_other)].layout.stride[0];
+  Tile index = m_.tile(*ind.index_view(), "vector_offset");
+  if (index.size() < n) return refuse(inst, {why::short_index});
+  // Row 0's byte range in the indirect tensor, [lo, hi): row i's is shifted by index[i] rows.
+  const Machine::Layout& l = row_of_ind.layout;
+  int64_t lo = l.base, hi = l.base;
+  for (size_t d = 0; d < l.num.size(); ++d) ((l.stride[d] < 0) ? lo : hi) += (l.num[d] - 1) * l.stride[d];
+  hi += row_of_ind.esize;
+  const int64_t size = k.tensor(ind.tensor).size_bytes();
+  std::vector<int64_t> shift(static_cast<size_t>(n));  // each row's byte shift on the indirect side
+  std::vector<bool> skipped(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) {
+    shift[i] = index.read_int(i) * ind_row_bytes;
+    if (lo + shift[i] >= 0 && hi + shift[i] <= size) continue;
+    if (op.oob_mode != OobMode::skip) return refuse(inst, {"an index is out of range", true});  // the reference raises
+    const bool wholly_out = hi - row_of_ind.esize + shift[i] < 0 || lo + shift[i] + row_of_ind.esize > size;
+    if (!wholly_out) return refuse(inst, {why::partly_out});
+    skipped[i] = true;
+  }
+  Memory* mem[2] = {m_.memory_of(op.dst), m_.memory_of(op.src)};
+  auto row = [&](int i_op, int64_t i) {
+    Operand o = p.ops[static_cast<size_t>(i_op)];
+    o.layout.base += i_op == i_ind ? shift[i] : i * other_row_bytes;
+    return o;
+  };
+  for (int64_t i = 0; i < n; ++i)
+    if (!skipped[i] && mem[1]->tracks_init() && !all_flags_are(mem[1]->init, row(1, i), 1))
+      return refuse(inst, {"reads never-written bytes", true});
+  const auto fn = reinterpret_cast<codegen::SpecializedFn>(compiled(p.body, p.shape));
+  const std::array<float*, 3> no_columns{};
+  for (int64_t i = 0; i < n; ++i) {
+    if (skipped[i]) continue;
+    const Operand dst = row(0, i), src = row(1, i);
+    std::array<uint8_t*, 4> data{mem[0]->bytes.data() + dst.layout.base, mem[1]->bytes.data() + src.layout.base};
+    fn(data.data(), no_columns.data());
+    if (mem[0]->tracks_init()) set_flags(mem[0]->init, dst, 1);
+    if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written, dst, 0);
+  }
+  ++native;
+  return true;
+}
+
 void NativeExecutor::dispatch(const char* body, const std::string& shape, int64_t scratch_floats,
                               const std::array<uint8_t*, 3>& bases, const std::array<std::vector<float>*, 3>& columns) {
   // Compile (once per shape) and run, in parts on the worker threads where that pays.
@@ -933,18 +1032,12 @@ void NativeExecutor::dispatch(const char* body, const std::string& shape, int64_
   std::vector<std::function<void()>> jobs;
   float* scratch = scratch_.data();
   for (const Part& part : parts) {
-    const std::string key = compiled_key(body, part.shape);
-    auto it = compiled_.find(key);
-    if (it == compiled_.end()) {
-      const auto fns = jit_.compile({{body, part.shape}});
-      it = compiled_.emplace(key, reinterpret_cast<void*>(fns[0])).first;
-    }
     // The shapes' steps are relative to each operand's start; the bodies add them to data[i].
     std::array<uint8_t*, 4> data{};
     for (size_t i = 0; i < bases.size(); ++i) data[i] = bases[i] ? bases[i] + part.offset[i] : nullptr;
     if (part.scratch_floats) data[3] = reinterpret_cast<uint8_t*>(scratch);
     scratch += part.scratch_floats;
-    const auto fn = reinterpret_cast<codegen::SpecializedFn>(it->second);
+    const auto fn = reinterpret_cast<codegen::SpecializedFn>(compiled(body, part.shape));
     auto from_row = [&](std::vector<float>* v) { return !v || v->empty() ? nullptr : v->data() + part.first_row; };
     const std::array<float*, 3> cols{from_row(columns[0]), from_row(columns[1]), from_row(columns[2])};
     jobs.push_back([fn, data, cols] { fn(data.data(), cols.data()); });
