@@ -2533,30 +2533,118 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
 
 
 @knit.jit
-def _sum3(a, b, c):
-    out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
-    nisa.dma_compute(out, [a, b, c], nl.add)  # no native body
-    return out
+def _reverse_quadrants(a):
+    dst = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.nc_stream_shuffle(dst=dst, src=_load(a), shuffle_mask=[31 - i for i in range(32)])  # no native body
+    return _store(dst)
 
 
 def test_strict_backend_names_an_opcode_without_a_body():
-    """dma_compute has no native body: listed under jit with a JitFallbackWarning (once per
+    """nc_stream_shuffle has no native body: listed under jit with a JitFallbackWarning (once per
     compiled kernel, not on every run), an error under jit-strict that points at its line."""
-    a, b, c3 = (values(F32, (128, 64), seed_of("sum3", i)) for i in range(3))
-    c = knit.compile(_sum3, a, b, c3)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.dma_compute(out, [a, b, c], nl.add)" in text)
-    where = f"{__file__}:{line}: dma_compute: no native body"
+    a = values(F32, (64, 16), seed_of("shuffle", 0))
+    c = knit.compile(_reverse_quadrants, a)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.nc_stream_shuffle(dst=dst, src=_load(a)" in text)
+    where = f"{__file__}:{line}: nc_stream_shuffle: no native body"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
-        got = c.run(a, b, c3, backend="jit")
+        got = c.run(a, backend="jit")
     assert f"{where} for this opcode yet" in c.last_run["fallbacks"]
-    assert_bytes_equal(c.reference(a, b, c3), got)
+    assert_bytes_equal(c.reference(a), got)
+    assert_bytes_equal(np.concatenate([a[31::-1], a[:31:-1]]), got, "numpy")
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
-        c.run(a, b, c3, backend="jit")  # the same fallbacks again: already reported
+        c.run(a, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(a, b, c3, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == line and "dma_compute" in str(info.value)
+        c.run(a, backend="jit-strict")
+    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_stream_shuffle" in str(info.value)
+
+
+def _dma_compute_kernel(n_srcs, out_dtype, on_chip):
+    @knit.jit
+    def kernel(*srcs):
+        views = [_load(x) for x in srcs] if on_chip else list(srcs)
+        out = nl.ndarray(srcs[0].shape, out_dtype, buffer=nl.shared_hbm)
+        nisa.dma_compute(out, views[:n_srcs], nl.add)
+        return out
+
+    return kernel
+
+
+@pytest.mark.parametrize("case", [
+    (1, [F32], F32, False),  # through fp32: NaN payloads as the reference's decode / encode leave them
+    (1, [BF16], F32, True),
+    (2, [BF16, F32], BF16, True),  # fp32 sum, rounded once to bf16
+    (2, [F32, F32], F16, False),
+    (3, [F32, BF16, F32], F32, False),  # a chain of fp32 adds into the fp32 dst
+    (4, [F32, F32, F16, BF16], F32, True),
+])
+def test_dma_compute_runs_natively(case):
+    """dma_compute (dst = srcs[0] + srcs[1] + ... in fp32, rounded once) runs natively with the
+    reference's bytes, from HBM or SBUF sources, with NaN, inf, signed zeros and subnormals."""
+    n, dtypes, out_dtype, on_chip = case
+    arrays = [values(dt, (128, 40), seed_of("dmac", n, i, on_chip), "nan") for i, dt in enumerate(dtypes)]
+    c = knit.compile(_dma_compute_kernel(n, out_dtype, on_chip), *arrays)
+    check(c, *arrays, native=n_instructions(c), interpreted=0)
+    if n > 1 and out_dtype == F32:  # and the plain sum in numpy where no NaN is involved
+        got = c.run(*arrays)
+        want = arrays[0].astype(F32)
+        for x in arrays[1:]:
+            want = want + x.astype(F32)
+        finite = np.isfinite(want)
+        np.testing.assert_array_equal(got[finite], want[finite])
+
+
+def test_dma_compute_with_more_than_two_sources_into_bf16_falls_back():
+    """Three sources into a bf16 dst: the native chain would round its partial sum; left to the
+    reference executor, with that reason."""
+    arrays = [values(F32, (32, 8), seed_of("dmac3", i)) for i in range(3)]
+    c = knit.compile(_dma_compute_kernel(3, BF16, True), *arrays)
+    check(c, *arrays, interpreted=1)
+    c.run(*arrays, backend="jit")
+    assert any("dma_compute: it sums more than two sources into a dst that is not fp32" in f
+               for f in c.last_run["fallbacks"]), c.last_run
+
+
+@knit.jit
+def _scatter_add(table, idx, vals, unique, skip):
+    n, f = vals.shape
+    it = nl.ndarray((n, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=it, src=idx)
+    v = _load(vals)
+    out = nl.ndarray(table.shape, table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=table)
+    rows = out.ap([[f, n], [1, f]], offset=0, vector_offset=it, indirect_dim=0)
+    nisa.dma_compute(dst=rows, srcs=[rows, v], reduce_op=nl.add, unique_indices=unique,
+                     oob_mode=nisa.oob_mode.skip if skip else nisa.oob_mode.error)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_dma_compute_scatter_add_runs_natively(dtype):
+    """A scatter-add into HBM rows (dma_compute with an indirect dst, srcs[0] the same view) runs
+    natively row by row: repeated indices accumulate in order like np.add.at (unique_indices=False),
+    an index out of range is skipped under oob_mode=skip, and a repeat under unique_indices=True
+    raises the reference's error."""
+    table = values(dtype, (16, 8), seed_of("scat", dtype.name), "finite")
+    vals = values(F32, (40, 8), seed_of("scat-v", dtype.name), "finite")
+    idx = np.random.default_rng(7).integers(0, 16, size=(40, 1)).astype(np.int32)
+    idx[5] = 16  # out of range: skipped
+    c = knit.compile(_scatter_add, table, idx, vals, False, True)
+    check(c, table, idx, vals, False, True, native=n_instructions(c), interpreted=0)
+    if dtype == F32:
+        want = table.copy()
+        keep = idx[:, 0] < 16
+        for r, v in zip(idx[keep, 0], vals[keep]):
+            want[r] = want[r] + v  # the same fp32 adds, in order (inf + -inf: NaN alike)
+        assert_bytes_equal(want, c.run(table, idx, vals, False, True), "numpy")
+    c = knit.compile(_scatter_add, table, idx, vals, True, True)
+    errors = {}
+    for backend in ("reference", "jit"):
+        with pytest.raises(knit.KnitRuntimeError) as info:
+            c.run(table, idx, vals, True, True, backend=backend)
+        errors[backend] = (info.value.rule, info.value.line, str(info.value))
+    assert errors["jit"] == errors["reference"] and errors["jit"][0] == "duplicate-index"
 
 
 @knit.jit(platform_target="trn3")

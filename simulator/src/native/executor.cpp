@@ -64,7 +64,8 @@ bool natively_executable(Opcode op) {
     case Opcode::max8:
     case Opcode::nc_matmul:
     case Opcode::quantize_mx:
-    case Opcode::nc_matmul_mx: return true;
+    case Opcode::nc_matmul_mx:
+    case Opcode::dma_compute: return true;
     default: return false;
   }
 }
@@ -94,6 +95,8 @@ constexpr const char* indirect_on_chip = "its indirect view is on chip";
 constexpr const char* same_tensor = "it copies between rows of one tensor";
 constexpr const char* row_per_index = "its other operand's first dim does not have one row per index";
 constexpr const char* short_index = "its vector_offset has fewer entries than the indirect dim has rows";
+constexpr const char* partial_sums = "it sums more than two sources into a dst that is not fp32";
+constexpr const char* late_source = "a source after the second is in its dst's tensor";
 constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
 }  // namespace why
 
@@ -355,7 +358,8 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     for (Operand& o : out.ops) ops.push_back(&o);
     if (affine) ops.push_back(&(index = *affine));
     // Walk dim 0 is dst's partition dim when every operand has it (per-partition columns and row
-    // folds follow it); a copy may instead walk all its operands' dims alike, across partitions.
+    // folds follow it); a copy or an fp32 tensor_tensor (dma_compute's adds, in HBM too) may
+    // instead walk all its operands' dims alike, across partitions.
     const int64_t partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
     bool partitioned = !a_axes && on_chip(dst) && (!a || on_chip(*a)) && (!b || on_chip(*b));
     for (const Operand* o : ops) partitioned = partitioned && !o->layout.num.empty() && o->layout.num[0] == partitions;
@@ -365,8 +369,8 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
         o->n[0] = out.partitions;
         o->step[0] = o->layout.stride[0];
       }
-    } else if (s.kind != MapKind::copy) {
-      return why::partitions;
+    } else if (s.kind != MapKind::copy && s.kind != MapKind::tensor_tensor) {
+      return why::partitions;  // per-partition columns, row folds and carries follow dst's partitions
     }
     if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0)) return why;
     std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
@@ -802,8 +806,9 @@ bool NativeExecutor::run(const Instruction& inst) {
     ++native;
     return true;
   }
+  if (const auto* op = std::get_if<DmaCompute>(&inst.op)) return run_dma_compute(inst, *op);
   if (const auto* op = std::get_if<DmaCopy>(&inst.op); op && (op->src.index_view() || op->dst.index_view()))
-    return run_indirect(inst, *op);
+    return run_rows(inst, op->dst.index_view() ? op->dst : op->src, {inst}, op->oob_mode, false);
   Plan p;
   if (const char* why = plan(inst, p)) {
     if (moves_no_data(inst.opcode())) {
@@ -942,81 +947,163 @@ void* NativeExecutor::compiled(const char* body, const std::string& shape) {
   return it->second;
 }
 
-// A dma_copy whose src (a gather) or dst (a scatter) is an indirect HBM view, rows chosen by its
-// vector_offset: the copy of one row, the indirect dim fixed at index 0 on both sides, has one
-// static shape, compiled once; row i moves only the bases, by the index's row on the indirect
-// side and by i rows on the other. The reference's checks, in bulk: the index tile is read
-// through a Tile (its errors), each row's bounds (an out-of-range row goes to the reference to
-// raise, or with oob_mode skip is not copied), the rows read initialized.
-bool NativeExecutor::run_indirect(const Instruction& inst, const DmaCopy& op) {
-  const bool scatter = op.dst.index_view() != nullptr;
-  const View& ind = scatter ? op.dst : op.src;
-  const View& other = scatter ? op.src : op.dst;
+// An instruction through an indirect HBM view `ind` (dma_copy's gather or scatter of rows,
+// dma_compute's scatter-add), run as `stages` (instructions over the same elements, in order),
+// one row at a time: with every view's first dim cut to one row each stage has one static shape,
+// compiled once, and row i moves only the bases, by index[i] rows on a view equal to `ind` and by
+// i rows on any other. The reference's checks, in bulk: the index tile is read through a Tile
+// (its errors), each row's bounds (an out-of-range row goes to the reference to raise, or with
+// oob_mode skip is left alone), repeated indices where `unique` promises none (the reference
+// raises), the rows read initialized. Rows run in order, so a repeated index in a scatter sees
+// the earlier rows' writes, as the reference's element order does.
+bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const std::vector<Instruction>& stages,
+                              OobMode oob, bool unique) {
   const Kernel& k = m_.kernel();
   const int64_t n = ind.dims.empty() ? 0 : ind.dims[0].num;
   const char* why = nullptr;
-  if (op.src.index_view() && op.dst.index_view()) why = why::both_indirect;
-  else if (ind.indirect_dim != 0) why = why::indirect_dim;
+  if (ind.indirect_dim != 0) why = why::indirect_dim;
   else if (is_on_chip(k.tensor(ind.tensor).buffer)) why = why::indirect_on_chip;
-  else if (ind.tensor == other.tensor) why = why::same_tensor;
-  else if (other.dims.empty() || other.dims[0].num != n) why = why::row_per_index;
-  // The copy of row 0: both views with their first dim cut to one index.
-  Instruction row_inst = inst;
-  DmaCopy row_op = op;
-  for (View* v : {&row_op.src, &row_op.dst}) {
-    v->indirect.clear();
-    v->indirect_dim = -1;
-    if (!v->dims.empty()) v->dims[0].num = 1;
+  for (size_t s = 0; s < stages.size() && !why; ++s)
+    for_each_view(stages[s], [&](const char* name, const View& v) {
+      if (name == std::string_view("vector_offset")) return;
+      const bool indirect = v.index_view() != nullptr;
+      if (indirect && !(v == ind)) why = why::both_indirect;
+      else if (!indirect && v.tensor == ind.tensor) why = why::same_tensor;
+      else if (!indirect && (v.dims.empty() || v.dims[0].num != n)) why = why::row_per_index;
+    });
+  // Each stage cut to its first row, and which of its planned operands are the indirect view's
+  // row (no other operand is in its tensor).
+  auto first_row = [](View v) {
+    v.indirect.clear();
+    v.indirect_dim = -1;
+    if (!v.dims.empty()) v.dims[0].num = 1;
+    return v;
+  };
+  const View ind_row = first_row(ind);
+  std::vector<Instruction> cut = stages;
+  std::vector<Plan> plans(stages.size());
+  std::vector<std::vector<bool>> on_ind(stages.size());
+  for (size_t s = 0; s < stages.size() && !why; ++s) {
+    for_each_view_mut(cut[s], [&](View& v) { v = first_row(v); });
+    why = plan(cut[s], plans[s]);
+    for (const Operand& o : plans[s].ops) on_ind[s].push_back(*o.view == ind_row);
   }
-  row_inst.op = row_op;
-  Plan p;
-  if (!why) why = plan(row_inst, p);
   if (why) return refuse(inst, {why});
   if (!warm(inst)) {
     ++interpreted;
     return false;
   }
-  const int i_ind = scatter ? 0 : 1, i_other = 1 - i_ind;  // plan order: dst, src
-  const Operand& row_of_ind = p.ops[static_cast<size_t>(i_ind)];
-  const int64_t ind_row_bytes = ind.dims[0].step * row_of_ind.esize;
-  const int64_t other_row_bytes = p.ops[static_cast<size_t>(i_other)].layout.stride[0];
-  Tile index = m_.tile(*ind.index_view(), "vector_offset");
-  if (index.size() < n) return refuse(inst, {why::short_index});
   // Row 0's byte range in the indirect tensor, [lo, hi): row i's is shifted by index[i] rows.
-  const Machine::Layout& l = row_of_ind.layout;
+  const Operand* row0 = nullptr;
+  for (size_t i = 0; i < on_ind[0].size() && !row0; ++i)
+    if (on_ind[0][i]) row0 = &plans[0].ops[i];
+  const int64_t esize = row0->esize, ind_row_bytes = ind.dims[0].step * esize;
+  const Machine::Layout& l = row0->layout;
   int64_t lo = l.base, hi = l.base;
   for (size_t d = 0; d < l.num.size(); ++d) ((l.stride[d] < 0) ? lo : hi) += (l.num[d] - 1) * l.stride[d];
-  hi += row_of_ind.esize;
+  hi += esize;
   const int64_t size = k.tensor(ind.tensor).size_bytes();
-  std::vector<int64_t> shift(static_cast<size_t>(n));  // each row's byte shift on the indirect side
+  Tile index = m_.tile(*ind.index_view(), "vector_offset");
+  if (index.size() < n) return refuse(inst, {why::short_index});
+  std::vector<int64_t> rows(static_cast<size_t>(n));
   std::vector<bool> skipped(static_cast<size_t>(n), false);
   for (int64_t i = 0; i < n; ++i) {
-    shift[i] = index.read_int(i) * ind_row_bytes;
-    if (lo + shift[i] >= 0 && hi + shift[i] <= size) continue;
-    if (op.oob_mode != OobMode::skip) return refuse(inst, {"an index is out of range", true});  // the reference raises
-    const bool wholly_out = hi - row_of_ind.esize + shift[i] < 0 || lo + shift[i] + row_of_ind.esize > size;
-    if (!wholly_out) return refuse(inst, {why::partly_out});
+    rows[i] = index.read_int(i);
+    const int64_t shift = rows[i] * ind_row_bytes;
+    if (lo + shift >= 0 && hi + shift <= size) continue;
+    if (oob != OobMode::skip) return refuse(inst, {"an index is out of range", true});  // the reference raises
+    if (hi - esize + shift >= 0 && lo + shift + esize <= size) return refuse(inst, {why::partly_out});
     skipped[i] = true;
   }
-  Memory* mem[2] = {m_.memory_of(op.dst), m_.memory_of(op.src)};
-  auto row = [&](int i_op, int64_t i) {
-    Operand o = p.ops[static_cast<size_t>(i_op)];
-    o.layout.base += i_op == i_ind ? shift[i] : i * other_row_bytes;
-    return o;
+  if (unique) {
+    std::vector<int64_t> sorted = rows;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return refuse(inst, {"it repeats an index it promised unique", true});  // the reference raises
+  }
+  // Operand o of stage s at row i.
+  auto at_row = [&](size_t s, size_t o, int64_t i) {
+    Operand x = plans[s].ops[o];
+    x.layout.base += on_ind[s][o] ? rows[i] * ind_row_bytes : i * x.layout.stride[0];
+    return x;
   };
-  for (int64_t i = 0; i < n; ++i)
-    if (!skipped[i] && mem[1]->tracks_init() && !all_flags_are(mem[1]->init, row(1, i), 1))
-      return refuse(inst, {"reads never-written bytes", true});
-  const auto fn = reinterpret_cast<codegen::SpecializedFn>(compiled(p.body, p.shape));
+  // Reads of never-written bytes: the sources of every stage (a later stage's first input is the
+  // dst an earlier one wrote).
+  for (size_t s = 0; s < plans.size(); ++s)
+    for (size_t o = 0; o < plans[s].ops.size(); ++o) {
+      if (plans[s].ops[o].written || (s > 0 && o == 1)) continue;
+      const Memory* mem = m_.memory_of(*plans[s].ops[o].view);
+      for (int64_t i = 0; i < n && mem->tracks_init(); ++i)
+        if (!skipped[i] && !all_flags_are(mem->init, at_row(s, o, i), 1))
+          return refuse(inst, {"reads never-written bytes", true});
+    }
+  std::vector<codegen::SpecializedFn> fns;
+  for (const Plan& p : plans) fns.push_back(reinterpret_cast<codegen::SpecializedFn>(compiled(p.body, p.shape)));
   const std::array<float*, 3> no_columns{};
   for (int64_t i = 0; i < n; ++i) {
     if (skipped[i]) continue;
-    const Operand dst = row(0, i), src = row(1, i);
-    std::array<uint8_t*, 4> data{mem[0]->bytes.data() + dst.layout.base, mem[1]->bytes.data() + src.layout.base};
-    fn(data.data(), no_columns.data());
-    if (mem[0]->tracks_init()) set_flags(mem[0]->init, dst, 1);
-    if (mem[0]->tracks_matmul()) set_flags(mem[0]->mm_written, dst, 0);
+    for (size_t s = 0; s < plans.size(); ++s) {
+      std::array<uint8_t*, 4> data{};
+      for (size_t o = 0; o < plans[s].ops.size(); ++o)
+        data[o] = m_.memory_of(*plans[s].ops[o].view)->bytes.data() + at_row(s, o, i).layout.base;
+      fns[s](data.data(), no_columns.data());
+      Memory* dst_mem = m_.memory_of(*plans[s].ops[0].view);
+      const Operand dst = at_row(s, 0, i);
+      if (dst_mem->tracks_init()) set_flags(dst_mem->init, dst, 1);
+      if (dst_mem->tracks_matmul()) set_flags(dst_mem->mm_written, dst, 0);
+    }
   }
+  ++native;
+  return true;
+}
+
+namespace {
+
+// dma_compute: dst = srcs[0] + srcs[1] + ... in fp32, rounded once at the store (exec_data.cpp),
+// natively a chain of fp32 tensor_tensor stages over the same elements: dst = s0 + s1 (one
+// source: dst = bypass(s0, s0), its value through fp32), then dst = dst + s_k for each further
+// source, whose partial sums an fp32 dst holds exactly (run_dma_compute refuses the others).
+std::vector<Instruction> dma_compute_stages(const Instruction& inst, const DmaCompute& op) {
+  std::vector<Instruction> stages;
+  auto stage = [&](const View& a, const View& b, AluOp alu) {
+    Instruction s = inst;
+    s.op = TensorTensor{op.dst, a, b, alu, Engine::vector};  // the fp32 path (no GpSimd integer one)
+    stages.push_back(std::move(s));
+  };
+  const bool one = op.srcs.size() == 1;
+  stage(op.srcs[0], op.srcs[one ? 0 : 1], one ? AluOp::bypass : AluOp::add);
+  for (size_t k = 2; k < op.srcs.size(); ++k) stage(op.dst, op.srcs[k], AluOp::add);
+  return stages;
+}
+
+}  // namespace
+
+// Through an indirect view (a scatter-add into HBM rows) the stages run row by row (run_rows).
+bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& op) {
+  const char* why = nullptr;
+  if (op.srcs.size() > 2 && op.dst.dtype != DType::float32) why = why::partial_sums;
+  for (size_t k = 2; k < op.srcs.size(); ++k)
+    if (op.srcs[k].tensor == op.dst.tensor) why = why::late_source;  // earlier stages would have written it
+  const std::vector<Instruction> stages = dma_compute_stages(inst, op);
+  const View* ind = op.dst.index_view() ? &op.dst : nullptr;
+  for (const View& v : op.srcs) ind = ind ? ind : v.index_view() ? &v : nullptr;
+  if (!why && ind) return run_rows(inst, *ind, stages, op.oob_mode, op.unique_indices && op.dst.index_view());
+  std::vector<Plan> plans(stages.size());
+  for (size_t s = 0; s < stages.size() && !why; ++s) why = plan(stages[s], plans[s]);
+  if (why) return refuse(inst, {why});
+  if (!warm(inst)) {
+    ++interpreted;
+    return false;
+  }
+  // Every source must be readable before the first stage writes dst; after that a stage's first
+  // input is the dst the one before wrote, and its second a source in another tensor.
+  for (size_t s = 1; s < plans.size(); ++s) {
+    const Operand& src = plans[s].ops[2];
+    const Memory* mem = m_.memory_of(*src.view);
+    if (mem->tracks_init() && !all_flags_are(mem->init, src, 1)) return refuse(inst, {"reads never-written bytes", true});
+  }
+  for (const Plan& p : plans)
+    if (const Refusal why = execute(p); why.reason) return refuse(inst, why);  // only the first stage can
   ++native;
   return true;
 }
@@ -1105,20 +1192,27 @@ void NativeExecutor::start() {
 
 void NativeExecutor::prepare() {
   std::vector<codegen::SpecializeRequest> requests;
+  auto request = [&](const Plan& p) {
+    for (const Part& part : parts_of(p.body, p.shape, p.scratch_floats, WorkerPool::instance().threads()))
+      requests.push_back({p.body, part.shape});
+  };
   for (const Instruction& inst : m_.kernel().body) {
     bool dynamic = false;
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
+    if (dynamic) continue;
     Plan p;
-    if (const auto* mx = std::get_if<NcMatmulMx>(&inst.op); mx && !dynamic) {
+    if (const auto* dc = std::get_if<DmaCompute>(&inst.op)) {
+      for (const Instruction& stage : dma_compute_stages(inst, *dc))
+        if (Plan sp; !plan(stage, sp)) request(sp);
+    } else if (const auto* mx = std::get_if<NcMatmulMx>(&inst.op)) {
       const MatmulShape mm = mx_sum_shape(*mx);
       p.body = "knit_matmul_body";
       p.shape = bytes_of(mm);
       p.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
-    } else if (dynamic || plan(inst, p)) {
-      continue;
+      request(p);
+    } else if (!plan(inst, p)) {
+      request(p);
     }
-    for (const Part& part : parts_of(p.body, p.shape, p.scratch_floats, WorkerPool::instance().threads()))
-      requests.push_back({p.body, part.shape});
   }
   std::sort(requests.begin(), requests.end(), [](const auto& a, const auto& b) {
     return std::tie(a.body, a.constant) < std::tie(b.body, b.constant);

@@ -72,8 +72,10 @@ class NativeExecutor {
   void dispatch(const char* body, const std::string& shape, int64_t scratch_floats, const std::array<uint8_t*, 3>& bases,
                 const std::array<std::vector<float>*, 3>& columns);
   void matmul_mx(const ir::NcMatmulMx& op);
-  // run() for a dma_copy through an indirect view (a gather or scatter of rows).
-  bool run_indirect(const ir::Instruction& inst, const ir::DmaCopy& op);
+  bool run_dma_compute(const ir::Instruction& inst, const ir::DmaCompute& op);
+  // run() for an instruction through an indirect view, as `stages` run row by row.
+  bool run_rows(const ir::Instruction& inst, const ir::View& ind, const std::vector<ir::Instruction>& stages,
+                ir::OobMode oob, bool unique);
   // The compiled function of `body` on `shape` (compiling it on first use).
   void* compiled(const char* body, const std::string& shape);
   bool refuse(const ir::Instruction& inst, Refusal why);
