@@ -1,0 +1,103 @@
+// The planning half of the native path (internal to simulator/src/native): an instruction's
+// operands as byte-strided walks of their memories, the shape bytes a body is specialized on, and
+// the reasons an instruction is left to the reference executors. native/plan.cpp builds plans
+// (NativeExecutor::plan); executor.cpp runs them; rows.cpp runs indirect views row by row.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../byte_flags.h"
+#include "../machine.h"
+#include "executor.h"
+#include "knit/ir/ir.h"
+#include "shapes.h"
+
+namespace knit::sim {
+
+// Why plan() leaves an instruction to the reference executors (listed in RunResult::fallbacks).
+namespace why {
+inline constexpr const char* no_body = "no native body for this opcode yet";
+inline constexpr const char* indirect = "an operand is indirect (vector_offset): which rows it touches is read at run time";
+inline constexpr const char* spills =
+    "an operand has a dim that neither steps by whole partitions nor stays inside one partition";
+inline constexpr const char* walk_dims = "its operands need more than 4 strided dims after merging";
+inline constexpr const char* no_nest = "its operands' dims do not nest (no common walk of their elements)";
+inline constexpr const char* partitions =
+    "its operands do not share one partition dim (only a copy moves data between partitions)";
+inline constexpr const char* free_dims =
+    "an operand is not one [partition, free] block (it is in HBM, or its free dims do not merge into one)";
+inline constexpr const char* perf_mode = "its perf_mode packs operands in a layout the matmul body does not walk";
+inline constexpr const char* transpose_rank = "its axes do not match its source's dims";
+inline constexpr const char* reduced_run = "its reduced dims are not one strided run of elements per result";
+inline constexpr const char* operand_kind = "its source is neither a tile nor an immediate";
+// Through an indirect view, and dma_compute (native/rows.cpp):
+inline constexpr const char* both_indirect = "both of its operands are indirect";
+inline constexpr const char* indirect_dim = "its indirect dim is not the view's first dim";
+inline constexpr const char* indirect_on_chip = "its indirect view is on chip";
+inline constexpr const char* same_tensor = "it copies between rows of one tensor";
+inline constexpr const char* row_per_index = "its other operand's first dim does not have one row per index";
+inline constexpr const char* short_index = "its vector_offset has fewer entries than the indirect dim has rows";
+inline constexpr const char* partial_sums = "it sums more than two sources into a dst that is not fp32";
+inline constexpr const char* late_source = "a source after the second is in its dst's tensor";
+inline constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
+}  // namespace why
+
+// One operand of a planned instruction: where it lies and how the body walks it.
+struct Operand {
+  const ir::View* view = nullptr;
+  Machine::Layout layout;
+  int64_t n[native::kWalkDims] = {1, 1, 1, 1};
+  int64_t step[native::kWalkDims] = {0, 0, 0, 0};
+  int esize = 4;
+  bool written = false;
+  bool partitioned = false;  // layout dim 0 is the partition dim (an on-chip view)
+  // A transposed operand's dims in the order the walk takes them (`layout` stays the view's
+  // own, for the overlap and initialized-byte checks).
+  std::optional<Machine::Layout> walk_order;
+  const Machine::Layout& walked() const { return walk_order ? *walk_order : layout; }
+};
+
+native::Access access_of(const Operand& o);
+
+// Dims of a layout from `first` on, without extent-1 dims, adjacent dims merged where the
+// outer one steps exactly over the inner one. Innermost last.
+std::vector<std::pair<int64_t, int64_t>> simplified(const Machine::Layout& l, size_t first);
+
+// A common walk for operands that go through their elements in lockstep (same count, each in its
+// own row-major order): the coarsest dims that refine every operand's dims, innermost last.
+// Fills n/step of walk dims [lead, kWalkDims) right-aligned; returns why not (null: done) if the
+// dims do not nest or need more walk dims than there are.
+const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead);
+
+// Whether two operands' layouts may share a byte.
+bool may_overlap(const Operand& x, const Operand& y);
+
+// Whether every byte of the operand in `flags` (0/1 per byte) is `value`; setting them.
+bool all_flags_are(const ByteFlags& flags, const Operand& o, uint8_t value);
+void set_flags(ByteFlags& flags, const Operand& o, uint8_t value);
+
+template <class Shape>
+std::string bytes_of(const Shape& s) {
+  return std::string(reinterpret_cast<const char*>(&s), sizeof s);
+}
+
+// The instruction as an activation (activation_reduce is one), if it is either.
+std::optional<ir::Activation> activation_of(const ir::Instruction& inst);
+
+// dma_compute's chain of fp32 tensor_tensor stages (native/rows.cpp).
+std::vector<ir::Instruction> dma_compute_stages(const ir::Instruction& inst, const ir::DmaCompute& op);
+
+struct NativeExecutor::Plan {
+  const ir::Instruction* inst = nullptr;
+  const char* body = nullptr;
+  std::string shape;
+  std::vector<Operand> ops;  // the body's data[] order; written ones first
+  int64_t partitions = 1;
+  int64_t scratch_floats = 0;
+};
+
+}  // namespace knit::sim

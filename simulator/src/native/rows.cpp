@@ -1,0 +1,171 @@
+// Instructions through an indirect view (dma_copy's gather and scatter of rows, dma_compute's
+// scatter-add) and dma_compute, on the native path: chains of planned stages, run row by row where
+// a view is indirect.
+#include <algorithm>
+
+#include "plan.h"
+#include "knit/jit/specializer.h"
+
+namespace knit::sim {
+
+using namespace knit::ir;
+using namespace knit::sim::native;
+
+// An instruction through an indirect HBM view `ind` (dma_copy's gather or scatter of rows,
+// dma_compute's scatter-add), run as `stages` (instructions over the same elements, in order),
+// one row at a time: with every view's first dim cut to one row each stage has one static shape,
+// compiled once, and row i moves only the bases, by index[i] rows on a view equal to `ind` and by
+// i rows on any other. The reference's checks, in bulk: the index tile is read through a Tile
+// (its errors), each row's bounds (an out-of-range row goes to the reference to raise, or with
+// oob_mode skip is left alone), repeated indices where `unique` promises none (the reference
+// raises), the rows read initialized. Rows run in order, so a repeated index in a scatter sees
+// the earlier rows' writes, as the reference's element order does.
+bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const std::vector<Instruction>& stages,
+                              OobMode oob, bool unique) {
+  const Kernel& k = m_.kernel();
+  const int64_t n = ind.dims.empty() ? 0 : ind.dims[0].num;
+  const char* why = nullptr;
+  if (ind.indirect_dim != 0) why = why::indirect_dim;
+  else if (is_on_chip(k.tensor(ind.tensor).buffer)) why = why::indirect_on_chip;
+  for (size_t s = 0; s < stages.size() && !why; ++s)
+    for_each_view(stages[s], [&](const char* name, const View& v) {
+      if (name == std::string_view("vector_offset")) return;
+      const bool indirect = v.index_view() != nullptr;
+      if (indirect && !(v == ind)) why = why::both_indirect;
+      else if (!indirect && v.tensor == ind.tensor) why = why::same_tensor;
+      else if (!indirect && (v.dims.empty() || v.dims[0].num != n)) why = why::row_per_index;
+    });
+  // Each stage cut to its first row, and which of its planned operands are the indirect view's
+  // row (no other operand is in its tensor).
+  auto first_row = [](View v) {
+    v.indirect.clear();
+    v.indirect_dim = -1;
+    if (!v.dims.empty()) v.dims[0].num = 1;
+    return v;
+  };
+  const View ind_row = first_row(ind);
+  std::vector<Instruction> cut = stages;
+  std::vector<Plan> plans(stages.size());
+  std::vector<std::vector<bool>> on_ind(stages.size());
+  for (size_t s = 0; s < stages.size() && !why; ++s) {
+    for_each_view_mut(cut[s], [&](View& v) { v = first_row(v); });
+    why = plan(cut[s], plans[s]);
+    for (const Operand& o : plans[s].ops) on_ind[s].push_back(*o.view == ind_row);
+  }
+  if (why) return refuse(inst, {why});
+  if (!warm(inst)) {
+    ++interpreted;
+    return false;
+  }
+  // Row 0's byte range in the indirect tensor, [lo, hi): row i's is shifted by index[i] rows.
+  const Operand* row0 = nullptr;
+  for (size_t i = 0; i < on_ind[0].size() && !row0; ++i)
+    if (on_ind[0][i]) row0 = &plans[0].ops[i];
+  const int64_t esize = row0->esize, ind_row_bytes = ind.dims[0].step * esize;
+  const Machine::Layout& l = row0->layout;
+  int64_t lo = l.base, hi = l.base;
+  for (size_t d = 0; d < l.num.size(); ++d) ((l.stride[d] < 0) ? lo : hi) += (l.num[d] - 1) * l.stride[d];
+  hi += esize;
+  const int64_t size = k.tensor(ind.tensor).size_bytes();
+  Tile index = m_.tile(*ind.index_view(), "vector_offset");
+  if (index.size() < n) return refuse(inst, {why::short_index});
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  std::vector<bool> skipped(static_cast<size_t>(n), false);
+  for (int64_t i = 0; i < n; ++i) {
+    rows[i] = index.read_int(i);
+    const int64_t shift = rows[i] * ind_row_bytes;
+    if (lo + shift >= 0 && hi + shift <= size) continue;
+    if (oob != OobMode::skip) return refuse(inst, {"an index is out of range", true});  // the reference raises
+    if (hi - esize + shift >= 0 && lo + shift + esize <= size) return refuse(inst, {why::partly_out});
+    skipped[i] = true;
+  }
+  if (unique) {
+    std::vector<int64_t> sorted = rows;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return refuse(inst, {"it repeats an index it promised unique", true});  // the reference raises
+  }
+  // Operand o of stage s at row i.
+  auto at_row = [&](size_t s, size_t o, int64_t i) {
+    Operand x = plans[s].ops[o];
+    x.layout.base += on_ind[s][o] ? rows[i] * ind_row_bytes : i * x.layout.stride[0];
+    return x;
+  };
+  // Reads of never-written bytes: the sources of every stage (a later stage's first input is the
+  // dst an earlier one wrote).
+  for (size_t s = 0; s < plans.size(); ++s)
+    for (size_t o = 0; o < plans[s].ops.size(); ++o) {
+      if (plans[s].ops[o].written || (s > 0 && o == 1)) continue;
+      const Memory* mem = m_.memory_of(*plans[s].ops[o].view);
+      for (int64_t i = 0; i < n && mem->tracks_init(); ++i)
+        if (!skipped[i] && !all_flags_are(mem->init, at_row(s, o, i), 1))
+          return refuse(inst, {"reads never-written bytes", true});
+    }
+  std::vector<codegen::SpecializedFn> fns;
+  for (const Plan& p : plans) fns.push_back(reinterpret_cast<codegen::SpecializedFn>(compiled(p.body, p.shape)));
+  const std::array<float*, 3> no_columns{};
+  for (int64_t i = 0; i < n; ++i) {
+    if (skipped[i]) continue;
+    for (size_t s = 0; s < plans.size(); ++s) {
+      std::array<uint8_t*, 4> data{};
+      for (size_t o = 0; o < plans[s].ops.size(); ++o)
+        data[o] = m_.memory_of(*plans[s].ops[o].view)->bytes.data() + at_row(s, o, i).layout.base;
+      fns[s](data.data(), no_columns.data());
+      Memory* dst_mem = m_.memory_of(*plans[s].ops[0].view);
+      const Operand dst = at_row(s, 0, i);
+      if (dst_mem->tracks_init()) set_flags(dst_mem->init, dst, 1);
+      if (dst_mem->tracks_matmul()) set_flags(dst_mem->mm_written, dst, 0);
+    }
+  }
+  ++native;
+  return true;
+}
+
+// dma_compute: dst = srcs[0] + srcs[1] + ... in fp32, rounded once at the store (exec_data.cpp),
+// natively a chain of fp32 tensor_tensor stages over the same elements: dst = s0 + s1 (one
+// source: dst = bypass(s0, s0), its value through fp32), then dst = dst + s_k for each further
+// source, whose partial sums an fp32 dst holds exactly (run_dma_compute refuses the others).
+std::vector<Instruction> dma_compute_stages(const Instruction& inst, const DmaCompute& op) {
+  std::vector<Instruction> stages;
+  auto stage = [&](const View& a, const View& b, AluOp alu) {
+    Instruction s = inst;
+    s.op = TensorTensor{op.dst, a, b, alu, Engine::vector};  // the fp32 path (no GpSimd integer one)
+    stages.push_back(std::move(s));
+  };
+  const bool one = op.srcs.size() == 1;
+  stage(op.srcs[0], op.srcs[one ? 0 : 1], one ? AluOp::bypass : AluOp::add);
+  for (size_t k = 2; k < op.srcs.size(); ++k) stage(op.dst, op.srcs[k], AluOp::add);
+  return stages;
+}
+
+// Through an indirect view (a scatter-add into HBM rows) the stages run row by row (run_rows).
+bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& op) {
+  const char* why = nullptr;
+  if (op.srcs.size() > 2 && op.dst.dtype != DType::float32) why = why::partial_sums;
+  for (size_t k = 2; k < op.srcs.size(); ++k)
+    if (op.srcs[k].tensor == op.dst.tensor) why = why::late_source;  // earlier stages would have written it
+  const std::vector<Instruction> stages = dma_compute_stages(inst, op);
+  const View* ind = op.dst.index_view() ? &op.dst : nullptr;
+  for (const View& v : op.srcs) ind = ind ? ind : v.index_view() ? &v : nullptr;
+  if (!why && ind) return run_rows(inst, *ind, stages, op.oob_mode, op.unique_indices && op.dst.index_view());
+  std::vector<Plan> plans(stages.size());
+  for (size_t s = 0; s < stages.size() && !why; ++s) why = plan(stages[s], plans[s]);
+  if (why) return refuse(inst, {why});
+  if (!warm(inst)) {
+    ++interpreted;
+    return false;
+  }
+  // Every source must be readable before the first stage writes dst; after that a stage's first
+  // input is the dst the one before wrote, and its second a source in another tensor.
+  for (size_t s = 1; s < plans.size(); ++s) {
+    const Operand& src = plans[s].ops[2];
+    const Memory* mem = m_.memory_of(*src.view);
+    if (mem->tracks_init() && !all_flags_are(mem->init, src, 1)) return refuse(inst, {"reads never-written bytes", true});
+  }
+  for (const Plan& p : plans)
+    if (const Refusal why = execute(p); why.reason) return refuse(inst, why);  // only the first stage can
+  ++native;
+  return true;
+}
+
+}  // namespace knit::sim
