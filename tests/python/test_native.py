@@ -2533,31 +2533,59 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
 
 
 @knit.jit
-def _reverse_quadrants(a):
-    dst = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.nc_stream_shuffle(dst=dst, src=_load(a), shuffle_mask=[31 - i for i in range(32)])  # no native body
+def _gather_columns(a, idx):
+    dst = nl.ndarray(idx.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.nc_n_gather(dst=dst, data=_load(a), indices=_load(idx))  # no native body
     return _store(dst)
 
 
 def test_strict_backend_names_an_opcode_without_a_body():
-    """nc_stream_shuffle has no native body: listed under jit with a JitFallbackWarning (once per
+    """nc_n_gather has no native body: listed under jit with a JitFallbackWarning (once per
     compiled kernel, not on every run), an error under jit-strict that points at its line."""
-    a = values(F32, (64, 16), seed_of("shuffle", 0))
-    c = knit.compile(_reverse_quadrants, a)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.nc_stream_shuffle(dst=dst, src=_load(a)" in text)
-    where = f"{__file__}:{line}: nc_stream_shuffle: no native body"
+    a = values(F32, (64, 16), seed_of("ngather", 0))
+    idx = np.random.default_rng(3).integers(0, 16, size=(64, 5)).astype(np.uint32)
+    c = knit.compile(_gather_columns, a, idx)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.nc_n_gather(dst=dst, data=_load(a)" in text)
+    where = f"{__file__}:{line}: nc_n_gather: no native body"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
-        got = c.run(a, backend="jit")
+        got = c.run(a, idx, backend="jit")
     assert f"{where} for this opcode yet" in c.last_run["fallbacks"]
-    assert_bytes_equal(c.reference(a), got)
-    assert_bytes_equal(np.concatenate([a[31::-1], a[:31:-1]]), got, "numpy")
+    assert_bytes_equal(c.reference(a, idx), got)
+    assert_bytes_equal(np.take_along_axis(a, idx, axis=1), got, "numpy")
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
-        c.run(a, backend="jit")  # the same fallbacks again: already reported
+        c.run(a, idx, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(a, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_stream_shuffle" in str(info.value)
+        c.run(a, idx, backend="jit-strict")
+    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_n_gather" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, E4M3])
+def test_stream_shuffle_runs_natively(dtype):
+    """nc_stream_shuffle (dst partition q + i = src partition q + mask[i] in each quadrant of 32;
+    255 leaves dst's partition as it was) runs natively, bit for bit, over 96 partitions of a
+    strided view; in place it stays with the reference."""
+    mask = [(7 * i + 3) % 32 for i in range(32)]
+    mask[5] = mask[20] = 255
+
+    @knit.jit
+    def kernel(a, keep):
+        dst = _load(keep)
+        src = _load(a)
+        nisa.nc_stream_shuffle(dst=dst[:, 0:8], src=src[:, 1:16:2], shuffle_mask=mask)
+        nisa.nc_stream_shuffle(dst=src, src=src, shuffle_mask=mask)  # in place: the reference
+        return _store(dst), _store(src)
+
+    a = values(dtype, (96, 16), seed_of("shuf", dtype.name), "nan")
+    keep = values(dtype, (96, 8), seed_of("shuf-keep", dtype.name), "nan")
+    c = knit.compile(kernel, a, keep)
+    check(c, a, keep, native=n_instructions(c) - 1, interpreted=1)
+    want = keep.copy()
+    for p in range(96):
+        if mask[p % 32] != 255:
+            want[p] = a[p - p % 32 + mask[p % 32], 1:16:2]
+    assert_bytes_equal(want, c.run(a, keep)[0], "numpy")
 
 
 def _dma_compute_kernel(n_srcs, out_dtype, on_chip):

@@ -66,7 +66,8 @@ bool natively_executable(Opcode op) {
     case Opcode::nc_matmul:
     case Opcode::quantize_mx:
     case Opcode::nc_matmul_mx:
-    case Opcode::dma_compute: return true;
+    case Opcode::dma_compute:
+    case Opcode::nc_stream_shuffle: return true;
     default: return false;
   }
 }
@@ -222,6 +223,7 @@ bool NativeExecutor::run(const Instruction& inst) {
     return true;
   }
   if (const auto* op = std::get_if<DmaCompute>(&inst.op)) return run_dma_compute(inst, *op);
+  if (const auto* op = std::get_if<NcStreamShuffle>(&inst.op)) return run_shuffle(inst, *op);
   if (const auto* op = std::get_if<DmaCopy>(&inst.op); op && (op->src.index_view() || op->dst.index_view()))
     return run_rows(inst, op->dst.index_view() ? op->dst : op->src, {inst}, op->oob_mode, false);
   Plan p;

@@ -73,6 +73,12 @@ class NativeExecutor {
                 const std::array<std::vector<float>*, 3>& columns);
   void matmul_mx(const ir::NcMatmulMx& op);
   bool run_dma_compute(const ir::Instruction& inst, const ir::DmaCompute& op);
+  bool run_shuffle(const ir::Instruction& inst, const ir::NcStreamShuffle& op);
+  // Runs planned one-row stages over rows (rows.cpp): each operand `picked` at row rows[i], the
+  // others at row i, rows marked skipped left alone.
+  bool move_rows(const ir::Instruction& inst, const std::vector<Plan>& plans,
+                 const std::vector<std::vector<bool>>& picked, const std::vector<int64_t>& rows,
+                 const std::vector<bool>& skipped, int64_t row_bytes);
   // run() for an instruction through an indirect view, as `stages` run row by row.
   bool run_rows(const ir::Instruction& inst, const ir::View& ind, const std::vector<ir::Instruction>& stages,
                 ir::OobMode oob, bool unique);

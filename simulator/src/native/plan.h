@@ -43,6 +43,8 @@ inline constexpr const char* row_per_index = "its other operand's first dim does
 inline constexpr const char* short_index = "its vector_offset has fewer entries than the indirect dim has rows";
 inline constexpr const char* partial_sums = "it sums more than two sources into a dst that is not fp32";
 inline constexpr const char* late_source = "a source after the second is in its dst's tensor";
+inline constexpr const char* shuffle_dtypes = "its src and dst dtypes differ";
+inline constexpr const char* in_place = "it shuffles partitions in place";
 inline constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
 }  // namespace why
 

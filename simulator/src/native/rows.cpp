@@ -85,10 +85,19 @@ bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const st
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       return refuse(inst, {"it repeats an index it promised unique", true});  // the reference raises
   }
+  return move_rows(inst, plans, on_ind, rows, skipped, ind_row_bytes);
+}
+
+// Runs `plans` (stages over one row each) for every row i not skipped, in order: the operands
+// marked `picked` at row rows[i] (row_bytes apart), the others at row i.
+bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>& plans,
+                               const std::vector<std::vector<bool>>& picked, const std::vector<int64_t>& rows,
+                               const std::vector<bool>& skipped, int64_t row_bytes) {
+  const int64_t n = static_cast<int64_t>(rows.size());
   // Operand o of stage s at row i.
   auto at_row = [&](size_t s, size_t o, int64_t i) {
     Operand x = plans[s].ops[o];
-    x.layout.base += on_ind[s][o] ? rows[i] * ind_row_bytes : i * x.layout.stride[0];
+    x.layout.base += picked[s][o] ? rows[i] * row_bytes : i * x.layout.stride[0];
     return x;
   };
   // Reads of never-written bytes: the sources of every stage (a later stage's first input is the
@@ -166,6 +175,39 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
     if (const Refusal why = execute(p); why.reason) return refuse(inst, why);  // only the first stage can
   ++native;
   return true;
+}
+
+// nc_stream_shuffle: in each quadrant of 32 partitions, dst partition q + i = src partition
+// q + mask[i] (255: dst's partition is left alone), bit for bit: a gather of partitions whose
+// indices are the mask, one copy of a partition's row compiled once. In place (dst overlapping
+// src) it stays with the reference, which reads every named row first.
+bool NativeExecutor::run_shuffle(const Instruction& inst, const NcStreamShuffle& op) {
+  const int64_t P = op.dst.dims.empty() ? 0 : op.dst.dims[0].num;
+  const char* why = nullptr;
+  if (op.src.dtype != op.dst.dtype) why = why::shuffle_dtypes;
+  else if (op.src.tensor == op.dst.tensor) why = why::in_place;
+  else if (op.src.dims.empty() || op.src.dims[0].num != P || op.shuffle_mask.size() < 32) why = why::partitions;
+  Instruction row = inst;
+  TensorCopy copy{op.dst, op.src};
+  for (View* v : {&copy.dst, &copy.src})
+    if (!v->dims.empty()) v->dims[0].num = 1;
+  row.op = copy;
+  std::vector<Plan> plans(1);
+  if (!why) why = plan(row, plans[0]);
+  std::vector<int64_t> rows(static_cast<size_t>(P));
+  std::vector<bool> skipped(static_cast<size_t>(P), false);
+  for (int64_t p = 0; p < P && !why; ++p) {
+    const int64_t from = op.shuffle_mask[static_cast<size_t>(p % 32)];
+    rows[p] = p - p % 32 + from;
+    skipped[p] = from == 255;
+    if (!skipped[p] && (from < 0 || rows[p] >= P)) why = why::partitions;
+  }
+  if (why) return refuse(inst, {why});
+  if (!warm(inst)) {
+    ++interpreted;
+    return false;
+  }
+  return move_rows(inst, plans, {{false, true}}, rows, skipped, plans[0].ops[1].layout.stride[0]);
 }
 
 }  // namespace knit::sim
