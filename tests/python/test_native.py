@@ -2533,32 +2533,57 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
 
 
 @knit.jit
-def _gather_columns(a, idx):
-    dst = nl.ndarray(idx.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.nc_n_gather(dst=dst, data=_load(a), indices=_load(idx))  # no native body
+def _local_gather(a, idx):
+    dst = nl.ndarray((a.shape[0], 4), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.local_gather(dst=dst, src_buffer=_load(a), index=_load(idx), num_valid_indices=4)  # no native body
     return _store(dst)
 
 
 def test_strict_backend_names_an_opcode_without_a_body():
-    """nc_n_gather has no native body: listed under jit with a JitFallbackWarning (once per
+    """local_gather has no native body: listed under jit with a JitFallbackWarning (once per
     compiled kernel, not on every run), an error under jit-strict that points at its line."""
-    a = values(F32, (64, 16), seed_of("ngather", 0))
-    idx = np.random.default_rng(3).integers(0, 16, size=(64, 5)).astype(np.uint32)
-    c = knit.compile(_gather_columns, a, idx)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.nc_n_gather(dst=dst, data=_load(a)" in text)
-    where = f"{__file__}:{line}: nc_n_gather: no native body"
+    a = values(F32, (32, 16), seed_of("lgather", 0))
+    idx = np.random.default_rng(3).integers(0, 16, size=(32, 1)).astype(np.uint16)
+    c = knit.compile(_local_gather, a, idx)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.local_gather(dst=dst, src_buffer=_load(a)" in text)
+    where = f"{__file__}:{line}: local_gather: no native body"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
         got = c.run(a, idx, backend="jit")
     assert f"{where} for this opcode yet" in c.last_run["fallbacks"]
     assert_bytes_equal(c.reference(a, idx), got)
-    assert_bytes_equal(np.take_along_axis(a, idx, axis=1), got, "numpy")
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
         c.run(a, idx, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
         c.run(a, idx, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_n_gather" in str(info.value)
+    assert info.value.rule == "jit-strict" and info.value.line == line and "local_gather" in str(info.value)
+
+
+@knit.jit
+def _gather_columns(a, idx):
+    dst = nl.ndarray(idx.shape, dtype=a.dtype, buffer=nl.sbuf)
+    data = _load(a)
+    nisa.nc_n_gather(dst=dst, data=data.reshape((a.shape[0], 4, a.shape[1] // 4)), indices=_load(idx))
+    return _store(dst)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, np.dtype(np.int8)])
+def test_n_gather_runs_natively(dtype):
+    """nc_n_gather (dst[p, j] = data[p, indices[p, j]] over data's flattened free dims, bit for
+    bit) runs natively, indices checked first: one out of range raises the reference's error."""
+    a = values(dtype, (96, 24), seed_of("ngather", dtype.name), "nan")
+    idx = np.random.default_rng(3).integers(0, 24, size=(96, 40)).astype(np.uint32)
+    c = knit.compile(_gather_columns, a, idx)
+    check(c, a, idx, native=n_instructions(c), interpreted=0)
+    assert_bytes_equal(np.take_along_axis(a, idx.astype(np.int64), axis=1), c.run(a, idx), "numpy")
+    idx[70, 33] = 24
+    errors = {}
+    for backend in ("reference", "jit"):
+        with pytest.raises(knit.KnitRuntimeError) as info:
+            c.run(a, idx, backend=backend)
+        errors[backend] = (info.value.rule, info.value.line, str(info.value))
+    assert errors["jit"] == errors["reference"] and "nc_n_gather index 24 at indices[70, 33]" in errors["jit"][2]
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16, E4M3])

@@ -183,6 +183,12 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
     case MapKind::fill:
       map_bits(s, data, [&](int64_t, int64_t, int64_t, int64_t) { return s.fill_bits; });
       return;
+    case MapKind::gather:
+      map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const int64_t index = knit::ir::load_int(type(s.a), a + at(s.a, i0, i1, i2, i3));
+        return knit::ir::load_bits(type(s.b), b + i0 * s.b.step[0] + index * s.gather_step);
+      });
+      return;
     case MapKind::iota:
       for_each(s.walk, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
         knit::ir::store_int(type(s.dst), affine_value(s, i0, i1, i2, i3), data[0] + at(s.dst, i0, i1, i2, i3));

@@ -67,7 +67,8 @@ bool natively_executable(Opcode op) {
     case Opcode::quantize_mx:
     case Opcode::nc_matmul_mx:
     case Opcode::dma_compute:
-    case Opcode::nc_stream_shuffle: return true;
+    case Opcode::nc_stream_shuffle:
+    case Opcode::nc_n_gather: return true;
     default: return false;
   }
 }
@@ -277,6 +278,13 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
       if (!same || p.body != std::string_view("knit_map_body"))
         return {"its output overlaps an input other than element for element"};
     }
+  if (const auto* op = std::get_if<NcNGather>(&inst.op)) {
+    // Every index inside data's free elements, or the reference raises naming the first that is not.
+    Tile indices = m_.tile(op->indices, "indices");
+    const int64_t F = op->data.num_elements() / std::max<int64_t>(1, p.partitions);
+    for (int64_t i = 0; i < indices.size(); ++i)
+      if (const int64_t ix = indices.read_int(i); ix < 0 || ix >= F) return {"an index is out of range", true};
+  }
   if (std::holds_alternative<TensorCopyPredicated>(inst.op)) {
     // It writes only the selected elements, which keep their state otherwise; the flags are
     // updated in bulk afterwards, so natively only when that is exact for the whole dst.

@@ -1,6 +1,7 @@
 #include "plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "../alu.h"
 #include "../exec_compute.h"
@@ -415,6 +416,23 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.affine_offset = op->offset;
     const Operand index = affine_index(op->dst, op->pattern, op->channel_multiplier);
     return map(s, op->dst, &op->on_true_tile, nullptr, nullptr, &index);
+  }
+  if (const auto* op = std::get_if<NcNGather>(&inst.op)) {
+    // dst and indices walk in lockstep; data is addressed by each index within its partition's
+    // free elements (one strided run), so it is not walked: only its partition step is.
+    if (op->data.dtype != op->dst.dtype) return why::gather_dtypes;
+    s.kind = MapKind::gather;
+    if (const char* why = map(s, op->dst, &op->indices, nullptr)) return why;
+    if (const char* why = add(op->data, false)) return why;
+    const Operand& data = out.ops.back();
+    const auto free = simplified(data.layout, 1);
+    if (!on_chip(op->data) || data.layout.num.empty() || data.layout.num[0] != out.partitions) return why::partitions;
+    if (free.size() > 1) return why::free_dims;
+    std::memcpy(&s, out.shape.data(), sizeof s);
+    s.b = Access{static_cast<int32_t>(op->data.dtype), 0, {data.layout.stride[0], 0, 0, 0}};
+    s.gather_step = free.empty() ? data.esize : free[0].second;
+    out.shape = bytes_of(s);
+    return nullptr;
   }
   if (const auto* op = std::get_if<BnStats>(&inst.op)) return row(RowKind::bn_stats, op->dst, op->data);
   if (const auto* op = std::get_if<BnAggr>(&inst.op)) return row(RowKind::bn_aggr, op->dst, op->data);

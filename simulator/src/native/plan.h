@@ -45,6 +45,7 @@ inline constexpr const char* partial_sums = "it sums more than two sources into 
 inline constexpr const char* late_source = "a source after the second is in its dst's tensor";
 inline constexpr const char* shuffle_dtypes = "its src and dst dtypes differ";
 inline constexpr const char* in_place = "it shuffles partitions in place";
+inline constexpr const char* gather_dtypes = "its data and dst dtypes differ";
 inline constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
 }  // namespace why
 

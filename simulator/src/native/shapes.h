@@ -46,6 +46,9 @@ enum class MapKind : int32_t {
                     // row fold with fold_op
   scan,             // carry = col0 at each row's start; dst = carry = (a op0 carry) op1 b, with the
                     // reverse flags (tensor_tensor_scan: a left scan along each partition's row)
+  gather,           // dst = the bits of b's element number a (an integer) in the walk row's
+                    // partition: b + i0 * b.step[0] + a * gather_step (nc_n_gather; the executor
+                    // checks every index first)
 };
 
 struct MapShape {
@@ -64,6 +67,7 @@ struct MapShape {
   // operand whose "bytes" are index units.
   int64_t affine_offset;
   int64_t affine_step[kWalkDims];
+  int64_t gather_step;  // gather: bytes between b's consecutive free elements
 };
 // Run-time arguments: data[0] = dst, data[1] = a, data[2] = b (or null);
 // columns[0], columns[1] = per-partition scalars (fp32 values, or bit patterns for the bit-vector
