@@ -2533,31 +2533,66 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
 
 
 @knit.jit
-def _local_gather(a, idx):
-    dst = nl.ndarray((a.shape[0], 4), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.local_gather(dst=dst, src_buffer=_load(a), index=_load(idx), num_valid_indices=4)  # no native body
+def _find_index8(a):
+    dst = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
+    t = _load(a)
+    nisa.nc_find_index8(dst=dst, data=t, vals=t[:, 0:8])  # no native body
     return _store(dst)
 
 
 def test_strict_backend_names_an_opcode_without_a_body():
-    """local_gather has no native body: listed under jit with a JitFallbackWarning (once per
+    """nc_find_index8 has no native body: listed under jit with a JitFallbackWarning (once per
     compiled kernel, not on every run), an error under jit-strict that points at its line."""
-    a = values(F32, (32, 16), seed_of("lgather", 0))
-    idx = np.random.default_rng(3).integers(0, 16, size=(32, 1)).astype(np.uint16)
-    c = knit.compile(_local_gather, a, idx)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.local_gather(dst=dst, src_buffer=_load(a)" in text)
-    where = f"{__file__}:{line}: local_gather: no native body"
+    a = values(F32, (32, 16), seed_of("find8", 0))
+    c = knit.compile(_find_index8, a)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.nc_find_index8(dst=dst, data=t" in text)
+    where = f"{__file__}:{line}: nc_find_index8: no native body"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
-        got = c.run(a, idx, backend="jit")
+        got = c.run(a, backend="jit")
     assert f"{where} for this opcode yet" in c.last_run["fallbacks"]
-    assert_bytes_equal(c.reference(a, idx), got)
+    assert_bytes_equal(c.reference(a), got)
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
-        c.run(a, idx, backend="jit")  # the same fallbacks again: already reported
+        c.run(a, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(a, idx, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == line and "local_gather" in str(info.value)
+        c.run(a, backend="jit-strict")
+    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_find_index8" in str(info.value)
+
+
+def _local_gather_kernel(elems, valid):
+    @knit.jit
+    def kernel(a, idx):
+        dst = nl.ndarray((a.shape[0], valid * elems), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.local_gather(dst=dst, src_buffer=_load(a), index=_load(idx), num_elem_per_idx=elems,
+                          num_valid_indices=valid)
+        return _store(dst)
+
+    return kernel
+
+
+@pytest.mark.parametrize("elems,valid,dtype", [(1, 32, F32), (4, 5, BF16), (2, 20, np.dtype(np.uint8))])
+def test_local_gather_runs_natively(elems, valid, dtype):
+    """local_gather (each group of 16 partitions shares one index list, read partition-fastest;
+    dst[p, k E + e] = src[p, idx[k] + e]) runs natively, bit for bit; an index reaching past the
+    source's free elements raises the reference's error."""
+    a = values(dtype, (48, 24), seed_of("lgather", elems, valid), "nan")
+    idx = np.random.default_rng(elems).integers(0, 24 - elems + 1, size=(48, 2)).astype(np.uint16)
+    c = knit.compile(_local_gather_kernel(elems, valid), a, idx)
+    check(c, a, idx, native=n_instructions(c), interpreted=0)
+    want = np.empty((48, valid * elems), dtype)
+    for g in range(3):
+        lst = idx[16 * g:16 * g + 16].flatten(order="F")[:valid]
+        for q in range(16 * g, 16 * g + 16):
+            want[q] = np.concatenate([a[q, i:i + elems] for i in lst])
+    assert_bytes_equal(want, c.run(a, idx), "numpy")
+    idx[17, 0] = 24 - elems + 1  # entry 1 of group 1's list
+    errors = {}
+    for backend in ("reference", "jit"):
+        with pytest.raises(knit.KnitRuntimeError) as info:
+            c.run(a, idx, backend=backend)
+        errors[backend] = (info.value.rule, info.value.line, str(info.value))
+    assert errors["jit"] == errors["reference"] and errors["jit"][0] == "out-of-bounds"
 
 
 @knit.jit

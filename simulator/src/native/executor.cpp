@@ -68,7 +68,8 @@ bool natively_executable(Opcode op) {
     case Opcode::nc_matmul_mx:
     case Opcode::dma_compute:
     case Opcode::nc_stream_shuffle:
-    case Opcode::nc_n_gather: return true;
+    case Opcode::nc_n_gather:
+    case Opcode::local_gather: return true;
     default: return false;
   }
 }
@@ -285,6 +286,23 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     for (int64_t i = 0; i < indices.size(); ++i)
       if (const int64_t ix = indices.read_int(i); ix < 0 || ix >= F) return {"an index is out of range", true};
   }
+  if (const auto* op = std::get_if<LocalGather>(&inst.op)) {
+    // Each group of 16 partitions' index list (the index slice read partition-fastest), expanded to
+    // the element every dst element reads; an index reaching past src_buffer's free elements goes
+    // to the reference to raise.
+    Tile index = m_.tile(op->index, "index");
+    const int64_t P = p.partitions, E = op->num_elem_per_idx;
+    const int64_t row = p.ops[0].n[1] * p.ops[0].n[2] * p.ops[0].n[3], valid = row / std::max<int64_t>(1, E);
+    const int64_t F = op->src_buffer.num_elements() / std::max<int64_t>(1, P);
+    gather_index_.resize(static_cast<size_t>(P * row));
+    for (int64_t c = 0; c < P / 16; ++c)
+      for (int64_t k = 0; k < valid; ++k) {
+        const int64_t ix = index.read_int(index.at(16 * c + k % 16, k / 16));
+        if (ix < 0 || ix + E > F) return {"an index is out of range", true};
+        for (int64_t q = 16 * c; q < 16 * (c + 1); ++q)
+          for (int64_t e = 0; e < E; ++e) gather_index_[q * row + k * E + e] = static_cast<int32_t>(ix + e);
+      }
+  }
   if (std::holds_alternative<TensorCopyPredicated>(inst.op)) {
     // It writes only the selected elements, which keep their state otherwise; the flags are
     // updated in bulk afterwards, so natively only when that is exact for the whole dst.
@@ -347,6 +365,7 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   }
   std::array<uint8_t*, 3> bases{};
   for (size_t i = 0; i < p.ops.size() && i < bases.size(); ++i) bases[i] = mem[i]->bytes.data() + p.ops[i].layout.base;
+  if (std::holds_alternative<LocalGather>(inst.op)) bases[1] = reinterpret_cast<uint8_t*>(gather_index_.data());
   dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
   for (size_t i = 0; i < p.ops.size(); ++i) {  // the written operands come first
     if (!p.ops[i].written) break;

@@ -93,6 +93,7 @@ class NativeExecutor {
   bool hot_ = false;  // compiling pays: instructions run natively
   std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function
   std::vector<float> scratch_;
+  std::vector<int32_t> gather_index_;  // local_gather: the element each dst element reads
 };
 
 // The process-wide specializer holding the embedded body library (created on first use).

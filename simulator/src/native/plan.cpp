@@ -434,6 +434,33 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     out.shape = bytes_of(s);
     return nullptr;
   }
+  if (const auto* op = std::get_if<LocalGather>(&inst.op)) {
+    // The gather kind too, its indices expanded by the executor into a dense int32 [P, J] array in
+    // dst's element order (NativeExecutor::execute): dst (p, k E + e) reads src_buffer element
+    // idx[k] + e of partition p, idx the index list of p's group of 16 partitions.
+    if (op->src_buffer.dtype != op->dst.dtype) return why::gather_dtypes;
+    s.kind = MapKind::gather;
+    if (const char* why = map(s, op->dst, nullptr, nullptr)) return why;
+    for (const auto& [v, written] : {std::pair{&op->index, false}, {&op->src_buffer, false}})
+      if (const char* why = add(*v, written)) return why;
+    const Operand& dst = out.ops[0];
+    const Operand& src = out.ops[2];
+    if (!on_chip(op->src_buffer) || src.layout.num.empty() || src.layout.num[0] != out.partitions ||
+        out.partitions % 16)
+      return why::partitions;
+    const auto free = simplified(src.layout, 1);
+    if (free.size() > 1) return why::free_dims;
+    const int64_t row = dst.n[1] * dst.n[2] * dst.n[3];
+    const int64_t index_row = op->index.num_elements() / std::max<int64_t>(1, out.partitions);
+    const int64_t valid = op->num_valid_indices < 0 ? 16 * index_row : op->num_valid_indices;
+    if (row != valid * op->num_elem_per_idx) return why::gather_width;
+    std::memcpy(&s, out.shape.data(), sizeof s);
+    s.a = Access{static_cast<int32_t>(DType::int32), 0, {4 * row, 4 * dst.n[2] * dst.n[3], 4 * dst.n[3], 4}};
+    s.b = Access{static_cast<int32_t>(op->src_buffer.dtype), 0, {src.layout.stride[0], 0, 0, 0}};
+    s.gather_step = free.empty() ? src.esize : free[0].second;
+    out.shape = bytes_of(s);
+    return nullptr;
+  }
   if (const auto* op = std::get_if<BnStats>(&inst.op)) return row(RowKind::bn_stats, op->dst, op->data);
   if (const auto* op = std::get_if<BnAggr>(&inst.op)) return row(RowKind::bn_aggr, op->dst, op->data);
   if (const auto* op = std::get_if<Max8>(&inst.op)) return row(RowKind::max8, op->dst, op->src);

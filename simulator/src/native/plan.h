@@ -46,6 +46,8 @@ inline constexpr const char* late_source = "a source after the second is in its 
 inline constexpr const char* shuffle_dtypes = "its src and dst dtypes differ";
 inline constexpr const char* in_place = "it shuffles partitions in place";
 inline constexpr const char* gather_dtypes = "its data and dst dtypes differ";
+inline constexpr const char* gather_width =
+    "its dst's free size is not its valid indices x num_elem_per_idx (the rest would be zeroed)";
 inline constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
 }  // namespace why
 
