@@ -276,6 +276,19 @@ void top8(const float* row, int64_t F, float* out) {
   }
 }
 
+void find_index8(const float* row, int64_t F, const float* vals, int64_t* out) {
+  for (int k = 0; k < 8; ++k) {
+    int64_t skip = 0;  // occurrences the earlier equal slots took
+    for (int e = 0; e < k; ++e) skip += alu(AluOp::equal, vals[e], vals[k]) != 0.0f;
+    out[k] = -1;
+    for (int64_t j = 0; j < F; ++j)
+      if (alu(AluOp::equal, row[j], vals[k]) != 0.0f && skip-- == 0) {
+        out[k] = j;
+        break;
+      }
+  }
+}
+
 // Exponent of the largest normal of the MX element format (OCP MX "emax_elem").
 static int mx_element_emax(DType packed) { return packed == DType::float8_e4m3fn_x4 ? 8 : 15; }
 

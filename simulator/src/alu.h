@@ -70,6 +70,9 @@ bool ranks_above(float a, float b);
 // The 8 values of row[0..F) (F >= 8) that rank first, in rank order, equal values in source
 // order: the first 8 of a stable sort by ranks_above, by insertion into 8 slots.
 void top8(const float* row, int64_t F, float* out);
+// nc_find_index8 of one partition: out[k] = the index in row[0..F) of vals[k]'s first occurrence
+// (alu's equal), or of its next one when vals[k] repeats an earlier vals[e]; -1 when missing.
+void find_index8(const float* row, int64_t F, const float* vals, int64_t* out);
 
 // ---- quantize_mx (exec_mx.cpp and the native body) ----
 // One MX group of quantize_mx: x[i][j] is element j of the group's 4 in partition i of its 8.

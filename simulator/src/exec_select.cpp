@@ -70,13 +70,6 @@ Picked pick(const Tile& src, DType dst_dtype, std::vector<bool> take) {
   return r;
 }
 
-// The index of the (skip+1)-th occurrence of v in row[0..F), or -1.
-int64_t nth_occurrence(const std::vector<float>& data, int64_t base, int64_t F, float v, int64_t skip) {
-  for (int64_t j = 0; j < F; ++j)
-    if (alu(AluOp::equal, data[base + j], v) != 0.0f && skip-- == 0) return j;
-  return -1;
-}
-
 }  // namespace
 
 // Shared with the native path (exec_compute.h): the reduction of the rows, after dst is written.
@@ -186,13 +179,13 @@ void exec(Machine& m, const NcFindIndex8& op) {
   const std::vector<float> x = data.read_all();
   const std::vector<float> v = vals.read_all();
   std::vector<int64_t> out(dst.size());
-  for (int64_t p = 0; p < data.P; ++p)
-    for (int64_t k = 0; k < 8; ++k) {
-      const float want = v[vals.at(p, k)];
-      int64_t earlier = 0;
-      for (int64_t e = 0; e < k; ++e) earlier += alu(AluOp::equal, v[vals.at(p, e)], want) != 0.0f;
-      out[dst.at(p, k)] = nth_occurrence(x, p * data.F, data.F, want, earlier);
-    }
+  for (int64_t p = 0; p < data.P; ++p) {
+    float want[8];
+    int64_t found[8];
+    for (int64_t k = 0; k < 8; ++k) want[k] = v[vals.at(p, k)];
+    find_index8(x.data() + p * data.F, data.F, want, found);
+    for (int64_t k = 0; k < 8; ++k) out[dst.at(p, k)] = found[k];
+  }
   const uint32_t all_ones = dst.dtype == DType::uint16 ? 0xFFFFu : 0xFFFFFFFFu;
   for (int64_t i = 0; i < dst.size(); ++i) out[i] < 0 ? dst.write_bits(i, all_ones) : dst.write_int(i, out[i]);
 }

@@ -2533,31 +2533,65 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
 
 
 @knit.jit
-def _find_index8(a):
-    dst = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
-    t = _load(a)
-    nisa.nc_find_index8(dst=dst, data=t, vals=t[:, 0:8])  # no native body
-    return _store(dst)
+def _double_row_matmul(s, m):
+    p = nl.ndarray((s.shape[2], m.shape[2]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=_load(s), moving=_load(m), perf_mode=nisa.matmul_perf_mode.double_row)
+    o = nl.ndarray(p.shape, nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=o, src=p)
+    return _store(o)
 
 
-def test_strict_backend_names_an_opcode_without_a_body():
-    """nc_find_index8 has no native body: listed under jit with a JitFallbackWarning (once per
-    compiled kernel, not on every run), an error under jit-strict that points at its line."""
-    a = values(F32, (32, 16), seed_of("find8", 0))
-    c = knit.compile(_find_index8, a)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "nisa.nc_find_index8(dst=dst, data=t" in text)
-    where = f"{__file__}:{line}: nc_find_index8: no native body"
+def test_strict_backend_names_an_instruction_the_native_path_cannot_run():
+    """A double_row matmul (its operands packed two rows per partition, which the matmul body does
+    not walk) is listed under jit with a JitFallbackWarning naming its line and why (once per
+    compiled kernel, not on every run), and is an error under jit-strict that points at it."""
+    s = values(E4M3, (64, 2, 48), 61, "finite")
+    m = values(E4M3, (64, 2, 100), 62, "finite")
+    c = knit.compile(_double_row_matmul, s, m)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "perf_mode=nisa.matmul_perf_mode.double_row)" in text)
+    where = f"{__file__}:{line}: nc_matmul: its perf_mode packs operands"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
-        got = c.run(a, backend="jit")
-    assert f"{where} for this opcode yet" in c.last_run["fallbacks"]
-    assert_bytes_equal(c.reference(a), got)
+        got = c.run(s, m, backend="jit")
+    assert any(f.startswith(where) for f in c.last_run["fallbacks"]), c.last_run
+    assert_bytes_equal(c.reference(s, m), got)
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
-        c.run(a, backend="jit")  # the same fallbacks again: already reported
+        c.run(s, m, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(a, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_find_index8" in str(info.value)
+        c.run(s, m, backend="jit-strict")
+    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_matmul" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype,out", [(F32, np.dtype(np.uint32)), (BF16, np.dtype(np.uint16)),
+                                       (np.dtype(np.int32), np.dtype(np.uint32))])
+def test_find_index8_runs_natively(dtype, out):
+    """nc_find_index8 (where each of a partition's 8 vals first occurs in its data row, a repeated
+    value taking the next occurrence, all ones when missing) runs natively with the reference's
+    bytes, over a 3-D data row, with NaN (never equal), repeats, and missing values."""
+
+    @knit.jit
+    def kernel(a, v):
+        dst = nl.ndarray((a.shape[0], 8), dtype=out, buffer=nl.sbuf)
+        t = _load(a)
+        nisa.nc_find_index8(dst=dst, data=t, vals=_load(v)[:, 1:17:2])
+        return _store(dst)
+
+    rng = np.random.default_rng(8)
+    a = rng.integers(-4, 5, size=(64, 3, 10)).astype(dtype)
+    v = rng.integers(-6, 7, size=(64, 20)).astype(dtype)
+    if dtype != np.dtype(np.int32):
+        a[5, 1, 2] = v[5, 3] = np.nan
+    c = knit.compile(kernel, a, v)
+    check(c, a, v, native=n_instructions(c), interpreted=0)
+    want = np.empty((64, 8), out)
+    for p in range(64):
+        row, used = a[p].reshape(-1), []
+        for k, x in enumerate(v[p, 1:17:2]):
+            hits = [j for j in range(row.size) if row[j] == x]
+            nth = sum(1 for y in v[p, 1:17:2][:k] if y == x)
+            want[p, k] = hits[nth] if nth < len(hits) else np.iinfo(out).max  # all ones
+    assert_bytes_equal(want, c.run(a, v), "numpy")
 
 
 def _local_gather_kernel(elems, valid):
@@ -2964,24 +2998,6 @@ def test_on_chip_dma_between_partition_layouts():
     u, row, _ = c.run(a)
     assert_bytes_equal(a.reshape(64, 16), u, "numpy")
     assert_bytes_equal(a[:, 3].reshape(1, 128), row, "numpy")
-
-
-def test_double_row_matmul_falls_back():
-    """perf_mode=double_row has no native body; it stays with the reference executor."""
-
-    @knit.jit
-    def kernel(s, m):
-        ts, tm = _load(s), _load(m)
-        p = nl.ndarray((s.shape[2], m.shape[2]), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=p, stationary=ts, moving=tm, perf_mode=nisa.matmul_perf_mode.double_row)
-        o = nl.ndarray(p.shape, nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=o, src=p)
-        return _store(o)
-
-    s = values(E4M3, (64, 2, 48), 61, "finite")
-    m = values(E4M3, (64, 2, 100), 62, "finite")
-    c = knit.compile(kernel, s, m)
-    check(c, s, m, native=4, interpreted=1)
 
 
 # ---- more layouts and placements ---------------------------------------------------------------------------

@@ -69,7 +69,8 @@ bool natively_executable(Opcode op) {
     case Opcode::dma_compute:
     case Opcode::nc_stream_shuffle:
     case Opcode::nc_n_gather:
-    case Opcode::local_gather: return true;
+    case Opcode::local_gather:
+    case Opcode::nc_find_index8: return true;
     default: return false;
   }
 }
@@ -157,7 +158,7 @@ std::vector<Part> row_parts_of(const std::string& body, const std::string& shape
     });
   if (body == std::string_view("knit_row_body"))
     return row_parts<RowShape>(shape, threads, scratch_floats, [](RowShape s, int64_t r0, int64_t n, int64_t* off) {
-      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
+      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0], off[2] = r0 * s.vals.step[0];
       s.data_walk.n[0] = s.dst_walk.n[0] = n;
       return s;
     });

@@ -259,11 +259,12 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     return o;
   };
   // bn_stats / bn_aggr / max8: each operand walks its own free dims (up to three after merging).
-  auto row = [&](RowKind kind, const View& dst, const View& data) -> const char* {
+  // find_index8's `vals`, a third operand, reads its first 8 free elements (one strided run).
+  auto row = [&](RowKind kind, const View& dst, const View& data, const View* vals = nullptr) -> const char* {
     out.body = "knit_row_body";
-    for (const auto& [v, written] : {std::pair{&dst, true}, {&data, false}})
-      if (const char* why = add(*v, written)) return why;
-    if (!on_chip(dst) || !on_chip(data)) return why::free_dims;
+    for (const auto& [v, written] : {std::pair{&dst, true}, {&data, false}, {vals, false}})
+      if (const char* why = v ? add(*v, written) : nullptr) return why;
+    if (!on_chip(dst) || !on_chip(data) || (vals && !on_chip(*vals))) return why::free_dims;
     out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
     for (Operand& o : out.ops) {
       if (o.layout.num.empty() || o.layout.num[0] != out.partitions) return why::partitions;
@@ -282,6 +283,11 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     r.dst = access_of(out.ops[0]);
     r.data = access_of(out.ops[1]);
     r.kind = kind;
+    if (vals) {
+      const Operand& v = out.ops[2];
+      if (v.n[1] * v.n[2] > 1 || v.n[3] < 8) return why::free_dims;  // not one run of at least 8
+      r.vals = access_of(v);
+    }
     out.scratch_floats = out.ops[1].n[1] * out.ops[1].n[2] * out.ops[1].n[3];
     out.shape = bytes_of(r);
     return nullptr;
@@ -464,6 +470,7 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
   if (const auto* op = std::get_if<BnStats>(&inst.op)) return row(RowKind::bn_stats, op->dst, op->data);
   if (const auto* op = std::get_if<BnAggr>(&inst.op)) return row(RowKind::bn_aggr, op->dst, op->data);
   if (const auto* op = std::get_if<Max8>(&inst.op)) return row(RowKind::max8, op->dst, op->src);
+  if (const auto* op = std::get_if<NcFindIndex8>(&inst.op)) return row(RowKind::find_index8, op->dst, op->data, &op->vals);
   if (const auto* op = std::get_if<TensorReduce>(&inst.op)) {
     out.body = "knit_reduce_body";
     for (const auto& [v, written] : {std::pair{&op->dst, true}, {&op->data, false}})

@@ -94,6 +94,8 @@ enum class RowKind : int32_t {
   bn_stats,  // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
   bn_aggr,   // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
   max8,      // the 8 values that rank first (top8): 8 values
+  find_index8,  // where each of the partition's 8 vals occurs (find_index8): 8 integers, all ones
+                // when missing
 };
 
 struct RowShape {
@@ -102,8 +104,10 @@ struct RowShape {
   Access data, dst;
   RowKind kind;
   int32_t unused;
+  Access vals;  // find_index8: step[0] per partition, step[3] per value (the first 8 are read)
 };
-// data[0] = dst, data[1] = data, data[3] = scratch of the data free size in floats (one row).
+// data[0] = dst, data[1] = data, data[2] = vals, data[3] = scratch of the data free size in floats
+// (one row).
 
 // One Tensor Engine matmul: dst[M, N] (=|+=) stationary[K, M].T @ moving[K, N], each output
 // the fp32 sum over k in order 0..K-1 of the fp32 products, starting from +0 (each product
