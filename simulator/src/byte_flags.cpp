@@ -4,8 +4,18 @@ namespace knit::sim {
 
 bool ByteFlags::all_range(int64_t at, int64_t len, uint8_t value) const {
   const int64_t end = at + len;
+  const uint64_t uniform = value * 0x0101010101010101ull;  // eight summaries all equal to value
   while (at < end) {
     const int64_t b = at >> kShift, hi = std::min(end, (b + 1) * kBlock);
+    // Whole blocks eight summaries at a time (a tile row of 8 KiB is 128 blocks).
+    if (at == b * kBlock && end - at >= 8 * kBlock) {
+      uint64_t eight;
+      std::memcpy(&eight, blocks_.data() + b, sizeof eight);
+      if (eight == uniform) {
+        at += 8 * kBlock;
+        continue;
+      }
+    }
     const uint8_t s = blocks_[static_cast<size_t>(b)];
     if (s == kMixed) {
       if (std::memchr(bytes_.data() + at, value ^ 1, static_cast<size_t>(hi - at))) return false;

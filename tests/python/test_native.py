@@ -1021,13 +1021,13 @@ def test_large_instructions_split_across_threads_give_the_same_bytes():
 
 
 @pytest.mark.parametrize("op", ["maximum", "minimum"])
-def test_max_and_min_reductions_fold_in_lanes_with_the_left_folds_bits(op):
-    """tensor_reduce max / min over long rows folds in 8 interleaved chains natively
-    (bodies.cpp, lane_fold); the reference folds left to right. Rows where order could show:
-    all NaN with different payloads (NaN either way; the store writes the canonical NaN),
-    NaNs between values, +0 and -0 only (max gives +0, min -0, wherever they are), ties and
-    infinities, lengths that are not a multiple of 8 (a partial last round) and rows too short
-    for the chains."""
+def test_max_and_min_reductions_fold_by_order_keys_with_the_left_folds_bits(op):
+    """tensor_reduce max / min folds natively as an integer max / min of order keys, in any order
+    (bodies.cpp, key_fold); the reference folds left to right. Rows where that could show: all
+    NaN with different payloads (NaN either way; the store writes the canonical NaN), NaNs between
+    values, NaN next to -inf (the key below every number is a NaN's), +0 and -0 only (max gives
+    +0, min -0, wherever they are), ties and infinities, the largest and smallest finite values,
+    lengths that are not a multiple of the vector width, and short rows."""
     F = 45
     rows = []
     nan_payloads = [np.uint32(0x7FC00000 + k).view(np.float32) for k in range(1, F + 1)]
@@ -1037,6 +1037,9 @@ def test_max_and_min_reductions_fold_in_lanes_with_the_left_folds_bits(op):
     rows.append([-0.0 if i % 5 else 0.0 for i in range(F)])
     rows.append([np.float32("inf") if i == 44 else float(i % 7) for i in range(F)])
     rows.append([-np.float32("inf")] * F)
+    rows.append([np.float32("nan") if i % 2 else -np.float32("inf") for i in range(F)])
+    big = np.finfo(np.float32).max
+    rows.append([big if i == 30 else -big if i == 31 else np.float32(1e-45) * (i % 3) for i in range(F)])
     rng = np.random.default_rng(5)
     while len(rows) < 128:
         rows.append(rng.standard_normal(F))

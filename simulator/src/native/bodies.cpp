@@ -270,28 +270,35 @@ KNIT_INLINE float left_fold(const ReduceShape& s, AluOp op, const uint8_t* group
   return r;
 }
 
-// maximum / minimum folds of a group in kLanes interleaved chains (element i in chain i % kLanes,
-// each chain in element order), then the chains in order: the same bits as the left fold,
-// because max_of / min_of (alu.cpp) pick the largest / smallest non-NaN value of a total order
-// (-0 below +0; equal nonzero values have equal bits), whatever the order, and when every value
-// is NaN the result is the first element's, which starts chain 0. Independent chains do not
-// wait on one another, so the fold is no longer one long dependency chain.
-KNIT_INLINE float lane_fold(const ReduceShape& s, AluOp op, const uint8_t* group) {
-  constexpr int64_t kLanes = 8;
-  if (s.group < 2 * kLanes) return left_fold(s, op, group);
-  float lane[kLanes];
-#pragma clang loop unroll(full)
-  for (int64_t l = 0; l < kLanes; ++l) lane[l] = knit::ir::decode(type(s.data), group + l * s.group_step);
-  int64_t g = kLanes;
-  for (; g + kLanes <= s.group; g += kLanes)
-#pragma clang loop unroll(full)
-    for (int64_t l = 0; l < kLanes; ++l)
-      lane[l] = knit::sim::alu(op, lane[l], knit::ir::decode(type(s.data), group + (g + l) * s.group_step));
-  for (int64_t l = 0; g + l < s.group; ++l)
-    lane[l] = knit::sim::alu(op, lane[l], knit::ir::decode(type(s.data), group + (g + l) * s.group_step));
-  float r = lane[0];
-  for (int64_t l = 1; l < kLanes; ++l) r = knit::sim::alu(op, r, lane[l]);
-  return r;
+// maximum / minimum folds as an integer max / min of order keys, which vectorizes: order_key
+// orders the non-NaN fp32 values as max_of / min_of (alu.cpp) do (-0 below +0; equal nonzero
+// values have equal bits), so the fold of the keys, in any order, is the key of the left fold's
+// result. NaN is ignored there unless every value is NaN, when the left fold keeps the first
+// element: here NaN takes the key no number has (below every number for maximum, above for
+// minimum), and a fold that ends on it returns the first element.
+KNIT_INLINE int32_t order_key(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return static_cast<int32_t>(bits ^ (static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) >> 1));
+}
+
+KNIT_INLINE float from_order_key(int32_t key) {
+  const uint32_t bits = static_cast<uint32_t>(key) ^ (static_cast<uint32_t>(key >> 31) >> 1);
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+KNIT_INLINE float key_fold(const ReduceShape& s, AluOp op, const uint8_t* group) {
+  const bool is_max = op == AluOp::maximum;
+  const int32_t nan_key = is_max ? INT32_MIN : INT32_MAX;  // the bits of a NaN either way
+  int32_t r = nan_key;
+  for (int64_t g = 0; g < s.group; ++g) {
+    const float x = knit::ir::decode(type(s.data), group + g * s.group_step);
+    const int32_t k = x != x ? nan_key : order_key(x);
+    r = is_max ? (k > r ? k : r) : (k < r ? k : r);
+  }
+  return r == nan_key ? knit::ir::decode(type(s.data), group) : from_order_key(r);
 }
 
 }  // namespace
@@ -311,7 +318,7 @@ extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* opera
       knit::ir::store_bits(type(s.dst), r, out);
       return;
     }
-    float r = op == AluOp::maximum || op == AluOp::minimum ? lane_fold(s, op, group) : left_fold(s, op, group);
+    float r = op == AluOp::maximum || op == AluOp::minimum ? key_fold(s, op, group) : left_fold(s, op, group);
     if (s.negate) r = r * -1.0f;
     if (s.average) r /= static_cast<float>(s.group);
     knit::ir::encode(type(s.dst), r, out);
