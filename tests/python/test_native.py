@@ -2536,34 +2536,61 @@ def test_overlap_fallbacks_are_listed_and_strict_refuses_them(case):
 
 
 @knit.jit
-def _double_row_matmul(s, m):
-    p = nl.ndarray((s.shape[2], m.shape[2]), nl.float32, buffer=nl.psum)
-    nisa.nc_matmul(dst=p, stationary=_load(s), moving=_load(m), perf_mode=nisa.matmul_perf_mode.double_row)
-    o = nl.ndarray(p.shape, nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=o, src=p)
-    return _store(o)
+def _five_dim_copy(a):
+    t = _load(a)
+    five = nl.ndarray((32, 7, 5, 3, 2), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=five, src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims
+    return _store(five)
 
 
 def test_strict_backend_names_an_instruction_the_native_path_cannot_run():
-    """A double_row matmul (its operands packed two rows per partition, which the matmul body does
-    not walk) is listed under jit with a JitFallbackWarning naming its line and why (once per
-    compiled kernel, not on every run), and is an error under jit-strict that points at it."""
-    s = values(E4M3, (64, 2, 48), 61, "finite")
-    m = values(E4M3, (64, 2, 100), 62, "finite")
-    c = knit.compile(_double_row_matmul, s, m)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "perf_mode=nisa.matmul_perf_mode.double_row)" in text)
-    where = f"{__file__}:{line}: nc_matmul: its perf_mode packs operands"
+    """A copy whose operands need five strided walk dims (the bodies walk four) is listed under
+    jit with a JitFallbackWarning naming its line and why (once per compiled kernel, not on every
+    run), and is an error under jit-strict that points at it."""
+    a = values(F32, (32, 2, 3, 5, 7), 41, "nan")
+    c = knit.compile(_five_dim_copy, a)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims" in text)
+    where = f"{__file__}:{line}: tensor_copy: its operands need more than 4 strided dims after merging"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
-        got = c.run(s, m, backend="jit")
-    assert any(f.startswith(where) for f in c.last_run["fallbacks"]), c.last_run
-    assert_bytes_equal(c.reference(s, m), got)
+        got = c.run(a, backend="jit")
+    assert where in c.last_run["fallbacks"], c.last_run
+    assert_bytes_equal(c.reference(a), got)
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
-        c.run(s, m, backend="jit")  # the same fallbacks again: already reported
+        c.run(a, backend="jit")  # the same fallbacks again: already reported
     with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(s, m, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == line and "nc_matmul" in str(info.value)
+        c.run(a, backend="jit-strict")
+    assert info.value.rule == "jit-strict" and info.value.line == line and "tensor_copy" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [E4M3, np.dtype(ml_dtypes.float8_e5m2)])
+def test_double_row_matmul_runs_natively(dtype):
+    """perf_mode=double_row (each [P, 2, M] operand is the [2P, M] matrix whose row 2p + j is
+    (p, j)) runs natively with the reference's bytes: the sum over all 2P rows in that order,
+    into fresh PSUM and accumulating."""
+
+    @knit.jit
+    def kernel(s, m):
+        ts, tm = _load(s), _load(m)
+        p = nl.ndarray((s.shape[2], m.shape[2]), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p, stationary=ts, moving=tm, perf_mode=nisa.matmul_perf_mode.double_row)
+        nisa.nc_matmul(dst=p, stationary=ts, moving=tm, perf_mode=nisa.matmul_perf_mode.double_row)
+        o = nl.ndarray(p.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=p)
+        return _store(o)
+
+    s = values(dtype, (64, 2, 48), 61, "finite")
+    m = values(dtype, (64, 2, 100), 62, "finite")
+    c = knit.compile(kernel, s, m)
+    check(c, s, m, native=n_instructions(c), interpreted=0)
+    s2, m2 = s.astype(F32).reshape(128, 48), m.astype(F32).reshape(128, 100)
+    finite = np.isfinite(s2).all(axis=0)[:, None] & np.isfinite(m2).all(axis=0)[None, :]
+    once = np.zeros((48, 100), F32)
+    for k in range(128):  # fp32 products summed in k order
+        once = once + s2[k][:, None] * m2[k][None, :]
+    got = c.run(s, m)  # the same sum twice: accumulated into PSUM
+    np.testing.assert_allclose(got[finite], 2 * once[finite], rtol=1e-5, atol=1e-3)
 
 
 @pytest.mark.parametrize("dtype,out", [(F32, np.dtype(np.uint32)), (BF16, np.dtype(np.uint16)),

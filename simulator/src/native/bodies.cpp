@@ -442,11 +442,12 @@ KNIT_INLINE void decode_row(const Access& a, const uint8_t* row, int64_t count, 
 // w], the last panel padded with zeros, one k row at a time through `row` (count floats); returns
 // whether every value is product_exact_operand.
 template <int W>
-KNIT_INLINE bool pack(const Access& a, const uint8_t* base, int64_t K, int64_t count, float* row, float* panels) {
+KNIT_INLINE bool pack(const Access& a, const uint8_t* base, int64_t K, int64_t k_rows, int64_t count, float* row,
+                      float* panels) {
   const int64_t n_panels = (count + W - 1) / W;
   uint32_t exact = 1;
   for (int64_t k = 0; k < K; ++k) {
-    decode_row(a, base + k * a.step[0], count, row);
+    decode_row(a, base + k / k_rows * a.step[0] + k % k_rows * a.step[2], count, row);
     // A count of failures, not a running &=: LLVM vectorizes this sum, while the &= became a
     // scalar chain of selects (about 3 cycles an element, a third of a bf16 matmul's time).
     uint32_t failures = 0;
@@ -526,7 +527,8 @@ extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* opera
   float* row = out + M * N;                        // [max(M, N)]
   // Decode the operands into packed panels, padding with zeros, and note whether every product
   // will be exact.
-  const bool exact = pack<kMB>(s.stationary, data[1], K, M, row, sp) & pack<kNB>(s.moving, data[2], K, N, row, vp);
+  const bool exact = pack<kMB>(s.stationary, data[1], K, s.k_rows, M, row, sp) &
+                     pack<kNB>(s.moving, data[2], K, s.k_rows, N, row, vp);
   // A moving panel (K x 16 floats) stays in L1 while the stationary panels stream past it.
   const bool skip = s.skip_zero_moving;
   for (int64_t nb = 0; nb < n_blocks; ++nb)

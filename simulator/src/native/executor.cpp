@@ -431,6 +431,7 @@ MatmulShape mx_sum_shape(const NcMatmulMx& op) {
     return a;
   };
   MatmulShape mm{};
+  mm.k_rows = 1;
   mm.K = K;
   mm.M = M;
   mm.N = N;

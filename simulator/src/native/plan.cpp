@@ -552,7 +552,8 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     return nullptr;
   }
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
-    if (op->perf_mode != MatmulPerfMode::none) return why::perf_mode;
+    // double_row: each partition holds two contraction rows, [P, 2, M] (exec_data.cpp).
+    const int64_t k_rows = op->perf_mode == MatmulPerfMode::double_row ? 2 : 1;
     out.body = "knit_matmul_body";
     for (const auto& [v, written] : {std::pair{&op->dst, true}, {&op->stationary, false}, {&op->moving, false}})
       if (const char* why = add(*v, written)) return why;
@@ -563,11 +564,13 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
       extent[i][0] = o.n[2];
       extent[i][1] = o.n[3];
     }
+    if (extent[1][1] % k_rows || extent[2][1] % k_rows) return why::perf_mode;
     MatmulShape mm{};
-    mm.K = extent[1][0];
-    mm.M = extent[1][1];
-    mm.N = extent[2][1];
-    if (extent[2][0] != mm.K || extent[0][0] != mm.M || extent[0][1] != mm.N) return why::partitions;
+    mm.k_rows = static_cast<int32_t>(k_rows);
+    mm.K = extent[1][0] * k_rows;
+    mm.M = extent[1][1] / k_rows;
+    mm.N = extent[2][1] / k_rows;
+    if (extent[2][0] * k_rows != mm.K || extent[0][0] != mm.M || extent[0][1] != mm.N) return why::partitions;
     mm.dst = access_of(out.ops[0]);
     mm.stationary = access_of(out.ops[1]);
     mm.moving = access_of(out.ops[2]);
@@ -576,6 +579,8 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
       a->step[1] = a->step[3];
       a->step[2] = a->step[3] = 0;
     }
+    mm.stationary.step[2] = mm.M * mm.stationary.step[1];  // row j of a partition: j M elements on
+    mm.moving.step[2] = mm.N * mm.moving.step[1];
     mm.skip_zero_moving = op->is_transpose;
     out.scratch_floats = matmul_scratch_floats(mm.K, mm.M, mm.N);
     out.shape = bytes_of(mm);

@@ -30,7 +30,7 @@ inline constexpr const char* partitions =
     "its operands do not share one partition dim (only a copy moves data between partitions)";
 inline constexpr const char* free_dims =
     "an operand is not one [partition, free] block (it is in HBM, or its free dims do not merge into one)";
-inline constexpr const char* perf_mode = "its perf_mode packs operands in a layout the matmul body does not walk";
+inline constexpr const char* perf_mode = "its double_row operands' free sizes are odd";
 inline constexpr const char* transpose_rank = "its axes do not match its source's dims";
 inline constexpr const char* reduced_run = "its reduced dims are not one strided run of elements per result";
 inline constexpr const char* operand_kind = "its source is neither a tile nor an immediate";

@@ -114,11 +114,12 @@ struct RowShape {
 // rounded before it is added: an FMA only where that is the same, bodies.cpp).
 struct MatmulShape {
   int64_t K, M, N;
-  Access stationary;  // step[0] per k, step[1] per m
-  Access moving;      // step[0] per k, step[1] per n
+  Access stationary;  // step[0] per k (per k / k_rows), step[1] per m, step[2] per k % k_rows
+  Access moving;      // step[0] per k (per k / k_rows), step[1] per n, step[2] per k % k_rows
   Access dst;         // step[0] per m, step[1] per n
   int32_t skip_zero_moving;  // is_transpose: products with a zero moving element are skipped
-  int32_t unused;
+  int32_t k_rows;  // contraction rows per partition: 1, or 2 for perf_mode double_row, whose
+                   // [P, 2, M] operand is the [2P, M] matrix with row 2p + j = (p, j)
 };
 // data[0] = dst, data[1] = stationary, data[2] = moving, data[3] = scratch of
 // matmul_scratch_floats(K, M, N) floats (operands packed into padded panels, the sums, and one
