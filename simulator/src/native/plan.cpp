@@ -302,20 +302,20 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     s.op0 = static_cast<int32_t>(op->op);
     return map(s, op->dst, &op->data1, &op->data2);
   }
+  // The two ALU stages of tensor_scalar, scalar_tensor_tensor and tensor_tensor_scan.
+  auto two_stages = [&](MapKind kind, const auto& op) {
+    s.kind = kind;
+    s.op0 = static_cast<int32_t>(op.op0);
+    s.op1 = static_cast<int32_t>(op.op1);
+    s.reverse0 = op.reverse0;
+    s.reverse1 = op.reverse1;
+  };
   if (const auto* op = std::get_if<TensorScalar>(&inst.op)) {
-    s.kind = is_bitvec_op(op->op0) ? MapKind::tensor_scalar_bits : MapKind::tensor_scalar;
-    s.op0 = static_cast<int32_t>(op->op0);
-    s.op1 = static_cast<int32_t>(op->op1);
-    s.reverse0 = op->reverse0;
-    s.reverse1 = op->reverse1;
+    two_stages(is_bitvec_op(op->op0) ? MapKind::tensor_scalar_bits : MapKind::tensor_scalar, *op);
     return map(s, op->dst, &op->data, nullptr);
   }
   if (const auto* op = std::get_if<ScalarTensorTensor>(&inst.op)) {
-    s.kind = MapKind::scalar_tensor_tensor;
-    s.op0 = static_cast<int32_t>(op->op0);
-    s.op1 = static_cast<int32_t>(op->op1);
-    s.reverse0 = op->reverse0;
-    s.reverse1 = op->reverse1;
+    two_stages(MapKind::scalar_tensor_tensor, *op);
     return map(s, op->dst, &op->data, &op->operand1);
   }
   if (const auto* op = std::get_if<Reciprocal>(&inst.op)) {
@@ -376,11 +376,7 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     return map(s, op->dst, &op->predicate, op->src.is_tile() ? &op->src.tile : nullptr);
   }
   if (const auto* op = std::get_if<TensorTensorScan>(&inst.op)) {
-    s.kind = MapKind::scan;  // initial is column 0
-    s.op0 = static_cast<int32_t>(op->op0);
-    s.op1 = static_cast<int32_t>(op->op1);
-    s.reverse0 = op->reverse0;
-    s.reverse1 = op->reverse1;
+    two_stages(MapKind::scan, *op);  // initial is column 0
     return map(s, op->dst, &op->data0, &op->data1);
   }
   if (const auto* op = std::get_if<SelectReduce>(&inst.op)) {
