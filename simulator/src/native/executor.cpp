@@ -260,6 +260,30 @@ bool NativeExecutor::refuse(const Instruction& inst, Refusal why) {
   return false;
 }
 
+namespace {
+
+// Copies an input that an output overlaps (NativeExecutor::execute) into `buffer`; returns where
+// the operand's base lies in the copy. The bytes keep their offsets from the base: on chip, the
+// operand's in-partition byte range of each of its partitions, the partition stride kept (the
+// buffer's untouched pages cost nothing); in HBM, its byte range.
+uint8_t* snapshot(ZeroedBytes& buffer, const Operand& o, const Memory& mem) {
+  const Machine::Layout& l = o.layout;
+  const size_t first = o.partitioned ? 1 : 0;
+  const int64_t stride = o.partitioned ? l.stride[0] : 0;
+  const int64_t rows = o.partitioned ? l.num[0] : 1;
+  const int64_t start = o.partitioned ? l.base - l.base % stride : 0;  // the first partition's
+  int64_t lo = l.base - start, hi = lo;
+  for (size_t d = first; d < l.num.size(); ++d) ((l.stride[d] < 0) ? lo : hi) += (l.num[d] - 1) * l.stride[d];
+  hi += o.esize;
+  const auto size = static_cast<size_t>((rows - 1) * stride + hi);
+  if (buffer.size() < size) buffer.reset(size, false);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(buffer.data() + r * stride + lo, mem.bytes.data() + start + r * stride + lo, static_cast<size_t>(hi - lo));
+  return buffer.data() + (l.base - start);
+}
+
+}  // namespace
+
 NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   const Instruction& inst = *p.inst;
   Memory* mem[4] = {};
@@ -268,7 +292,10 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   for (size_t i = 0; i < p.ops.size(); ++i)
     if (!p.ops[i].written && mem[i]->tracks_init() && !all_flags_are(mem[i]->init, p.ops[i], 1))
       return {"reads never-written bytes", true};
-  // An output may be an input exactly (element-wise in place), never a shifted one.
+  // An output may be an input exactly (element-wise in place); an input it overlaps otherwise is
+  // read from a snapshot of its bytes, taken before anything is written, as the reference reads
+  // every input before writing.
+  std::array<bool, 3> overlapped{};
   for (size_t i = 0; i < p.ops.size(); ++i)
     for (size_t j = 0; j < p.ops.size(); ++j) {
       const Operand& w = p.ops[i];
@@ -277,8 +304,9 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
       if (!may_overlap(w, r)) continue;
       const bool same = w.layout.base == r.layout.base && w.esize == r.esize &&
                         std::equal(w.step, w.step + kWalkDims, r.step) && std::equal(w.n, w.n + kWalkDims, r.n);
-      if (!same || p.body != std::string_view("knit_map_body"))
-        return {"its output overlaps an input other than element for element"};
+      if (same && p.body == std::string_view("knit_map_body")) continue;
+      if (j >= overlapped.size()) return {"its output overlaps an input other than element for element"};
+      overlapped[j] = true;
     }
   if (const auto* op = std::get_if<NcNGather>(&inst.op)) {
     // Every index inside data's free elements, or the reference raises naming the first that is not.
@@ -365,7 +393,9 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     col[1] = activation->bias.is_none() ? std::vector<float>(P, 0.0f) : m_.column(activation->bias, P, "bias");
   }
   std::array<uint8_t*, 3> bases{};
-  for (size_t i = 0; i < p.ops.size() && i < bases.size(); ++i) bases[i] = mem[i]->bytes.data() + p.ops[i].layout.base;
+  for (size_t i = 0; i < p.ops.size() && i < bases.size(); ++i)
+    bases[i] = overlapped[i] ? snapshot(snapshots_[i], p.ops[i], *mem[i])
+                             : mem[i]->bytes.data() + p.ops[i].layout.base;
   if (std::holds_alternative<LocalGather>(inst.op)) bases[1] = reinterpret_cast<uint8_t*>(gather_index_.data());
   dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
   for (size_t i = 0; i < p.ops.size(); ++i) {  // the written operands come first
@@ -391,6 +421,7 @@ void* NativeExecutor::compiled(const char* body, const std::string& shape) {
   }
   return it->second;
 }
+
 
 void NativeExecutor::dispatch(const char* body, const std::string& shape, int64_t scratch_floats,
                               const std::array<uint8_t*, 3>& bases, const std::array<std::vector<float>*, 3>& columns) {

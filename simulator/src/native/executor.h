@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../zeroed_bytes.h"
 #include "knit/ir/ir.h"
 
 namespace knit::codegen {
@@ -94,6 +95,7 @@ class NativeExecutor {
   std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function
   std::vector<float> scratch_;
   std::vector<int32_t> gather_index_;  // local_gather: the element each dst element reads
+  std::array<ZeroedBytes, 3> snapshots_;  // inputs an output overlaps, by data[] index
 };
 
 // The process-wide specializer holding the embedded body library (created on first use).
