@@ -77,6 +77,9 @@ class Tile {
   // A matmul's write: stores v and sets the matmul-written flag.
   void write_from_matmul(int64_t i, float v);
   bool is_initialized(int64_t i) const;
+  // Marks element i written (initialized; matmul-written or not), as a write does; for the native
+  // path, whose bodies write the bytes themselves.
+  void mark_written(int64_t i, bool by_matmul);
   // Elements of an indirect view whose row index was out of range under oob_mode=skip: the
   // instruction must neither read nor write them.
   bool skipped(int64_t i) const { return !skipped_.empty() && skipped_[i]; }
@@ -85,7 +88,6 @@ class Tile {
  private:
   friend class Machine;
   void check_init(int64_t i) const;
-  void mark_written(int64_t i, bool by_matmul);
 
   Machine* machine_ = nullptr;
   Memory* mem_ = nullptr;

@@ -1661,10 +1661,12 @@ def test_tensor_copy_predicated(src, dst):
     assert_bytes_equal(tuple(expect), got, "numpy")
 
 
-def test_tensor_copy_predicated_fallbacks():
-    """What a bulk flag update cannot express goes to the reference executor, listed: a dst
-    partly never written (the unselected elements stay unwritten), and a PSUM dst a matmul wrote
-    (only the selected elements stop being matmul-written)."""
+def test_tensor_copy_predicated_into_partly_written_dsts():
+    """A predicated copy into a dst partly never written (the unselected elements stay unwritten)
+    or into PSUM a matmul wrote (only the selected elements stop being matmul-written) runs
+    natively: the selected elements are found before the copy and alone marked written after it.
+    The matmul that then accumulates where elements are still matmul-written (decided element by
+    element) is left to the reference, listed."""
 
     @knit.jit
     def kernel(s, m, p):
@@ -1685,10 +1687,12 @@ def test_tensor_copy_predicated_fallbacks():
     m = values(BF16, (16, 64), 42, "finite")
     p = (np.random.default_rng(43).random((32, 64)) < 0.5).astype(np.uint8)
     c = knit.compile(kernel, s, m, p)
-    counts = check(c, s, m, p, native=8, interpreted=4)
-    reasons = " | ".join(counts["fallbacks"])
-    assert "partly never written" in reasons and "holds matmul results" in reasons, reasons
-    assert "partly matmul-accumulated" in reasons, reasons
+    counts = check(c, s, m, p, native=n_instructions(c) - 1, interpreted=1)
+    [reason] = counts["fallbacks"]
+    assert "nc_matmul: its dst is partly matmul-accumulated" in reason, reason
+    d, _ = c.run(s, m, p)
+    assert_bytes_equal(np.where(p[:, :32] != 0, -2.0, 1.0).astype(F32), d[:, :32], "numpy")
+    assert_bytes_equal(np.where(p[:, 32:] != 0, -2.0, 3.0).astype(F32), d[:, 32:], "numpy")
 
 
 # ---- select_reduce and range_select: selects with a row fold into the VectorE accumulators ----------------------

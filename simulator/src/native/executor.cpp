@@ -332,15 +332,21 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
           for (int64_t e = 0; e < E; ++e) gather_index_[q * row + k * E + e] = static_cast<int32_t>(ix + e);
       }
   }
-  if (std::holds_alternative<TensorCopyPredicated>(inst.op)) {
-    // It writes only the selected elements, which keep their state otherwise; the flags are
-    // updated in bulk afterwards, so natively only when that is exact for the whole dst.
+  // A predicated copy writes only the selected elements, which alone change state. When the bulk
+  // flag update below would not be exact for the whole dst (part of it never written, or holding
+  // matmul results), the selected elements are found first (before anything is written, as the
+  // reference does) and marked one by one afterwards.
+  std::vector<int64_t> selected;
+  bool mark_selected = false;
+  if (const auto* op = std::get_if<TensorCopyPredicated>(&inst.op)) {
     const Operand& dst = p.ops[0];
-    if (mem[0]->tracks_init() && !all_flags_are(mem[0]->init, dst, 1))
-      return {"its dst is partly never written (a predicated copy leaves the unselected elements unwritten)"};
-    if (mem[0]->tracks_matmul() && !all_flags_are(mem[0]->mm_written, dst, 0))
-      return {"its dst holds matmul results (a predicated copy clears the matmul-written state of the selected "
-              "elements only)"};
+    mark_selected = (mem[0]->tracks_init() && !all_flags_are(mem[0]->init, dst, 1)) ||
+                    (mem[0]->tracks_matmul() && !all_flags_are(mem[0]->mm_written, dst, 0));
+    if (mark_selected) {
+      const Tile predicate = m_.tile(op->predicate, "predicate");
+      for (int64_t i = 0; i < predicate.size(); ++i)
+        if ((predicate.read(i) != 0.0f) != op->reverse_pred) selected.push_back(i);
+    }
   }
   const std::string& shape = p.shape;
   std::vector<float> col[2];  // per-partition operand columns (the matmul body: its accumulate flag)
@@ -398,7 +404,11 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
                              : mem[i]->bytes.data() + p.ops[i].layout.base;
   if (std::holds_alternative<LocalGather>(inst.op)) bases[1] = reinterpret_cast<uint8_t*>(gather_index_.data());
   dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
-  for (size_t i = 0; i < p.ops.size(); ++i) {  // the written operands come first
+  if (mark_selected) {
+    Tile dst = m_.tile(*p.ops[0].view, "dst");
+    for (int64_t i : selected) dst.mark_written(i, false);
+  }
+  for (size_t i = 0; i < p.ops.size() && !mark_selected; ++i) {  // the written operands come first
     if (!p.ops[i].written) break;
     if (mem[i]->tracks_init()) set_flags(mem[i]->init, p.ops[i], 1);
     if (mem[i]->tracks_matmul()) set_flags(mem[i]->mm_written, p.ops[i], by_matmul ? 1 : 0);
