@@ -889,10 +889,7 @@ def test_views(opname, view):
     col = values(F32, (in_shape[0], 1), seed_of("vc", opname, view), kind)
     c = knit.compile(kernel, a, b, col)
     n = n_instructions(c)
-    # tensor_reduce needs its reduced dims to be one strided run; the permuted views are not,
-    # so it stays with the reference executor there (by design).
-    slow = 1 if opname == "tensor_reduce" and view.startswith("permuted") else 0
-    check(c, a, b, col, native=n - slow, interpreted=slow)
+    check(c, a, b, col, native=n, interpreted=0)
 
 
 # ---- nc_matmul -----------------------------------------------------------------------------------------------
@@ -1665,8 +1662,8 @@ def test_tensor_copy_predicated_into_partly_written_dsts():
     """A predicated copy into a dst partly never written (the unselected elements stay unwritten)
     or into PSUM a matmul wrote (only the selected elements stop being matmul-written) runs
     natively: the selected elements are found before the copy and alone marked written after it.
-    The matmul that then accumulates where elements are still matmul-written (decided element by
-    element) is left to the reference, listed."""
+    So does the matmul that then accumulates where elements are still matmul-written (decided
+    element by element)."""
 
     @knit.jit
     def kernel(s, m, p):
@@ -1687,9 +1684,7 @@ def test_tensor_copy_predicated_into_partly_written_dsts():
     m = values(BF16, (16, 64), 42, "finite")
     p = (np.random.default_rng(43).random((32, 64)) < 0.5).astype(np.uint8)
     c = knit.compile(kernel, s, m, p)
-    counts = check(c, s, m, p, native=n_instructions(c) - 1, interpreted=1)
-    [reason] = counts["fallbacks"]
-    assert "nc_matmul: its dst is partly matmul-accumulated" in reason, reason
+    check(c, s, m, p, native=n_instructions(c), interpreted=0)
     d, _ = c.run(s, m, p)
     assert_bytes_equal(np.where(p[:, :32] != 0, -2.0, 1.0).astype(F32), d[:, :32], "numpy")
     assert_bytes_equal(np.where(p[:, 32:] != 0, -2.0, 3.0).astype(F32), d[:, 32:], "numpy")
@@ -2310,7 +2305,8 @@ UNINIT_CASES = {
     "matmul_moving": 1,
     "scalar_operand": 0,  # a [P, 1] operand column: read through the same column reader natively
     "activation_bias": 0,
-    "matmul_accumulate_fresh": 1,  # accumulate=True into PSUM never written
+    "matmul_accumulate_fresh": 0,  # accumulate=True into PSUM never written: natively, then the
+                                   # reference's write_matmul_result warns per element
     "hbm_scratch": 1,  # a shared_hbm tensor never written, loaded
     "bn_stats": 1,  # the last column of data never written
     "select_reduce_predicate": 1,  # a predicate never written
@@ -2401,7 +2397,8 @@ def test_uninitialized_read_error_is_the_same(case, monkeypatch):
 def test_uninitialized_read_warn_mode_is_the_same(case, monkeypatch, capsys):
     """KNIT_UNINITIALIZED=warn: the same bytes (the sentinel NaN / 4 read) and the same warnings,
     in the same order; the reading instruction is left to the reference executor (except for
-    [P, 1] operand columns, which the native path reads with the reference's own reader)."""
+    [P, 1] operand columns, which the native path reads with the reference's own reader, and a
+    matmul adding into never-written PSUM, whose per-element write is the reference's own)."""
     monkeypatch.setenv("KNIT_UNINITIALIZED", "warn")
     a = values(F32, (128, 24), seed_of("uninit", case), "finite")
     c = knit.compile(_uninit_kernel(case), a)
@@ -2862,22 +2859,24 @@ def test_uninitialized_reads_are_not_fallbacks_even_when_strict():
 
 
 def test_matmul_mixed_accumulation_state(capsys):
-    """The PSUM matmul-written state decides per element whether a matmul adds (accumulate=None);
-    natively only when it is uniform over the dst. A dst half matmul-written and half fresh, or
-    accumulate=True onto PSUM last written by a copy (warns), goes to the reference executor."""
+    """The PSUM matmul-written state decides per element whether a matmul adds (accumulate=None).
+    When it is uniform over the dst the body adds or overwrites; a dst half matmul-written and
+    half fresh, or accumulate=True onto PSUM last written by a copy (warns), runs the K-sum
+    natively into a buffer that the reference's own write_matmul_result then adds or stores
+    element by element: the same bytes and the same warnings, all natively."""
 
     @knit.jit
     def kernel(s, m):
         ts, tm = _load(s), _load(m)
         p = nl.ndarray((32, 128), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=p[:, 0:64], stationary=ts, moving=tm[:, 0:64])  # native: fresh, overwrite
-        nisa.nc_matmul(dst=p, stationary=ts, moving=tm)  # mixed: half adds, half overwrites
+        nisa.nc_matmul(dst=p, stationary=ts, moving=tm)  # mixed: half adds, half overwrites (per element)
         nisa.nc_matmul(dst=p, stationary=ts, moving=tm)  # native: all matmul-written, adds
         q = nl.ndarray((32, 64), nl.float32, buffer=nl.psum)
         nisa.memset(dst=q, value=0.5)
         nisa.nc_matmul(dst=q, stationary=ts, moving=tm[:, 0:64])  # native: not matmul-written, overwrites
         nisa.tensor_copy(dst=q, src=p[:, 0:64])
-        nisa.nc_matmul(dst=q, stationary=ts, moving=tm[:, 64:128], accumulate=True)  # warns: reference
+        nisa.nc_matmul(dst=q, stationary=ts, moving=tm[:, 64:128], accumulate=True)  # warns (per element)
         out = nl.ndarray((32, 192), nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=out[:, 0:128], src=p)
         nisa.tensor_copy(dst=out[:, 128:192], src=q)
@@ -2892,7 +2891,7 @@ def test_matmul_mixed_accumulation_state(capsys):
     got, counts = run_jit(c, s, m)
     assert capsys.readouterr().out == want_log and "non-matmul" in want_log
     assert_bytes_equal(want, got)
-    assert _counts(counts) == ("jit", 10, 2), counts  # the mixed matmul, the accumulate=True one
+    assert _counts(counts) == ("jit", 12, 0), counts
 
 
 def test_more_walk_dims_than_a_body_has():

@@ -264,9 +264,13 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
 namespace {
 
 // The group's elements folded left to right (the reference's order).
-KNIT_INLINE float left_fold(const ReduceShape& s, AluOp op, const uint8_t* group) {
-  float r = knit::ir::decode(type(s.data), group);
-  for (int64_t g = 1; g < s.group; ++g) r = knit::sim::alu(op, r, knit::ir::decode(type(s.data), group + g * s.group_step));
+// The group's elements folded left to right by `fold` (the reference's order: its runs in order,
+// each run's elements in order), from its first element; `load` decodes one element.
+template <class T, class Load, class Fold>
+KNIT_INLINE T left_fold(const ReduceShape& s, const uint8_t* group, Load&& load, Fold&& fold) {
+  T r = load(group);
+  for (int64_t u = 0; u < s.runs; ++u)
+    for (int64_t g = u == 0 ? 1 : 0; g < s.group; ++g) r = fold(r, load(group + u * s.run_step + g * s.group_step));
   return r;
 }
 
@@ -293,11 +297,12 @@ KNIT_INLINE float key_fold(const ReduceShape& s, AluOp op, const uint8_t* group)
   const bool is_max = op == AluOp::maximum;
   const int32_t nan_key = is_max ? INT32_MIN : INT32_MAX;  // the bits of a NaN either way
   int32_t r = nan_key;
-  for (int64_t g = 0; g < s.group; ++g) {
-    const float x = knit::ir::decode(type(s.data), group + g * s.group_step);
-    const int32_t k = x != x ? nan_key : order_key(x);
-    r = is_max ? (k > r ? k : r) : (k < r ? k : r);
-  }
+  for (int64_t u = 0; u < s.runs; ++u)
+    for (int64_t g = 0; g < s.group; ++g) {
+      const float x = knit::ir::decode(type(s.data), group + u * s.run_step + g * s.group_step);
+      const int32_t k = x != x ? nan_key : order_key(x);
+      r = is_max ? (k > r ? k : r) : (k < r ? k : r);
+    }
   return r == nan_key ? knit::ir::decode(type(s.data), group) : from_order_key(r);
 }
 
@@ -312,15 +317,19 @@ extern "C" void knit_reduce_body(const ReduceShape* shape, uint8_t* const* opera
     const uint8_t* group = x + at(s.data, i0, i1, i2, i3);
     uint8_t* out = data[0] + at(s.dst, i0, i1, i2, i3);
     if (s.bits) {
-      uint32_t r = knit::ir::load_bits(type(s.data), group);
-      for (int64_t g = 1; g < s.group; ++g)
-        r = knit::sim::alu_bits(op, r, knit::ir::load_bits(type(s.data), group + g * s.group_step));
+      const uint32_t r = left_fold<uint32_t>(
+          s, group, [&](const uint8_t* p) { return knit::ir::load_bits(type(s.data), p); },
+          [&](uint32_t a, uint32_t b) { return knit::sim::alu_bits(op, a, b); });
       knit::ir::store_bits(type(s.dst), r, out);
       return;
     }
-    float r = op == AluOp::maximum || op == AluOp::minimum ? key_fold(s, op, group) : left_fold(s, op, group);
+    float r = op == AluOp::maximum || op == AluOp::minimum
+                  ? key_fold(s, op, group)
+                  : left_fold<float>(
+                        s, group, [&](const uint8_t* p) { return knit::ir::decode(type(s.data), p); },
+                        [&](float a, float b) { return knit::sim::alu(op, a, b); });
     if (s.negate) r = r * -1.0f;
-    if (s.average) r /= static_cast<float>(s.group);
+    if (s.average) r /= static_cast<float>(s.runs * s.group);
     knit::ir::encode(type(s.dst), r, out);
   });
 }

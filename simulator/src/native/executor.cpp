@@ -107,7 +107,7 @@ const Walk& walk_of(const MapShape& s) { return s.walk; }
 const Walk& walk_of(const ReduceShape& s) { return s.walk; }
 const Walk& walk_of(const RowShape& s) { return s.data_walk; }
 int64_t touched_elements(const MapShape& s) { return walk_elements(s.walk); }
-int64_t touched_elements(const ReduceShape& s) { return walk_elements(s.walk) * s.group; }
+int64_t touched_elements(const ReduceShape& s) { return walk_elements(s.walk) * s.runs * s.group; }
 int64_t touched_elements(const RowShape& s) { return walk_elements(s.data_walk); }
 // Each row writes its own dst elements unless dst does not move along the rows (a stride-0 dim):
 // then the rows overwrite one another in order, and that must stay on one thread.
@@ -351,8 +351,11 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   const std::string& shape = p.shape;
   std::vector<float> col[2];  // per-partition operand columns (the matmul body: its accumulate flag)
   bool by_matmul = false;
+  // A matmul's accumulation is decided per element by the PSUM state. When it is not the same
+  // for the whole dst (or adds to PSUM no matmul wrote, which warns), the K-sum runs natively into
+  // a dense buffer and the reference's own write_matmul_result adds or stores each element.
+  bool per_element = false;
   if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
-    // Accumulation is decided per element by the PSUM state; natively only when it is uniform.
     const Operand& dst = p.ops[0];
     if (!mem[0]->tracks_matmul()) return {"its dst is not in PSUM"};
     const bool written = all_flags_are(mem[0]->mm_written, dst, 1);
@@ -360,10 +363,8 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     bool add = false;
     if (op->accumulate == Accumulate::on) add = true;
     else if (op->accumulate == Accumulate::auto_) add = written;
-    if (add && !written) return {"it adds into PSUM no matmul wrote", true};  // the reference warns
-    if (op->accumulate == Accumulate::auto_ && !written && !fresh)
-      return {"its dst is partly matmul-accumulated, partly not (accumulation decided per element)"};
-    col[0] = {add ? 1.0f : 0.0f};  // the body's run-time accumulate flag (shapes.h)
+    per_element = (add && !written) || (op->accumulate == Accumulate::auto_ && !written && !fresh);
+    col[0] = {add && !per_element ? 1.0f : 0.0f};  // the body's run-time accumulate flag (shapes.h)
     by_matmul = true;
   }
   // Per-partition operands (read after the tiles, like the reference executors).
@@ -403,12 +404,24 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     bases[i] = overlapped[i] ? snapshot(snapshots_[i], p.ops[i], *mem[i])
                              : mem[i]->bytes.data() + p.ops[i].layout.base;
   if (std::holds_alternative<LocalGather>(inst.op)) bases[1] = reinterpret_cast<uint8_t*>(gather_index_.data());
-  dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
+  if (per_element) {
+    MatmulShape mm;
+    std::memcpy(&mm, shape.data(), sizeof mm);
+    mm.dst = Access{static_cast<int32_t>(DType::float32), 0, {4 * mm.N, 4, 0, 0}};  // dense [M, N]
+    std::vector<float> partial(static_cast<size_t>(mm.M * mm.N));
+    std::array<uint8_t*, 3> into_partial = bases;
+    into_partial[0] = reinterpret_cast<uint8_t*>(partial.data());
+    dispatch(p.body, bytes_of(mm), p.scratch_floats, into_partial, {&col[0], nullptr, nullptr});
+    Tile dst = m_.tile(*p.ops[0].view, "dst");
+    write_matmul_result(m_, dst, partial, std::get<NcMatmul>(inst.op).accumulate);
+  } else {
+    dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
+  }
   if (mark_selected) {
     Tile dst = m_.tile(*p.ops[0].view, "dst");
     for (int64_t i : selected) dst.mark_written(i, false);
   }
-  for (size_t i = 0; i < p.ops.size() && !mark_selected; ++i) {  // the written operands come first
+  for (size_t i = 0; i < p.ops.size() && !mark_selected && !per_element; ++i) {  // written ones first
     if (!p.ops[i].written) break;
     if (mem[i]->tracks_init()) set_flags(mem[i]->init, p.ops[i], 1);
     if (mem[i]->tracks_matmul()) set_flags(mem[i]->mm_written, p.ops[i], by_matmul ? 1 : 0);

@@ -478,7 +478,7 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     Machine::Layout inner{0, {data.layout.num.begin() + kept, data.layout.num.end()},
                           {data.layout.stride.begin() + kept, data.layout.stride.end()}};
     const auto group = simplified(inner, 0);
-    if (group.size() > 1) return why::reduced_run;
+    if (group.size() > 2) return why::reduced_run;
     if (!on_chip(op->dst) || !on_chip(op->data)) return why::free_dims;
     Operand kept_data = data;  // the dims the walk keeps; the group is the body's inner loop
     kept_data.layout.num.resize(kept);
@@ -497,8 +497,10 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     std::copy(dst.n, dst.n + kWalkDims, r.walk.n);
     r.dst = access_of(dst);
     r.data = access_of(data);
-    r.group = group.empty() ? 1 : group[0].first;
-    r.group_step = group.empty() ? 0 : group[0].second;
+    r.runs = group.size() == 2 ? group[0].first : 1;
+    r.run_step = group.size() == 2 ? group[0].second : 0;
+    r.group = group.empty() ? 1 : group.back().first;
+    r.group_step = group.empty() ? 0 : group.back().second;
     r.op = static_cast<int32_t>(op->op);
     r.bits = is_bitvec_op(op->op);
     r.negate = op->negate;
@@ -523,6 +525,7 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     r.data = access_of(data);
     r.group = data.layout.num[0];
     r.group_step = data.layout.stride[0];
+    r.runs = 1;
     r.op = static_cast<int32_t>(op->op);
     r.bits = is_bitvec_op(op->op);
     r.average = op->op == AluOp::average;

@@ -32,7 +32,7 @@ inline constexpr const char* free_dims =
     "an operand is not one [partition, free] block (it is in HBM, or its free dims do not merge into one)";
 inline constexpr const char* perf_mode = "its double_row operands' free sizes are odd";
 inline constexpr const char* transpose_rank = "its axes do not match its source's dims";
-inline constexpr const char* reduced_run = "its reduced dims are not one strided run of elements per result";
+inline constexpr const char* reduced_run = "its reduced dims do not merge into two strided dims";
 inline constexpr const char* operand_kind = "its source is neither a tile nor an immediate";
 // Through an indirect view, and dma_compute (native/rows.cpp):
 inline constexpr const char* both_indirect = "both of its operands are indirect";

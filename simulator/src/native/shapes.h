@@ -78,12 +78,14 @@ struct MapShape {
 struct ReduceShape {
   Walk walk;  // the kept dims (dst's walk)
   Access dst, data;
-  int64_t group;       // elements folded per dst element
-  int64_t group_step;  // data byte step inside a group
+  int64_t group;       // elements of one run of a group
+  int64_t group_step;  // data byte step inside a run
+  int64_t runs;        // runs per group (the reduced dims merge into at most two), folded in order
+  int64_t run_step;    // data byte step between runs
   int32_t op;          // ir::AluOp
   int32_t bits;        // bit-vector fold
   int32_t negate;
-  int32_t average;     // divide the fold by `group` (tensor_partition_reduce's average)
+  int32_t average;     // divide the fold by its element count (tensor_partition_reduce's average)
 };
 // data[0] = dst, data[1] = data. tensor_partition_reduce is one too: the walk is the free dims,
 // a group is one element's column across the partitions (group_step = the partition stride).
