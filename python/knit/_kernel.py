@@ -154,9 +154,10 @@ class Compiled:
 
     def run(self, *args, schedule="round_robin", seed=0, check_races=True, backend=None, **kwargs):
         """Run the engine program with a chosen queue interleaving: "program_order",
-        "round_robin" or "random" (with `seed`), on `backend` ("jit", "jit-strict" or "reference";
-        default $KNIT_BACKEND, else "jit"). ``last_run`` then tells how many instructions ran
-        natively and lists (``fallbacks``) those the native path could not run, with why."""
+        "round_robin" or "random" (with `seed`), on `backend` ("jit", "jit-strict", "jit-fallback"
+        or "reference"; default $KNIT_BACKEND, else "jit"). ``last_run`` then tells how many
+        instructions ran natively and, under "jit-fallback", lists (``fallbacks``) those the native
+        path could not run, with why."""
         return self.kernel._run(self, args, kwargs, runner=lambda hosts, uninit: self.program.run(
             hosts, uninit, schedule, seed, check_races, backend or default_backend()))
 
@@ -167,7 +168,7 @@ class Compiled:
 
 def _warn_fallbacks(compiled):
     """Says so, once per instruction and compiled kernel, when the native path handed
-    instructions to the reference executors: the default backend never falls back silently."""
+    instructions to the reference executors (KNIT_BACKEND=jit-fallback): never silently."""
     reported = compiled._reported_fallbacks
     new = [f for f in compiled.last_run.get("fallbacks", ()) if f not in reported]
     if not new:
@@ -175,13 +176,13 @@ def _warn_fallbacks(compiled):
     reported.update(new)
     warnings.warn(JitFallbackWarning(
         "these instructions ran on the reference executors, not natively (same results, slower):\n  " +
-        "\n  ".join(new) + "\nKNIT_BACKEND=jit-strict makes this an error; Compiled.last_run[\"fallbacks\"] "
+        "\n  ".join(new) + "\nthe default backend (jit) makes this an error; Compiled.last_run[\"fallbacks\"] "
         "lists them"), stacklevel=3)
 
 
 def default_backend():
-    """The execution backend of engine programs: $KNIT_BACKEND ("jit", "jit-strict" or "reference"),
-    else "jit" (docs/jit.md)."""
+    """The execution backend of engine programs: $KNIT_BACKEND ("jit", "jit-strict", "jit-fallback"
+    or "reference"), else "jit" (docs/jit.md)."""
     return os.environ.get("KNIT_BACKEND", "jit")
 
 

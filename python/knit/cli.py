@@ -52,7 +52,7 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run a kernel on random inputs: result check, latency, engine summary")
     _kernel_options(run)
-    run.add_argument("--backend", choices=("jit", "jit-strict", "reference"), help="execution backend (default jit)")
+    run.add_argument("--backend", choices=("jit", "jit-strict", "jit-fallback", "reference"), help="execution backend (default jit)")
     run.add_argument("--reference", metavar="FUNC_OR_EXPR",
                      help="what to check against: a function of the file (Python) or a NumPy expression over "
                           "the inputs x0, x1, ... and --param names (default: the file's `reference` function, if any)")

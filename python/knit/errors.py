@@ -15,9 +15,9 @@ class KnitRuntimeError(KnitError):
 
 
 class JitFallbackWarning(UserWarning):
-    """Under KNIT_BACKEND=jit (the default) some instructions of a kernel ran on the reference
-    executors instead of natively: same results, slower. Raised once per instruction and compiled
-    kernel; KNIT_BACKEND=jit-strict makes it an error instead (docs/jit.md)."""
+    """Under KNIT_BACKEND=jit-fallback some instructions of a kernel ran on the reference executors
+    instead of natively: same results, slower. Raised once per instruction and compiled kernel;
+    under the default backend (jit) such an instruction is an error instead (docs/jit.md)."""
 
 
 _PUBLIC = {"user": NkiValidationError, "runtime": KnitRuntimeError}

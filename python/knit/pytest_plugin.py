@@ -7,7 +7,7 @@ module's own name so that pytest sees both ways as one plugin and never register
   --knit-target T     run kernels on T (trn1, trn2, trn3), a comma list or "all"; the
                       knit_target fixture is parametrized over them, and every other kernel call
                       of the session runs on the first (through NEURON_PLATFORM_TARGET_OVERRIDE)
-  --knit-backend B    execute engine programs on B (jit, jit-strict, reference: KNIT_BACKEND)
+  --knit-backend B    execute engine programs on B (jit, jit-strict, jit-fallback, reference: KNIT_BACKEND)
   --knit-trace-dir D  where failing latency / utilization checks save Perfetto traces
                       (default: knit-traces in pytest's temporary folder)
   @pytest.mark.knit_latency   marks latency tests (select with -m knit_latency, or skip them)
@@ -22,7 +22,7 @@ import pytest
 from .testing import timing
 from .testing.targets import ALL_TARGETS
 
-_BACKENDS = ("jit", "jit-strict", "reference")
+_BACKENDS = ("jit", "jit-strict", "jit-fallback", "reference")
 _ENV = {"knit_target": "NEURON_PLATFORM_TARGET_OVERRIDE", "knit_backend": "KNIT_BACKEND"}
 
 

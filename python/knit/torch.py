@@ -300,7 +300,7 @@ def op(name, kernel=None, *, mutates_args=(), num_outputs=None, target=None, bac
     mutates_args: names of tensor parameters the kernel writes in place (must be exact: writing
     an undeclared one is an error at run time). num_outputs: how many tensors it returns, when
     its return statements do not say. target: "trn1" / "trn2" / "trn3" (default: Knit's).
-    backend: the simulator backend ("jit", "jit-strict", "reference"; default $KNIT_BACKEND)."""
+    backend: the simulator backend ("jit", "jit-strict", "jit-fallback", "reference"; default $KNIT_BACKEND)."""
 
     def wrap(k):
         return KnitOp(name, k, mutates_args=mutates_args, num_outputs=num_outputs, target=target, backend=backend)

@@ -58,7 +58,9 @@ sim::Backend backend_from(const std::string& name) {
   if (name == "jit") return sim::Backend::jit;
   if (name == "reference") return sim::Backend::reference;
   if (name == "jit-strict") return sim::Backend::jit_strict;
-  throw py::value_error("backend must be \"jit\", \"jit-strict\" or \"reference\", not \"" + name + "\" (KNIT_BACKEND)");
+  if (name == "jit-fallback") return sim::Backend::jit_fallback;
+  throw py::value_error("backend must be \"jit\", \"jit-strict\", \"jit-fallback\" or \"reference\", not \"" + name +
+                        "\" (KNIT_BACKEND)");
 }
 
 // run_program without the GIL, with the progress line.

@@ -124,19 +124,21 @@ def assert_bytes_equal(want, got, what="jit"):
         pytest.fail(message, pytrace=False)
 
 
-def run_jit(c, *arrays, **kwargs):
-    """Runs the engine program natively; returns (outputs, counts)."""
-    got = c.run(*arrays, backend="jit", **kwargs)
+def run_jit(c, *arrays, backend="jit", **kwargs):
+    """Runs the engine program natively (`backend` "jit-fallback": what cannot run natively runs
+    on the reference executors); returns (outputs, counts)."""
+    got = c.run(*arrays, backend=backend, **kwargs)
     counts = dict(c.last_run)
-    assert counts["backend"] == "jit"
+    assert counts["backend"] == backend
     return got, counts
 
 
-def check(c, *arrays, native=None, interpreted=None, **kwargs):
+def check(c, *arrays, native=None, interpreted=None, backend="jit", **kwargs):
     """jit bytes == reference bytes, something ran natively, and (when given) the exact counts.
-    Also runs the engine program on the reference executors (same bytes). Returns the counts."""
+    Also runs the engine program on the reference executors (same bytes). Returns the counts.
+    Instructions the native path cannot run need backend="jit-fallback" (the default jit raises)."""
     want = c.reference(*arrays)
-    got, counts = run_jit(c, *arrays, **kwargs)
+    got, counts = run_jit(c, *arrays, backend=backend, **kwargs)
     assert counts["native"] > 0, f"nothing ran natively: {counts}"
     if native is not None:
         assert counts["native"] == native, counts
@@ -1459,7 +1461,8 @@ def test_iota(dt):
 
 def test_iota_pattern_that_does_not_nest_falls_back():
     """A pattern whose dims do not nest with dst's ([4, 15] over a [6, 10] dst, rows 12 apart) has
-    no common walk: the reference executor runs it, listed in fallbacks, an error under jit-strict."""
+    no common walk: an error under the default backend, under jit-fallback the reference executor
+    runs it, listed in fallbacks."""
 
     @knit.jit
     def kernel(x):
@@ -1470,13 +1473,13 @@ def test_iota_pattern_that_does_not_nest_falls_back():
 
     x = np.zeros((1, 1), np.float32)
     c = knit.compile(kernel, x)
-    check(c, x, native=2, interpreted=1)
+    check(c, x, native=2, interpreted=1, backend="jit-fallback")
     expect = np.full((32, 6, 12), -1, np.int32)
     expect[:, :, 0:10] = np_affine([[100, 4], [1, 15]], 3, 1000, 32).reshape(32, 6, 10)
-    assert_bytes_equal(expect, c.run(x), "numpy")
+    assert_bytes_equal(expect, c.run(x, backend="jit-fallback"), "numpy")
     assert any("iota: its operands' dims do not nest" in f for f in c.last_run["fallbacks"]), c.last_run
-    with pytest.raises(knit.KnitRuntimeError, match="jit-strict"):
-        c.run(x, backend="jit-strict")
+    with pytest.raises(knit.KnitRuntimeError, match="jit-unsupported"):
+        c.run(x)
 
 
 def _cast_scalar(v, dt):
@@ -2521,25 +2524,39 @@ def _five_dim_copy(a):
     return _store(five)
 
 
-def test_strict_backend_names_an_instruction_the_native_path_cannot_run():
-    """A copy whose operands need five strided walk dims (the bodies walk four) is listed under
-    jit with a JitFallbackWarning naming its line and why (once per compiled kernel, not on every
-    run), and is an error under jit-strict that points at it."""
+@pytest.mark.parametrize("backend", ["jit", "jit-strict", None])
+def test_an_instruction_the_native_path_cannot_run_is_an_error(backend, monkeypatch):
+    """A copy whose operands need five strided walk dims (the bodies walk four) is an error under
+    the default backend (jit, whether given or not) and jit-strict, naming the kernel's line, the
+    instruction and why, and saying how to run it anyway."""
+    monkeypatch.delenv("KNIT_BACKEND", raising=False)
+    a = values(F32, (32, 2, 3, 5, 7), 41, "nan")
+    c = knit.compile(_five_dim_copy, a)
+    line = next(i for i, text in enumerate(open(__file__), 1) if "src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims" in text)
+    with pytest.raises(knit.KnitRuntimeError) as info:
+        c.run(a) if backend is None else c.run(a, backend=backend)
+    message = str(info.value)
+    assert info.value.rule == "jit-unsupported" and info.value.line == line, message
+    assert "tensor_copy cannot run on the native path: its operands need more than 4 strided dims" in message
+    assert "KNIT_BACKEND=jit-fallback" in message and "KNIT_BACKEND=reference" in message
+
+
+def test_jit_fallback_runs_it_on_the_reference_executors_and_says_so():
+    """Under jit-fallback the same copy runs on the reference executors with the reference's bytes,
+    listed in last_run["fallbacks"] (file:line: opcode: why) with a JitFallbackWarning once per
+    compiled kernel, not on every run."""
     a = values(F32, (32, 2, 3, 5, 7), 41, "nan")
     c = knit.compile(_five_dim_copy, a)
     line = next(i for i, text in enumerate(open(__file__), 1) if "src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims" in text)
     where = f"{__file__}:{line}: tensor_copy: its operands need more than 4 strided dims after merging"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
-        got = c.run(a, backend="jit")
+        got = c.run(a, backend="jit-fallback")
     assert where in c.last_run["fallbacks"], c.last_run
     assert_bytes_equal(c.reference(a), got)
     with warnings.catch_warnings():
         warnings.simplefilter("error", knit.JitFallbackWarning)
-        c.run(a, backend="jit")  # the same fallbacks again: already reported
-    with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(a, backend="jit-strict")
-    assert info.value.rule == "jit-strict" and info.value.line == line and "tensor_copy" in str(info.value)
+        c.run(a, backend="jit-fallback")  # the same fallbacks again: already reported
 
 
 @pytest.mark.parametrize("dtype", [E4M3, np.dtype(ml_dtypes.float8_e5m2)])
@@ -2682,12 +2699,12 @@ def test_stream_shuffle_runs_natively(dtype):
     a = values(dtype, (96, 16), seed_of("shuf", dtype.name), "nan")
     keep = values(dtype, (96, 8), seed_of("shuf-keep", dtype.name), "nan")
     c = knit.compile(kernel, a, keep)
-    check(c, a, keep, native=n_instructions(c) - 1, interpreted=1)
+    check(c, a, keep, native=n_instructions(c) - 1, interpreted=1, backend="jit-fallback")
     want = keep.copy()
     for p in range(96):
         if mask[p % 32] != 255:
             want[p] = a[p - p % 32 + mask[p % 32], 1:16:2]
-    assert_bytes_equal(want, c.run(a, keep)[0], "numpy")
+    assert_bytes_equal(want, c.run(a, keep, backend="jit-fallback")[0], "numpy")
 
 
 def _dma_compute_kernel(n_srcs, out_dtype, on_chip):
@@ -2730,8 +2747,8 @@ def test_dma_compute_with_more_than_two_sources_into_bf16_falls_back():
     reference executor, with that reason."""
     arrays = [values(F32, (32, 8), seed_of("dmac3", i)) for i in range(3)]
     c = knit.compile(_dma_compute_kernel(3, BF16, True), *arrays)
-    check(c, *arrays, interpreted=1)
-    c.run(*arrays, backend="jit")
+    check(c, *arrays, interpreted=1, backend="jit-fallback")
+    c.run(*arrays, backend="jit-fallback")
     assert any("dma_compute: it sums more than two sources into a dst that is not fp32" in f
                for f in c.last_run["fallbacks"]), c.last_run
 
@@ -2896,8 +2913,8 @@ def test_matmul_mixed_accumulation_state(capsys):
 
 def test_more_walk_dims_than_a_body_has():
     """A body walks at most 4 dims (the partition dim included for compute instructions): a
-    5-dim permuted copy and a 5-dim permuted HBM load are left to the reference executors, a
-    4-dim one runs natively."""
+    5-dim permuted copy and a 5-dim permuted HBM load are left to the reference executors under
+    jit-fallback, a 4-dim one runs natively."""
 
     @knit.jit
     def kernel(a, h):
@@ -2913,7 +2930,7 @@ def test_more_walk_dims_than_a_body_has():
     a = values(F32, (32, 2, 3, 5, 7), 41, "nan")
     h = values(F32, (2, 3, 4, 5, 6), 42, "nan")
     c = knit.compile(kernel, a, h)
-    check(c, a, h, native=n_instructions(c) - 2, interpreted=2)
+    check(c, a, h, native=n_instructions(c) - 2, interpreted=2, backend="jit-fallback")
 
 
 def _gather_scatter_kernel(oob_mode):
@@ -2981,8 +2998,8 @@ def test_indirect_dma_errors_are_the_references():
     # Row 31 reads elements 373, 375, ..., 395 of the 384: partly inside.
     edge = np.array([[31], [2], [0], [1], [5], [4]], np.int32)
     c = knit.compile(_gather_scatter_kernel(nisa.oob_mode.skip), table, edge, init)
-    check(c, table, edge, init)
-    c.run(table, edge, init, backend="jit")
+    check(c, table, edge, init, backend="jit-fallback")
+    c.run(table, edge, init, backend="jit-fallback")
     assert any("dma_copy: an oob_mode=skip row lies partly inside" in f for f in c.last_run["fallbacks"])
 
 

@@ -248,10 +248,11 @@ bool NativeExecutor::run(const Instruction& inst) {
 
 bool NativeExecutor::refuse(const Instruction& inst, Refusal why) {
   if (!why.diagnostic) {
-    if (m_.backend() == Backend::jit_strict)
-      m_.fail("jit-strict", std::string(inst.opcode_name()) + " cannot run on the native path: " + why.reason +
-                                ". KNIT_BACKEND=jit runs such instructions on the reference executors "
-                                "(listed in Compiled.last_run[\"fallbacks\"]); KNIT_BACKEND=reference runs all of them there");
+    if (m_.backend() != Backend::jit_fallback)
+      m_.fail("jit-unsupported", std::string(inst.opcode_name()) + " cannot run on the native path: " + why.reason +
+                                     ". KNIT_BACKEND=jit-fallback runs such instructions on the reference executors "
+                                     "(with a warning; listed in Compiled.last_run[\"fallbacks\"]), "
+                                     "KNIT_BACKEND=reference runs every instruction there");
     std::string line = inst.loc.file + ":" + std::to_string(inst.loc.line) + ": " + std::string(inst.opcode_name()) +
                        ": " + why.reason;
     if (std::find(fallbacks.begin(), fallbacks.end(), line) == fallbacks.end()) fallbacks.push_back(std::move(line));

@@ -46,7 +46,7 @@ class NativeExecutor {
   void prepare();
   static constexpr int64_t kDefaultThreshold = int64_t{1} << 21;
   // Runs `inst` natively and returns true, or returns false (nothing touched) for the reference
-  // executor to run it. Under Backend::jit_strict, an instruction it cannot run (see
+  // executor to run it. Unless the backend is Backend::jit_fallback, an instruction it cannot run (see
   // RunResult::fallbacks) is a runtime error instead.
   bool run(const ir::Instruction& inst);
 

@@ -24,14 +24,15 @@ namespace knit::sim {
 // interleavings, which must give the same results for a correctly synchronized program.
 enum class Schedule : uint8_t { program_order, round_robin, random };
 
-// How run_program executes data instructions: `jit` runs each instruction whose operands are
-// static strided views as a body specialized for its shape and compiled to native code with
-// LLVM ORC (bit-identical to the reference executors, which run the rest); `reference` runs
-// every instruction through the reference executors, element by element. `jit_strict` is `jit`
-// that compiles every kernel (no work threshold) and makes an instruction the native path cannot
-// run a runtime error naming it, instead of handing it to the reference executors. interpret()
-// is always the reference.
-enum class Backend : uint8_t { reference, jit, jit_strict };
+// How run_program executes data instructions: `jit` runs each instruction as a body specialized
+// for its shape and compiled to native code with LLVM ORC (bit-identical to the reference
+// executors; a kernel too small to be worth compiling runs on the reference executors), and an
+// instruction the native path cannot run is a runtime error naming it and why. `jit_fallback`
+// is `jit` that hands such instructions to the reference executors instead (listed in
+// RunResult::fallbacks). `jit_strict` is `jit` that compiles every kernel (no work threshold).
+// `reference` runs every instruction through the reference executors, element by element.
+// interpret() is always the reference.
+enum class Backend : uint8_t { reference, jit, jit_strict, jit_fallback };
 
 struct InterpretOptions {
   // A read of never-written memory is a runtime error (true) or a warning (false).
