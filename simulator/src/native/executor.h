@@ -3,13 +3,12 @@
 // (native/bodies.cpp, knit/jit/specializer.h); everything it computes is bit-identical to the
 // reference executors (exec_*.cpp).
 //
-// What stays with the reference executors, and why (counted in RunResult::interpreted):
-//  - opcodes without a native body (see `natively_executable`);
-//  - instances the native body could not reproduce exactly or whose errors must name the
-//    element: a read of never-written memory (the reference raises or warns with the index),
-//    indirect or out-of-partition views, an output overlapping an input other than exactly,
-//    a matmul accumulating into partly-matmul-written PSUM, views needing more than 4 walk dims.
-// The per-element reference path is the definition; this one is an exact fast path of it.
+// What it does not run (counted in RunResult::interpreted): instances whose errors must name the
+// element (a read of never-written memory: the reference raises or warns with the index), and the
+// few layouts no body walks (plan.h, namespace why: more than 4 walk dims, dims that do not nest,
+// ...), which are an error unless the backend is jit_fallback (then the reference runs them).
+// Every opcode that moves tensor data has a body (`natively_executable`). The per-element
+// reference path is the definition; this one is an exact fast path of it.
 #pragma once
 
 #include <array>
