@@ -73,6 +73,8 @@ void top8(const float* row, int64_t F, float* out);
 // nc_find_index8 of one partition: out[k] = the index in row[0..F) of vals[k]'s first occurrence
 // (alu's equal), or of its next one when vals[k] repeats an earlier vals[e]; -1 when missing.
 void find_index8(const float* row, int64_t F, const float* vals, int64_t* out);
+// What nc_find_index8 stores for a value it did not find: all ones in its dst dtype.
+inline uint32_t find_index8_missing(ir::DType dst) { return dst == ir::DType::uint16 ? 0xFFFFu : 0xFFFFFFFFu; }
 
 // ---- quantize_mx (exec_mx.cpp and the native body) ----
 // One MX group of quantize_mx: x[i][j] is element j of the group's 4 in partition i of its 8.

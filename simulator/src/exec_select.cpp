@@ -186,7 +186,7 @@ void exec(Machine& m, const NcFindIndex8& op) {
     find_index8(x.data() + p * data.F, data.F, want, found);
     for (int64_t k = 0; k < 8; ++k) out[dst.at(p, k)] = found[k];
   }
-  const uint32_t all_ones = dst.dtype == DType::uint16 ? 0xFFFFu : 0xFFFFFFFFu;
+  const uint32_t all_ones = find_index8_missing(dst.dtype);
   for (int64_t i = 0; i < dst.size(); ++i) out[i] < 0 ? dst.write_bits(i, all_ones) : dst.write_int(i, out[i]);
 }
 

@@ -365,7 +365,7 @@ extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* operands, f
       int64_t found[8];
       for (int64_t k = 0; k < 8; ++k) vals[k] = knit::ir::decode(type(s.vals), data[2] + at(s.vals, p, 0, 0, k));
       knit::sim::find_index8(row, F, vals, found);
-      const uint32_t all_ones = type(s.dst) == knit::ir::DType::uint16 ? 0xFFFFu : 0xFFFFFFFFu;  // as exec_select.cpp
+      const uint32_t all_ones = knit::sim::find_index8_missing(type(s.dst));
       int64_t k = 0;
       for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
         uint8_t* to = data[0] + at(s.dst, p, i1, i2, i3);

@@ -209,7 +209,10 @@ bool moves_no_data(Opcode op) {
 bool NativeExecutor::warm(const Instruction& inst) {
   if (hot_) return true;
   for_each_view(inst, [&](const char*, const View& v) { work_ += v.num_elements(); });
-  if (work_ < threshold_) return false;
+  if (work_ < threshold_) {
+    ++interpreted;  // the reference executors run it
+    return false;
+  }
   hot_ = true;
   prepare();
   return true;
@@ -217,10 +220,7 @@ bool NativeExecutor::warm(const Instruction& inst) {
 
 bool NativeExecutor::run(const Instruction& inst) {
   if (const auto* op = std::get_if<NcMatmulMx>(&inst.op)) {
-    if (!warm(inst)) {
-      ++interpreted;
-      return false;
-    }
+    if (!warm(inst)) return false;
     matmul_mx(*op);
     ++native;
     return true;
@@ -237,10 +237,7 @@ bool NativeExecutor::run(const Instruction& inst) {
     }
     return refuse(inst, {why});
   }
-  if (!warm(inst)) {
-    ++interpreted;
-    return false;
-  }
+  if (!warm(inst)) return false;
   if (const Refusal why = execute(p); why.reason) return refuse(inst, why);
   ++native;
   return true;
@@ -269,13 +266,10 @@ namespace {
 // buffer's untouched pages cost nothing); in HBM, its byte range.
 uint8_t* snapshot(ZeroedBytes& buffer, const Operand& o, const Memory& mem) {
   const Machine::Layout& l = o.layout;
-  const size_t first = o.partitioned ? 1 : 0;
   const int64_t stride = o.partitioned ? l.stride[0] : 0;
   const int64_t rows = o.partitioned ? l.num[0] : 1;
   const int64_t start = o.partitioned ? l.base - l.base % stride : 0;  // the first partition's
-  int64_t lo = l.base - start, hi = lo;
-  for (size_t d = first; d < l.num.size(); ++d) ((l.stride[d] < 0) ? lo : hi) += (l.num[d] - 1) * l.stride[d];
-  hi += o.esize;
+  const auto [lo, hi] = byte_range(o);
   const auto size = static_cast<size_t>((rows - 1) * stride + hi);
   if (buffer.size() < size) buffer.reset(size, false);
   for (int64_t r = 0; r < rows; ++r)
@@ -408,13 +402,7 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   if (per_element) {
     MatmulShape mm;
     std::memcpy(&mm, shape.data(), sizeof mm);
-    mm.dst = Access{static_cast<int32_t>(DType::float32), 0, {4 * mm.N, 4, 0, 0}};  // dense [M, N]
-    std::vector<float> partial(static_cast<size_t>(mm.M * mm.N));
-    std::array<uint8_t*, 3> into_partial = bases;
-    into_partial[0] = reinterpret_cast<uint8_t*>(partial.data());
-    dispatch(p.body, bytes_of(mm), p.scratch_floats, into_partial, {&col[0], nullptr, nullptr});
-    Tile dst = m_.tile(*p.ops[0].view, "dst");
-    write_matmul_result(m_, dst, partial, std::get<NcMatmul>(inst.op).accumulate);
+    sum_into_psum(mm, bases[1], bases[2], *p.ops[0].view, std::get<NcMatmul>(inst.op).accumulate);
   } else {
     dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
   }
@@ -508,14 +496,19 @@ void NativeExecutor::matmul_mx(const NcMatmulMx& op) {
   Tile mov = m_.tile(op.moving, "moving");
   Tile stat_scale = m_.tile(op.stationary_scale, "stationary_scale");
   Tile mov_scale = m_.tile(op.moving_scale, "moving_scale");
-  Tile dst = m_.tile(op.dst, "dst");
   std::vector<float> s = dequantize_mx(stat, stat_scale), v = dequantize_mx(mov, mov_scale);
-  const MatmulShape mm = mx_sum_shape(op);
+  sum_into_psum(mx_sum_shape(op), reinterpret_cast<uint8_t*>(s.data()), reinterpret_cast<uint8_t*>(v.data()), op.dst,
+                op.accumulate);
+}
+
+void NativeExecutor::sum_into_psum(MatmulShape mm, uint8_t* stationary, uint8_t* moving, const View& dst,
+                                   Accumulate accumulate) {
+  mm.dst = Access{static_cast<int32_t>(DType::float32), 0, {4 * mm.N, 4, 0, 0}};  // dense [M, N]
   std::vector<float> partial(static_cast<size_t>(mm.M * mm.N)), overwrite{0.0f};
-  auto bytes = [](std::vector<float>& x) { return reinterpret_cast<uint8_t*>(x.data()); };
   dispatch("knit_matmul_body", bytes_of(mm), matmul_scratch_floats(mm.K, mm.M, mm.N),
-           {bytes(partial), bytes(s), bytes(v)}, {&overwrite, nullptr, nullptr});
-  write_matmul_result(m_, dst, partial, op.accumulate);
+           {reinterpret_cast<uint8_t*>(partial.data()), stationary, moving}, {&overwrite, nullptr, nullptr});
+  Tile psum = m_.tile(dst, "dst");
+  write_matmul_result(m_, psum, partial, accumulate);
 }
 
 void NativeExecutor::start() {

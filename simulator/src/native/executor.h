@@ -24,6 +24,10 @@ namespace knit::codegen {
 class Specializer;
 }
 
+namespace knit::sim::native {
+struct MatmulShape;
+}
+
 namespace knit::sim {
 
 class Machine;
@@ -64,14 +68,20 @@ class NativeExecutor {
   };
   const char* plan(const ir::Instruction& inst, Plan& out);  // why not natively, or null
   Refusal execute(const Plan& plan);
-  // Tiered compiling (see start): false while the kernel is too small to compile, counting
-  // inst's elements as work done.
+  // Tiered compiling (see start): false while the kernel is too small to compile (inst is then
+  // counted as interpreted, for the reference executors to run), counting inst's elements as
+  // work done.
   bool warm(const ir::Instruction& inst);
   // Runs a body on `shape` (compiling it on first use), split over the worker threads where it
   // pays; bases are data[0..2], columns the per-partition columns (null: none).
   void dispatch(const char* body, const std::string& shape, int64_t scratch_floats, const std::array<uint8_t*, 3>& bases,
                 const std::array<std::vector<float>*, 3>& columns);
   void matmul_mx(const ir::NcMatmulMx& op);
+  // A matmul's K-sum on `mm` (its dst replaced by a dense [M, N] buffer) natively, then written
+  // into `dst` by the reference's write_matmul_result, each element added or stored by its own
+  // PSUM state, with its warnings (nc_matmul_mx, and nc_matmul when that state is not uniform).
+  void sum_into_psum(native::MatmulShape mm, uint8_t* stationary, uint8_t* moving, const ir::View& dst,
+                     ir::Accumulate accumulate);
   bool run_dma_compute(const ir::Instruction& inst, const ir::DmaCompute& op);
   bool run_shuffle(const ir::Instruction& inst, const ir::NcStreamShuffle& op);
   // Runs planned one-row stages over rows (rows.cpp): each operand `picked` at row rows[i], the

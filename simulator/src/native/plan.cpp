@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "../alu.h"
 #include "../exec_compute.h"
@@ -92,27 +93,27 @@ const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
 
 // Whether two operands' layouts may share a byte: on-chip layouts (dim 0 moving by whole
 // partitions) overlap only if both their partition ranges and their in-partition byte ranges do.
+std::pair<int64_t, int64_t> byte_range(const Operand& o) {
+  const Machine::Layout& l = o.layout;
+  int64_t lo = o.partitioned ? l.base % l.stride[0] : l.base, hi = lo;
+  for (size_t d = o.partitioned ? 1 : 0; d < l.num.size(); ++d) {
+    const int64_t span = (l.num[d] - 1) * l.stride[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  return {lo, hi + o.esize};
+}
+
 bool may_overlap(const Operand& x, const Operand& y) {
   struct Box {
     int64_t plo = 0, phi = 1, lo = 0, hi = 0;
   };
   auto box = [](const Operand& o) {
-    const Machine::Layout& l = o.layout;
     Box b;
-    size_t first = 0;
-    b.lo = l.base;
+    std::tie(b.lo, b.hi) = byte_range(o);
     if (o.partitioned) {
-      b.plo = l.base / l.stride[0];
-      b.phi = b.plo + l.num[0];
-      b.lo = l.base % l.stride[0];
-      first = 1;
+      b.plo = o.layout.base / o.layout.stride[0];
+      b.phi = b.plo + o.layout.num[0];
     }
-    b.hi = b.lo;
-    for (size_t d = first; d < l.num.size(); ++d) {
-      const int64_t span = (l.num[d] - 1) * l.stride[d];
-      (span < 0 ? b.lo : b.hi) += span;
-    }
-    b.hi += o.esize;
     return b;
   };
   const Box a = box(x), b = box(y);
@@ -419,20 +420,26 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     const Operand index = affine_index(op->dst, op->pattern, op->channel_multiplier);
     return map(s, op->dst, &op->on_true_tile, nullptr, nullptr, &index);
   }
+  // The source of the gather kind (after map() planned dst and the walked operands): added as
+  // the last operand but not walked, each index addressing its partition's free elements (one
+  // strided run), so only its partition step and free element step go into `s` (map()'s shape).
+  auto gather_source = [&](const View& source) -> const char* {
+    if (const char* why = add(source, false)) return why;
+    const Operand& o = out.ops.back();
+    if (!on_chip(source) || o.layout.num.empty() || o.layout.num[0] != out.partitions) return why::partitions;
+    const auto free = simplified(o.layout, 1);
+    if (free.size() > 1) return why::free_dims;
+    std::memcpy(&s, out.shape.data(), sizeof s);
+    s.b = Access{static_cast<int32_t>(source.dtype), 0, {o.layout.stride[0], 0, 0, 0}};
+    s.gather_step = free.empty() ? o.esize : free[0].second;
+    return nullptr;
+  };
   if (const auto* op = std::get_if<NcNGather>(&inst.op)) {
-    // dst and indices walk in lockstep; data is addressed by each index within its partition's
-    // free elements (one strided run), so it is not walked: only its partition step is.
+    // dst and indices walk in lockstep; data is the gather source.
     if (op->data.dtype != op->dst.dtype) return why::gather_dtypes;
     s.kind = MapKind::gather;
     if (const char* why = map(s, op->dst, &op->indices, nullptr)) return why;
-    if (const char* why = add(op->data, false)) return why;
-    const Operand& data = out.ops.back();
-    const auto free = simplified(data.layout, 1);
-    if (!on_chip(op->data) || data.layout.num.empty() || data.layout.num[0] != out.partitions) return why::partitions;
-    if (free.size() > 1) return why::free_dims;
-    std::memcpy(&s, out.shape.data(), sizeof s);
-    s.b = Access{static_cast<int32_t>(op->data.dtype), 0, {data.layout.stride[0], 0, 0, 0}};
-    s.gather_step = free.empty() ? data.esize : free[0].second;
+    if (const char* why = gather_source(op->data)) return why;
     out.shape = bytes_of(s);
     return nullptr;
   }
@@ -443,23 +450,15 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     if (op->src_buffer.dtype != op->dst.dtype) return why::gather_dtypes;
     s.kind = MapKind::gather;
     if (const char* why = map(s, op->dst, nullptr, nullptr)) return why;
-    for (const auto& [v, written] : {std::pair{&op->index, false}, {&op->src_buffer, false}})
-      if (const char* why = add(*v, written)) return why;
+    if (const char* why = add(op->index, false)) return why;  // data[1], for the checks
+    if (const char* why = gather_source(op->src_buffer)) return why;
+    if (out.partitions % 16) return why::partitions;
     const Operand& dst = out.ops[0];
-    const Operand& src = out.ops[2];
-    if (!on_chip(op->src_buffer) || src.layout.num.empty() || src.layout.num[0] != out.partitions ||
-        out.partitions % 16)
-      return why::partitions;
-    const auto free = simplified(src.layout, 1);
-    if (free.size() > 1) return why::free_dims;
     const int64_t row = dst.n[1] * dst.n[2] * dst.n[3];
     const int64_t index_row = op->index.num_elements() / std::max<int64_t>(1, out.partitions);
     const int64_t valid = op->num_valid_indices < 0 ? 16 * index_row : op->num_valid_indices;
     if (row != valid * op->num_elem_per_idx) return why::gather_width;
-    std::memcpy(&s, out.shape.data(), sizeof s);
     s.a = Access{static_cast<int32_t>(DType::int32), 0, {4 * row, 4 * dst.n[2] * dst.n[3], 4 * dst.n[3], 4}};
-    s.b = Access{static_cast<int32_t>(op->src_buffer.dtype), 0, {src.layout.stride[0], 0, 0, 0}};
-    s.gather_step = free.empty() ? src.esize : free[0].second;
     out.shape = bytes_of(s);
     return nullptr;
   }

@@ -78,6 +78,10 @@ std::vector<std::pair<int64_t, int64_t>> simplified(const Machine::Layout& l, si
 // dims do not nest or need more walk dims than there are.
 const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead);
 
+// The bytes [lo, hi) an operand's elements reach, element sizes included: in its memory, or for
+// an on-chip operand inside each of its partitions (from the partition's start).
+std::pair<int64_t, int64_t> byte_range(const Operand& o);
+
 // Whether two operands' layouts may share a byte.
 bool may_overlap(const Operand& x, const Operand& y);
 

@@ -11,6 +11,19 @@ namespace knit::sim {
 using namespace knit::ir;
 using namespace knit::sim::native;
 
+namespace {
+
+// A view cut to its first row (index 0 of its first dim), direct: the one-row view every row of
+// a row walk shares, with its base moved.
+View first_row(View v) {
+  v.indirect.clear();
+  v.indirect_dim = -1;
+  if (!v.dims.empty()) v.dims[0].num = 1;
+  return v;
+}
+
+}  // namespace
+
 // An instruction through an indirect HBM view `ind` (dma_copy's gather or scatter of rows,
 // dma_compute's scatter-add), run as `stages` (instructions over the same elements, in order),
 // one row at a time: with every view's first dim cut to one row each stage has one static shape,
@@ -37,12 +50,6 @@ bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const st
     });
   // Each stage cut to its first row, and which of its planned operands are the indirect view's
   // row (no other operand is in its tensor).
-  auto first_row = [](View v) {
-    v.indirect.clear();
-    v.indirect_dim = -1;
-    if (!v.dims.empty()) v.dims[0].num = 1;
-    return v;
-  };
   const View ind_row = first_row(ind);
   std::vector<Instruction> cut = stages;
   std::vector<Plan> plans(stages.size());
@@ -53,19 +60,13 @@ bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const st
     for (const Operand& o : plans[s].ops) on_ind[s].push_back(*o.view == ind_row);
   }
   if (why) return refuse(inst, {why});
-  if (!warm(inst)) {
-    ++interpreted;
-    return false;
-  }
+  if (!warm(inst)) return false;
   // Row 0's byte range in the indirect tensor, [lo, hi): row i's is shifted by index[i] rows.
   const Operand* row0 = nullptr;
   for (size_t i = 0; i < on_ind[0].size() && !row0; ++i)
     if (on_ind[0][i]) row0 = &plans[0].ops[i];
   const int64_t esize = row0->esize, ind_row_bytes = ind.dims[0].step * esize;
-  const Machine::Layout& l = row0->layout;
-  int64_t lo = l.base, hi = l.base;
-  for (size_t d = 0; d < l.num.size(); ++d) ((l.stride[d] < 0) ? lo : hi) += (l.num[d] - 1) * l.stride[d];
-  hi += esize;
+  const auto [lo, hi] = byte_range(*row0);  // an HBM view: bytes of the tensor
   const int64_t size = k.tensor(ind.tensor).size_bytes();
   Tile index = m_.tile(*ind.index_view(), "vector_offset");
   if (index.size() < n) return refuse(inst, {why::short_index});
@@ -160,10 +161,7 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
   std::vector<Plan> plans(stages.size());
   for (size_t s = 0; s < stages.size() && !why; ++s) why = plan(stages[s], plans[s]);
   if (why) return refuse(inst, {why});
-  if (!warm(inst)) {
-    ++interpreted;
-    return false;
-  }
+  if (!warm(inst)) return false;
   // Every source must be readable before the first stage writes dst; after that a stage's first
   // input is the dst the one before wrote, and its second a source in another tensor.
   for (size_t s = 1; s < plans.size(); ++s) {
@@ -188,10 +186,7 @@ bool NativeExecutor::run_shuffle(const Instruction& inst, const NcStreamShuffle&
   else if (op.src.tensor == op.dst.tensor) why = why::in_place;
   else if (op.src.dims.empty() || op.src.dims[0].num != P || op.shuffle_mask.size() < 32) why = why::partitions;
   Instruction row = inst;
-  TensorCopy copy{op.dst, op.src};
-  for (View* v : {&copy.dst, &copy.src})
-    if (!v->dims.empty()) v->dims[0].num = 1;
-  row.op = copy;
+  row.op = TensorCopy{first_row(op.dst), first_row(op.src)};
   std::vector<Plan> plans(1);
   if (!why) why = plan(row, plans[0]);
   std::vector<int64_t> rows(static_cast<size_t>(P));
@@ -203,10 +198,7 @@ bool NativeExecutor::run_shuffle(const Instruction& inst, const NcStreamShuffle&
     if (!skipped[p] && (from < 0 || rows[p] >= P)) why = why::partitions;
   }
   if (why) return refuse(inst, {why});
-  if (!warm(inst)) {
-    ++interpreted;
-    return false;
-  }
+  if (!warm(inst)) return false;
   return move_rows(inst, plans, {{false, true}}, rows, skipped, plans[0].ops[1].layout.stride[0]);
 }
 
