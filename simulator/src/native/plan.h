@@ -100,6 +100,11 @@ std::optional<ir::Activation> activation_of(const ir::Instruction& inst);
 // dma_compute's chain of fp32 tensor_tensor stages (native/rows.cpp).
 std::vector<ir::Instruction> dma_compute_stages(const ir::Instruction& inst, const ir::DmaCompute& op);
 
+// Whether operand o (data[] order: dst, then inputs) of stage s in a chain of stages reads the dst
+// an earlier stage wrote, rather than memory the instruction found: dma_compute_stages' shape.
+// Such an operand is not checked for never-written bytes before the chain runs.
+inline bool chained_input(size_t stage, size_t operand) { return stage > 0 && operand == 1; }
+
 struct NativeExecutor::Plan {
   const ir::Instruction* inst = nullptr;
   const char* body = nullptr;

@@ -101,11 +101,10 @@ bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>&
     x.layout.base += picked[s][o] ? rows[i] * row_bytes : i * x.layout.stride[0];
     return x;
   };
-  // Reads of never-written bytes: the sources of every stage (a later stage's first input is the
-  // dst an earlier one wrote).
+  // Reads of never-written bytes: the inputs of every stage that no earlier stage wrote.
   for (size_t s = 0; s < plans.size(); ++s)
     for (size_t o = 0; o < plans[s].ops.size(); ++o) {
-      if (plans[s].ops[o].written || (s > 0 && o == 1)) continue;
+      if (plans[s].ops[o].written || chained_input(s, o)) continue;
       const Memory* mem = m_.memory_of(*plans[s].ops[o].view);
       for (int64_t i = 0; i < n && mem->tracks_init(); ++i)
         if (!skipped[i] && !all_flags_are(mem->init, at_row(s, o, i), 1))
@@ -162,13 +161,15 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
   for (size_t s = 0; s < stages.size() && !why; ++s) why = plan(stages[s], plans[s]);
   if (why) return refuse(inst, {why});
   if (!warm(inst)) return false;
-  // Every source must be readable before the first stage writes dst; after that a stage's first
-  // input is the dst the one before wrote, and its second a source in another tensor.
-  for (size_t s = 1; s < plans.size(); ++s) {
-    const Operand& src = plans[s].ops[2];
-    const Memory* mem = m_.memory_of(*src.view);
-    if (mem->tracks_init() && !all_flags_are(mem->init, src, 1)) return refuse(inst, {"reads never-written bytes", true});
-  }
+  // Every source must be readable before the first stage writes dst. The first stage's execute()
+  // checks its own; a later stage's are checked here (its chained input is the dst just written).
+  for (size_t s = 1; s < plans.size(); ++s)
+    for (size_t o = 0; o < plans[s].ops.size(); ++o) {
+      const Operand& src = plans[s].ops[o];
+      if (src.written || chained_input(s, o)) continue;
+      const Memory* mem = m_.memory_of(*src.view);
+      if (mem->tracks_init() && !all_flags_are(mem->init, src, 1)) return refuse(inst, {"reads never-written bytes", true});
+    }
   for (const Plan& p : plans)
     if (const Refusal why = execute(p); why.reason) return refuse(inst, why);  // only the first stage can
   ++native;
