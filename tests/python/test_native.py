@@ -2684,7 +2684,7 @@ def test_n_gather_runs_natively(dtype):
 def test_stream_shuffle_runs_natively(dtype):
     """nc_stream_shuffle (dst partition q + i = src partition q + mask[i] in each quadrant of 32;
     255 leaves dst's partition as it was) runs natively, bit for bit, over 96 partitions of a
-    strided view; in place it stays with the reference."""
+    strided view, and in place (every named row read before any is written, from a snapshot)."""
     mask = [(7 * i + 3) % 32 for i in range(32)]
     mask[5] = mask[20] = 255
 
@@ -2693,18 +2693,21 @@ def test_stream_shuffle_runs_natively(dtype):
         dst = _load(keep)
         src = _load(a)
         nisa.nc_stream_shuffle(dst=dst[:, 0:8], src=src[:, 1:16:2], shuffle_mask=mask)
-        nisa.nc_stream_shuffle(dst=src, src=src, shuffle_mask=mask)  # in place: the reference
+        nisa.nc_stream_shuffle(dst=src, src=src, shuffle_mask=mask)  # in place
         return _store(dst), _store(src)
 
     a = values(dtype, (96, 16), seed_of("shuf", dtype.name), "nan")
     keep = values(dtype, (96, 8), seed_of("shuf-keep", dtype.name), "nan")
     c = knit.compile(kernel, a, keep)
-    check(c, a, keep, native=n_instructions(c) - 1, interpreted=1, backend="jit-fallback")
-    want = keep.copy()
+    check(c, a, keep, native=n_instructions(c), interpreted=0)
+    want, want_in_place = keep.copy(), a.copy()
     for p in range(96):
         if mask[p % 32] != 255:
             want[p] = a[p - p % 32 + mask[p % 32], 1:16:2]
-    assert_bytes_equal(want, c.run(a, keep, backend="jit-fallback")[0], "numpy")
+            want_in_place[p] = a[p - p % 32 + mask[p % 32]]
+    got, got_in_place = c.run(a, keep)
+    assert_bytes_equal(want, got, "numpy")
+    assert_bytes_equal(want_in_place, got_in_place, "numpy (in place)")
 
 
 def _dma_compute_kernel(n_srcs, out_dtype, on_chip):
@@ -3001,6 +3004,51 @@ def test_indirect_dma_errors_are_the_references():
     check(c, table, edge, init, backend="jit-fallback")
     c.run(table, edge, init, backend="jit-fallback")
     assert any("dma_copy: an oob_mode=skip row lies partly inside" in f for f in c.last_run["fallbacks"])
+
+
+def _rows_within_one_tensor_kernel(oob_mode):
+    """In `out` (a copy of `a`, [16, 8]): rows 0..n-1 gathered from rows idx[i] of out itself,
+    then rows 4..4+n-1 scattered into rows idx[i] + 2 of out itself, both with `oob_mode`."""
+
+    @knit.jit
+    def kernel(a, idx):
+        n, f = idx.shape[0], a.shape[1]
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        it = nl.ndarray((n, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=it, src=idx)
+        nisa.dma_copy(dst=out[0:n, :], src=out.ap([[f, n], [1, f]], offset=0, vector_offset=it, indirect_dim=0),
+                      oob_mode=oob_mode)
+        nisa.dma_copy(dst=out.ap([[f, n], [1, f]], offset=2 * f, vector_offset=it, indirect_dim=0),
+                      src=out[4:4 + n, :], oob_mode=oob_mode)
+        return out
+
+    return kernel
+
+
+def test_indirect_dma_within_one_tensor_reads_its_source_first():
+    """An indirect dma_copy between rows of one HBM tensor (a gather from it into its own rows, a
+    scatter of its rows into others of it, source and destination rows overlapping) runs
+    natively: as in the reference, the source is read whole before any row is written (a
+    snapshot), and a repeated scatter index keeps the later row. With oob_mode=skip and a row
+    actually skipped the reference moves element by element, reads and writes interleaved; that
+    case is jit-unsupported (jit-fallback runs it on the reference)."""
+    a = values(F32, (16, 8), 55, "nan")
+    idx = np.array([[5], [0], [3], [5], [1], [2]], np.int32)
+    c = knit.compile(_rows_within_one_tensor_kernel(nisa.oob_mode.error), a, idx)
+    check(c, a, idx, native=n_instructions(c), interpreted=0)
+    want = a.copy()
+    want[0:6] = want[idx[:, 0]].copy()
+    source = want[4:10].copy()
+    for i, r in enumerate(idx[:, 0]):
+        want[r + 2] = source[i]
+    assert_bytes_equal(want, c.run(a, idx), "numpy")
+    skip = np.array([[5], [0], [99], [5], [1], [2]], np.int32)
+    c = knit.compile(_rows_within_one_tensor_kernel(nisa.oob_mode.skip), a, skip)
+    with pytest.raises(knit.KnitRuntimeError) as info:
+        c.run(a, skip)
+    assert info.value.rule == "jit-unsupported" and "between rows of one tensor and skips" in str(info.value)
+    check(c, a, skip, backend="jit-fallback")
 
 
 def test_on_chip_dma_between_partition_layouts():

@@ -1,7 +1,7 @@
 """Property tests of the native path's row walks (simulator/src/native/rows.cpp) and of its
 overlap snapshots (executor.cpp) against the reference executors, with hypothesis: a dma_copy
 gathering rows through an indirect HBM view, a dma_copy scattering them back through another,
-and a dma_compute scatter-adding them, over random tables, dtypes, strided row views (rows that
+the two within one tensor, and a dma_compute scatter-adding them, over random tables, dtypes, strided row views (rows that
 overlap, gaps between elements, an offset) and random indices, some negative or past the table,
 with oob_mode error or skip; and instructions whose dst overlaps their input in one tile.
 
@@ -107,6 +107,30 @@ def test_gather_and_scatter_rows_match_the_reference(view, table_dt, tile_dt, se
     table = (rng.standard_normal((R, F)) * 50).astype(table_dt)
     init = (rng.standard_normal((n, count)) * 50).astype(tile_dt)
     assert_jit_matches_the_reference(kernel, table, idx, init)
+
+
+@given(view=row_views(), direct_at=st.integers(0, 40), scatter=st.booleans(), seed=st.integers(0, 2**16))
+@SETTINGS
+def test_rows_moved_within_one_tensor_match_the_reference(view, direct_at, scatter, seed):
+    """A gather from rows of a tensor into a direct view of the same tensor, or a scatter of such
+    a view into its rows, the two overlapping or not: the native path reads the source from a
+    snapshot of the tensor, as the reference reads it whole before writing."""
+    R, F, n, count, pattern, off, idx, oob = view
+    direct = [[count, n], [1, count]]  # n rows of `count` elements, back to back
+    assume(direct_at + n * count <= R * F)
+
+    @knit.jit
+    def kernel(table, idx):
+        it = index_tile(idx)
+        out = nl.ndarray(table.shape, table.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=table)
+        rows = out.ap(pattern, offset=off, vector_offset=it, indirect_dim=0)
+        block = out.ap(direct, offset=direct_at)
+        nisa.dma_copy(dst=rows if scatter else block, src=block if scatter else rows, oob_mode=oob)
+        return out
+
+    table = (np.random.default_rng(seed).standard_normal((R, F)) * 50).astype(np.float32)
+    assert_jit_matches_the_reference(kernel, table, idx)
 
 
 @given(view=row_views(), dst_dt=st.sampled_from(DTYPES[:2]), unique=st.booleans(), seed=st.integers(0, 2**16))

@@ -85,13 +85,18 @@ class NativeExecutor {
   bool run_dma_compute(const ir::Instruction& inst, const ir::DmaCompute& op);
   bool run_shuffle(const ir::Instruction& inst, const ir::NcStreamShuffle& op);
   // Runs planned one-row stages over rows (rows.cpp): each operand `picked` at row rows[i], the
-  // others at row i, rows marked skipped left alone.
+  // others at row i, rows marked skipped left alone. copies[o], where given (one stage only), is
+  // {a snapshot, the offset in its memory of the snapshot's byte 0}: input o is read from it (an
+  // instruction that writes where it reads, as the reference reads its input whole first).
   bool move_rows(const ir::Instruction& inst, const std::vector<Plan>& plans,
                  const std::vector<std::vector<bool>>& picked, const std::vector<int64_t>& rows,
-                 const std::vector<bool>& skipped, int64_t row_bytes);
-  // run() for an instruction through an indirect view, as `stages` run row by row.
+                 const std::vector<bool>& skipped, int64_t row_bytes,
+                 const std::vector<std::pair<uint8_t*, int64_t>>& copies = {});
+  // run() for an instruction through an indirect view, as `stages` run row by row. `whole_reads`:
+  // the instruction reads its input whole before it writes (dma_copy), so its rows may move
+  // within one tensor.
   bool run_rows(const ir::Instruction& inst, const ir::View& ind, const std::vector<ir::Instruction>& stages,
-                ir::OobMode oob, bool unique);
+                ir::OobMode oob, bool unique, bool whole_reads);
   // The compiled function of `body` on `shape` (compiling it on first use).
   void* compiled(const char* body, const std::string& shape);
   bool refuse(const ir::Instruction& inst, Refusal why);

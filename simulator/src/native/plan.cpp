@@ -120,6 +120,23 @@ bool may_overlap(const Operand& x, const Operand& y) {
   return a.plo < b.phi && b.plo < a.phi && a.lo < b.hi && b.lo < a.hi;
 }
 
+// Copies an input that an output overlaps (NativeExecutor::execute) into `buffer`; returns where
+// the operand's base lies in the copy. The bytes keep their offsets from the base: on chip, the
+// operand's in-partition byte range of each of its partitions, the partition stride kept (the
+// buffer's untouched pages cost nothing); in HBM, its byte range.
+uint8_t* snapshot(ZeroedBytes& buffer, const Operand& o, const Memory& mem) {
+  const Machine::Layout& l = o.layout;
+  const int64_t stride = o.partitioned ? l.stride[0] : 0;
+  const int64_t rows = o.partitioned ? l.num[0] : 1;
+  const int64_t start = o.partitioned ? l.base - l.base % stride : 0;  // the first partition's
+  const auto [lo, hi] = byte_range(o);
+  const auto size = static_cast<size_t>((rows - 1) * stride + hi);
+  if (buffer.size() < size) buffer.reset(size, false);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(buffer.data() + r * stride + lo, mem.bytes.data() + start + r * stride + lo, static_cast<size_t>(hi - lo));
+  return buffer.data() + (l.base - start);
+}
+
 namespace {
 
 // Calls f(offset, length) for each run of an operand's bytes: one contiguous run per innermost

@@ -38,13 +38,14 @@ inline constexpr const char* operand_kind = "its source is neither a tile nor an
 inline constexpr const char* both_indirect = "both of its operands are indirect";
 inline constexpr const char* indirect_dim = "its indirect dim is not the view's first dim";
 inline constexpr const char* indirect_on_chip = "its indirect view is on chip";
-inline constexpr const char* same_tensor = "it copies between rows of one tensor";
+inline constexpr const char* same_tensor = "it adds rows of a tensor into rows of the same tensor";
+inline constexpr const char* same_tensor_skip =
+    "it copies between rows of one tensor and skips out-of-range rows (moved element by element)";
 inline constexpr const char* row_per_index = "its other operand's first dim does not have one row per index";
 inline constexpr const char* short_index = "its vector_offset has fewer entries than the indirect dim has rows";
 inline constexpr const char* partial_sums = "it sums more than two sources into a dst that is not fp32";
 inline constexpr const char* late_source = "a source after the second is in its dst's tensor";
 inline constexpr const char* shuffle_dtypes = "its src and dst dtypes differ";
-inline constexpr const char* in_place = "it shuffles partitions in place";
 inline constexpr const char* gather_dtypes = "its data and dst dtypes differ";
 inline constexpr const char* gather_width =
     "its dst's free size is not its valid indices x num_elem_per_idx (the rest would be zeroed)";
@@ -84,6 +85,12 @@ std::pair<int64_t, int64_t> byte_range(const Operand& o);
 
 // Whether two operands' layouts may share a byte.
 bool may_overlap(const Operand& x, const Operand& y);
+
+// Copies the operand's bytes in `mem` into `buffer` (an input an output overlaps, read before
+// anything is written, as the reference reads every input first); returns where the operand's
+// base lies in the copy. Every byte keeps its offset from the base: byte b of `mem` (one the
+// operand reaches) is at the result + (b - o.layout.base).
+uint8_t* snapshot(ZeroedBytes& buffer, const Operand& o, const Memory& mem);
 
 // Whether every byte of the operand in `flags` (0/1 per byte) is `value`; setting them.
 bool all_flags_are(const ByteFlags& flags, const Operand& o, uint8_t value);

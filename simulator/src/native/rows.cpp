@@ -34,7 +34,7 @@ View first_row(View v) {
 // raises), the rows read initialized. Rows run in order, so a repeated index in a scatter sees
 // the earlier rows' writes, as the reference's element order does.
 bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const std::vector<Instruction>& stages,
-                              OobMode oob, bool unique) {
+                              OobMode oob, bool unique, bool whole_reads) {
   const Kernel& k = m_.kernel();
   const int64_t n = ind.dims.empty() ? 0 : ind.dims[0].num;
   const char* why = nullptr;
@@ -45,19 +45,23 @@ bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const st
       if (name == std::string_view("vector_offset")) return;
       const bool indirect = v.index_view() != nullptr;
       if (indirect && !(v == ind)) why = why::both_indirect;
-      else if (!indirect && v.tensor == ind.tensor) why = why::same_tensor;
+      else if (!indirect && v.tensor == ind.tensor && !whole_reads) why = why::same_tensor;
       else if (!indirect && (v.dims.empty() || v.dims[0].num != n)) why = why::row_per_index;
     });
   // Each stage cut to its first row, and which of its planned operands are the indirect view's
-  // row (no other operand is in its tensor).
-  const View ind_row = first_row(ind);
+  // row: those that were indirect (a direct operand may be in the same tensor, at the same row 0).
   std::vector<Instruction> cut = stages;
   std::vector<Plan> plans(stages.size());
   std::vector<std::vector<bool>> on_ind(stages.size());
   for (size_t s = 0; s < stages.size() && !why; ++s) {
-    for_each_view_mut(cut[s], [&](View& v) { v = first_row(v); });
+    std::vector<const View*> was_indirect;
+    for_each_view_mut(cut[s], [&](View& v) {
+      if (v.index_view()) was_indirect.push_back(&v);
+      v = first_row(v);
+    });
     why = plan(cut[s], plans[s]);
-    for (const Operand& o : plans[s].ops) on_ind[s].push_back(*o.view == ind_row);
+    for (const Operand& o : plans[s].ops)
+      on_ind[s].push_back(std::find(was_indirect.begin(), was_indirect.end(), o.view) != was_indirect.end());
   }
   if (why) return refuse(inst, {why});
   if (!warm(inst)) return false;
@@ -86,14 +90,27 @@ bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const st
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       return refuse(inst, {"it repeats an index it promised unique", true});  // the reference raises
   }
-  return move_rows(inst, plans, on_ind, rows, skipped, ind_row_bytes);
+  // Rows moved within one tensor (whole_reads: one stage, a copy): the reference reads the source
+  // whole, then writes, unless it skips rows (then element by element, reads and writes
+  // interleaved). The source is read from a snapshot of its tensor.
+  std::vector<std::pair<uint8_t*, int64_t>> copies;
+  const Memory* src = m_.memory_of(*plans[0].ops[1].view);
+  if (whole_reads && src == m_.memory_of(*plans[0].ops[0].view)) {
+    if (std::find(skipped.begin(), skipped.end(), true) != skipped.end()) return refuse(inst, {why::same_tensor_skip});
+    Operand whole;  // every byte of the (HBM) tensor
+    whole.esize = 1;
+    whole.layout = Machine::Layout{0, {size}, {1}};
+    copies = {{nullptr, 0}, {snapshot(snapshots_[1], whole, *src), 0}};
+  }
+  return move_rows(inst, plans, on_ind, rows, skipped, ind_row_bytes, copies);
 }
 
 // Runs `plans` (stages over one row each) for every row i not skipped, in order: the operands
 // marked `picked` at row rows[i] (row_bytes apart), the others at row i.
 bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>& plans,
                                const std::vector<std::vector<bool>>& picked, const std::vector<int64_t>& rows,
-                               const std::vector<bool>& skipped, int64_t row_bytes) {
+                               const std::vector<bool>& skipped, int64_t row_bytes,
+                               const std::vector<std::pair<uint8_t*, int64_t>>& copies) {
   const int64_t n = static_cast<int64_t>(rows.size());
   // Operand o of stage s at row i.
   auto at_row = [&](size_t s, size_t o, int64_t i) {
@@ -117,8 +134,12 @@ bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>&
     if (skipped[i]) continue;
     for (size_t s = 0; s < plans.size(); ++s) {
       std::array<uint8_t*, 4> data{};
-      for (size_t o = 0; o < plans[s].ops.size(); ++o)
-        data[o] = m_.memory_of(*plans[s].ops[o].view)->bytes.data() + at_row(s, o, i).layout.base;
+      for (size_t o = 0; o < plans[s].ops.size(); ++o) {
+        const int64_t at = at_row(s, o, i).layout.base;
+        data[o] = s == 0 && o < copies.size() && copies[o].first
+                      ? copies[o].first + (at - copies[o].second)
+                      : m_.memory_of(*plans[s].ops[o].view)->bytes.data() + at;
+      }
       fns[s](data.data(), no_columns.data());
       Memory* dst_mem = m_.memory_of(*plans[s].ops[0].view);
       const Operand dst = at_row(s, 0, i);
@@ -156,7 +177,8 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
   const std::vector<Instruction> stages = dma_compute_stages(inst, op);
   const View* ind = op.dst.index_view() ? &op.dst : nullptr;
   for (const View& v : op.srcs) ind = ind ? ind : v.index_view() ? &v : nullptr;
-  if (!why && ind) return run_rows(inst, *ind, stages, op.oob_mode, op.unique_indices && op.dst.index_view());
+  if (!why && ind)
+    return run_rows(inst, *ind, stages, op.oob_mode, op.unique_indices && op.dst.index_view(), false);
   std::vector<Plan> plans(stages.size());
   for (size_t s = 0; s < stages.size() && !why; ++s) why = plan(stages[s], plans[s]);
   if (why) return refuse(inst, {why});
@@ -178,13 +200,11 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
 
 // nc_stream_shuffle: in each quadrant of 32 partitions, dst partition q + i = src partition
 // q + mask[i] (255: dst's partition is left alone), bit for bit: a gather of partitions whose
-// indices are the mask, one copy of a partition's row compiled once. In place (dst overlapping
-// src) it stays with the reference, which reads every named row first.
+// indices are the mask, one copy of a partition's row compiled once.
 bool NativeExecutor::run_shuffle(const Instruction& inst, const NcStreamShuffle& op) {
   const int64_t P = op.dst.dims.empty() ? 0 : op.dst.dims[0].num;
   const char* why = nullptr;
   if (op.src.dtype != op.dst.dtype) why = why::shuffle_dtypes;
-  else if (op.src.tensor == op.dst.tensor) why = why::in_place;
   else if (op.src.dims.empty() || op.src.dims[0].num != P || op.shuffle_mask.size() < 32) why = why::partitions;
   Instruction row = inst;
   row.op = TensorCopy{first_row(op.dst), first_row(op.src)};
@@ -198,9 +218,19 @@ bool NativeExecutor::run_shuffle(const Instruction& inst, const NcStreamShuffle&
     skipped[p] = from == 255;
     if (!skipped[p] && (from < 0 || rows[p] >= P)) why = why::partitions;
   }
+  // In place (src and dst in one tensor) the rows are read from a snapshot of src's partitions,
+  // as the reference reads every named row before writing.
+  Operand whole;
+  whole.view = &op.src;
+  whole.esize = plans[0].ops[1].esize;
+  whole.partitioned = true;
+  if (!why && !m_.layout_of(op.src, whole.layout)) why = why::spills;
   if (why) return refuse(inst, {why});
   if (!warm(inst)) return false;
-  return move_rows(inst, plans, {{false, true}}, rows, skipped, plans[0].ops[1].layout.stride[0]);
+  std::vector<std::pair<uint8_t*, int64_t>> copies;
+  if (op.src.tensor == op.dst.tensor)
+    copies = {{nullptr, 0}, {snapshot(snapshots_[1], whole, *m_.memory_of(op.src)), whole.layout.base}};
+  return move_rows(inst, plans, {{false, true}}, rows, skipped, plans[0].ops[1].layout.stride[0], copies);
 }
 
 }  // namespace knit::sim
