@@ -2745,15 +2745,33 @@ def test_dma_compute_runs_natively(case):
         np.testing.assert_array_equal(got[finite], want[finite])
 
 
-def test_dma_compute_with_more_than_two_sources_into_bf16_falls_back():
-    """Three sources into a bf16 dst: the native chain would round its partial sum; left to the
-    reference executor, with that reason."""
-    arrays = [values(F32, (32, 8), seed_of("dmac3", i)) for i in range(3)]
-    c = knit.compile(_dma_compute_kernel(3, BF16, True), *arrays)
-    check(c, *arrays, interpreted=1, backend="jit-fallback")
-    c.run(*arrays, backend="jit-fallback")
-    assert any("dma_compute: it sums more than two sources into a dst that is not fp32" in f
-               for f in c.last_run["fallbacks"]), c.last_run
+@pytest.mark.parametrize("out_dtype", [BF16, F16, E4M3])
+def test_dma_compute_with_more_than_two_sources_sums_in_fp32_and_rounds_once(out_dtype):
+    """Three or four sources into a narrower dst: the native chain sums into a dense fp32 buffer
+    and one copy rounds into dst (a chain in dst itself would round every partial sum), so it
+    gives the reference's bytes; and NumPy's: the fp32 sum in order, rounded once (ml_dtypes,
+    round to nearest even). One case reads a later source from dst's own tensor."""
+
+    @knit.jit
+    def kernel(a, b, c, d):
+        t = nl.ndarray(a.shape, out_dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=d)
+        views = [_load(a), _load(b)]
+        nisa.dma_compute(t, views + [c], nl.add)  # three sources, one in HBM
+        u = nl.ndarray(a.shape, out_dtype, buffer=nl.sbuf)
+        nisa.dma_compute(u, views + [c, t], nl.add)  # four
+        nisa.dma_compute(t, [views[0], views[1], t], nl.add)  # a later source is dst itself
+        return _store(t), _store(u)
+
+    a, b, c = (values(F32, (64, 24), seed_of("dmac-n", out_dtype.name, i)) for i in range(3))
+    d = values(F32, (64, 24), seed_of("dmac-d", out_dtype.name)).astype(out_dtype)
+    k = knit.compile(kernel, a, b, c, d)
+    check(k, a, b, c, d, native=n_instructions(k), interpreted=0)
+    t, u = k.run(a, b, c, d)
+    with np.errstate(over="ignore"):  # a sum past fp16's range is inf, as in the kernel
+        first = ((a + b) + c).astype(out_dtype)
+        assert_bytes_equal((((a + b) + c) + first.astype(F32)).astype(out_dtype), u, "numpy")
+        assert_bytes_equal(((a + b) + first.astype(F32)).astype(out_dtype), t, "numpy")
 
 
 @knit.jit

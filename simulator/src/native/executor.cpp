@@ -514,8 +514,10 @@ void NativeExecutor::prepare() {
     if (dynamic) continue;
     Plan p;
     if (const auto* dc = std::get_if<DmaCompute>(&inst.op)) {
-      for (const Instruction& stage : dma_compute_stages(inst, *dc))
-        if (Plan sp; !plan(stage, sp)) request(sp);
+      std::vector<Instruction> stages;
+      std::vector<Plan> plans;
+      if (!plan_dma_compute(inst, *dc, stages, plans))
+        for (const Plan& sp : plans) request(sp);
     } else if (const auto* mx = std::get_if<NcMatmulMx>(&inst.op)) {
       const MatmulShape mm = mx_sum_shape(*mx);
       p.body = "knit_matmul_body";

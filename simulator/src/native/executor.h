@@ -83,6 +83,9 @@ class NativeExecutor {
   void sum_into_psum(native::MatmulShape mm, uint8_t* stationary, uint8_t* moving, const ir::View& dst,
                      ir::Accumulate accumulate);
   bool run_dma_compute(const ir::Instruction& inst, const ir::DmaCompute& op);
+  // A direct dma_compute's plans (rows.cpp), pointing into `stages`, which it fills.
+  const char* plan_dma_compute(const ir::Instruction& inst, const ir::DmaCompute& op,
+                               std::vector<ir::Instruction>& stages, std::vector<Plan>& plans);
   bool run_shuffle(const ir::Instruction& inst, const ir::NcStreamShuffle& op);
   // Runs planned one-row stages over rows (rows.cpp): each operand `picked` at row rows[i], the
   // others at row i, rows marked skipped left alone. copies[o], where given (one stage only), is
@@ -109,6 +112,7 @@ class NativeExecutor {
   std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function
   std::vector<float> scratch_;
   std::vector<int32_t> gather_index_;  // local_gather: the element each dst element reads
+  std::vector<float> partial_sums_;     // dma_compute's chain of more than two sources
   std::array<ZeroedBytes, 3> snapshots_;  // inputs an output overlaps, by data[] index
 };
 

@@ -43,8 +43,9 @@ inline constexpr const char* same_tensor_skip =
     "it copies between rows of one tensor and skips out-of-range rows (moved element by element)";
 inline constexpr const char* row_per_index = "its other operand's first dim does not have one row per index";
 inline constexpr const char* short_index = "its vector_offset has fewer entries than the indirect dim has rows";
-inline constexpr const char* partial_sums = "it sums more than two sources into a dst that is not fp32";
-inline constexpr const char* late_source = "a source after the second is in its dst's tensor";
+inline constexpr const char* partial_sums =
+    "it scatter-adds more than two sources into indirect rows of a dst that is not fp32";
+inline constexpr const char* late_source = "it scatter-adds a source after the second from its dst's tensor";
 inline constexpr const char* shuffle_dtypes = "its src and dst dtypes differ";
 inline constexpr const char* gather_dtypes = "its data and dst dtypes differ";
 inline constexpr const char* gather_width =

@@ -2,6 +2,7 @@
 // scatter-add) and dma_compute, on the native path: chains of planned stages, run row by row where
 // a view is indirect.
 #include <algorithm>
+#include <cstring>
 
 #include "plan.h"
 #include "knit/jit/specializer.h"
@@ -154,7 +155,9 @@ bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>&
 // dma_compute: dst = srcs[0] + srcs[1] + ... in fp32, rounded once at the store (exec_data.cpp),
 // natively a chain of fp32 tensor_tensor stages over the same elements: dst = s0 + s1 (one
 // source: dst = bypass(s0, s0), its value through fp32), then dst = dst + s_k for each further
-// source, whose partial sums an fp32 dst holds exactly (run_dma_compute refuses the others).
+// source. Through an indirect view the chain runs in dst's rows, whose partial sums an fp32 dst
+// holds exactly (run_dma_compute refuses the others); directly, in a dense fp32 buffer instead
+// of dst (plan_dma_compute).
 std::vector<Instruction> dma_compute_stages(const Instruction& inst, const DmaCompute& op) {
   std::vector<Instruction> stages;
   auto stage = [&](const View& a, const View& b, AluOp alu) {
@@ -168,32 +171,97 @@ std::vector<Instruction> dma_compute_stages(const Instruction& inst, const DmaCo
   return stages;
 }
 
-// Through an indirect view (a scatter-add into HBM rows) the stages run row by row (run_rows).
+namespace {
+
+// A dense row-major fp32 array walked by `w`: element number e (in walk order) at byte 4 e.
+Access dense_fp32(const Walk& w) {
+  Access a{};
+  a.dtype = static_cast<int32_t>(DType::float32);
+  int64_t step = 4;
+  for (int d = kWalkDims - 1; d >= 0; --d) {
+    a.step[d] = step;
+    step *= w.n[d];
+  }
+  return a;
+}
+
+// Re-targets a planned map shape's dst (and, for a chained stage, its first input) at the
+// dense fp32 buffer; for the store, its source.
+void onto_buffer(std::string& shape, bool dst, bool a) {
+  MapShape s;
+  std::memcpy(&s, shape.data(), sizeof s);
+  if (dst) s.dst = dense_fp32(s.walk);
+  if (a) s.a = dense_fp32(s.walk);
+  shape = bytes_of(s);
+}
+
+}  // namespace
+
+// A direct dma_compute's plans: one source or two, its one stage as it is; more, the stages
+// with dst moved to a dense fp32 buffer of dst's elements (every operand walks them in dst's
+// row-major order, whatever the walk's dims, so element e is at byte 4 e in every stage), then
+// the store, a copy of the buffer into dst that rounds once, as the reference does. Nothing is
+// written to dst before every source has been read, so a source may lie anywhere in dst's tensor.
+const char* NativeExecutor::plan_dma_compute(const Instruction& inst, const DmaCompute& op,
+                                             std::vector<Instruction>& stages, std::vector<Plan>& plans) {
+  stages = dma_compute_stages(inst, op);
+  const bool buffered = stages.size() > 1;
+  if (buffered) {
+    Instruction store = inst;
+    store.op = TensorCopy{op.dst, op.srcs[0]};  // its source is then replaced by the buffer
+    stages.push_back(std::move(store));
+  }
+  plans.assign(stages.size(), Plan{});
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (const char* why = plan(stages[s], plans[s])) return why;
+  for (size_t s = 0; s + 1 < stages.size() && buffered; ++s) onto_buffer(plans[s].shape, true, s > 0);
+  if (buffered) onto_buffer(plans.back().shape, false, true);
+  return nullptr;
+}
+
 bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& op) {
-  const char* why = nullptr;
-  if (op.srcs.size() > 2 && op.dst.dtype != DType::float32) why = why::partial_sums;
-  for (size_t k = 2; k < op.srcs.size(); ++k)
-    if (op.srcs[k].tensor == op.dst.tensor) why = why::late_source;  // earlier stages would have written it
-  const std::vector<Instruction> stages = dma_compute_stages(inst, op);
   const View* ind = op.dst.index_view() ? &op.dst : nullptr;
   for (const View& v : op.srcs) ind = ind ? ind : v.index_view() ? &v : nullptr;
-  if (!why && ind)
-    return run_rows(inst, *ind, stages, op.oob_mode, op.unique_indices && op.dst.index_view(), false);
-  std::vector<Plan> plans(stages.size());
-  for (size_t s = 0; s < stages.size() && !why; ++s) why = plan(stages[s], plans[s]);
-  if (why) return refuse(inst, {why});
+  if (ind) {  // a scatter-add into HBM rows: the chain runs in dst's rows, row by row (run_rows)
+    const char* why = nullptr;
+    if (op.srcs.size() > 2 && op.dst.dtype != DType::float32) why = why::partial_sums;
+    for (size_t k = 2; k < op.srcs.size(); ++k)
+      if (op.srcs[k].tensor == op.dst.tensor) why = why::late_source;  // earlier stages would have written it
+    if (why) return refuse(inst, {why});
+    return run_rows(inst, *ind, dma_compute_stages(inst, op), op.oob_mode,
+                    op.unique_indices && op.dst.index_view(), false);
+  }
+  std::vector<Instruction> stages;  // what the plans point into
+  std::vector<Plan> plans;
+  if (const char* why = plan_dma_compute(inst, op, stages, plans)) return refuse(inst, {why});
   if (!warm(inst)) return false;
-  // Every source must be readable before the first stage writes dst. The first stage's execute()
-  // checks its own; a later stage's are checked here (its chained input is the dst just written).
-  for (size_t s = 1; s < plans.size(); ++s)
+  if (plans.size() == 1) {
+    if (const Refusal why = execute(plans[0]); why.reason) return refuse(inst, why);
+    ++native;
+    return true;
+  }
+  // Every source is read before anything is written: reads of never-written bytes first.
+  for (size_t s = 0; s + 1 < plans.size(); ++s)
     for (size_t o = 0; o < plans[s].ops.size(); ++o) {
       const Operand& src = plans[s].ops[o];
       if (src.written || chained_input(s, o)) continue;
       const Memory* mem = m_.memory_of(*src.view);
       if (mem->tracks_init() && !all_flags_are(mem->init, src, 1)) return refuse(inst, {"reads never-written bytes", true});
     }
-  for (const Plan& p : plans)
-    if (const Refusal why = execute(p); why.reason) return refuse(inst, why);  // only the first stage can
+  auto base = [&](const Operand& o) { return m_.memory_of(*o.view)->bytes.data() + o.layout.base; };
+  partial_sums_.resize(static_cast<size_t>(op.dst.num_elements()));
+  uint8_t* sums = reinterpret_cast<uint8_t*>(partial_sums_.data());
+  for (size_t s = 0; s < plans.size(); ++s) {
+    const Plan& p = plans[s];
+    const bool store = s + 1 == plans.size();
+    const std::array<uint8_t*, 3> bases{store ? base(p.ops[0]) : sums, store || s > 0 ? sums : base(p.ops[1]),
+                                        store ? nullptr : base(p.ops[2])};
+    dispatch(p.body, p.shape, p.scratch_floats, bases, {nullptr, nullptr, nullptr});
+  }
+  const Operand& dst = plans.back().ops[0];
+  Memory* mem = m_.memory_of(*dst.view);
+  if (mem->tracks_init()) set_flags(mem->init, dst, 1);
+  if (mem->tracks_matmul()) set_flags(mem->mm_written, dst, 0);
   ++native;
   return true;
 }
