@@ -2517,38 +2517,42 @@ def test_overlapping_operands(case):
 
 
 @knit.jit
-def _five_dim_copy(a):
+def _five_dim_row_sum(a):
     t = _load(a)
     five = nl.ndarray((32, 7, 5, 3, 2), nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=five, src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims
-    return _store(five)
+    sums = nl.ndarray((32, 1), nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(dst=five, op=nl.exp, data=t.permute(0, 4, 3, 2, 1), reduce_op=nl.add,
+                           reduce_res=sums)  # 5 walk dims and a row sum
+    return _store(five), _store(sums)
+
+
+FIVE_DIM_LINE = next(i for i, text in enumerate(open(__file__), 1) if "reduce_res=sums)  # 5 walk dims" in text) - 1
 
 
 @pytest.mark.parametrize("backend", ["jit", "jit-strict", None])
 def test_an_instruction_the_native_path_cannot_run_is_an_error(backend, monkeypatch):
-    """A copy whose operands need five strided walk dims (the bodies walk four) is an error under
-    the default backend (jit, whether given or not) and jit-strict, naming the kernel's line, the
-    instruction and why, and saying how to run it anyway."""
+    """An activation with a row sum whose operands need five strided walk dims (the bodies walk
+    four, and a row fold cannot be split into several calls) is an error under the default
+    backend (jit, whether given or not) and jit-strict, naming the kernel's line, the instruction
+    and why, and saying how to run it anyway."""
     monkeypatch.delenv("KNIT_BACKEND", raising=False)
-    a = values(F32, (32, 2, 3, 5, 7), 41, "nan")
-    c = knit.compile(_five_dim_copy, a)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims" in text)
+    a = values(F32, (32, 2, 3, 5, 7), 41, "finite")
+    c = knit.compile(_five_dim_row_sum, a)
     with pytest.raises(knit.KnitRuntimeError) as info:
         c.run(a) if backend is None else c.run(a, backend=backend)
     message = str(info.value)
-    assert info.value.rule == "jit-unsupported" and info.value.line == line, message
-    assert "tensor_copy cannot run on the native path: its operands need more than 4 strided dims" in message
+    assert info.value.rule == "jit-unsupported" and info.value.line == FIVE_DIM_LINE, message
+    assert "activation_reduce cannot run on the native path: its operands need more than 4 strided dims" in message
     assert "KNIT_BACKEND=jit-fallback" in message and "KNIT_BACKEND=reference" in message
 
 
 def test_jit_fallback_runs_it_on_the_reference_executors_and_says_so():
-    """Under jit-fallback the same copy runs on the reference executors with the reference's bytes,
-    listed in last_run["fallbacks"] (file:line: opcode: why) with a JitFallbackWarning once per
-    compiled kernel, not on every run."""
-    a = values(F32, (32, 2, 3, 5, 7), 41, "nan")
-    c = knit.compile(_five_dim_copy, a)
-    line = next(i for i, text in enumerate(open(__file__), 1) if "src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims" in text)
-    where = f"{__file__}:{line}: tensor_copy: its operands need more than 4 strided dims after merging"
+    """Under jit-fallback the same instruction runs on the reference executors with the
+    reference's bytes, listed in last_run["fallbacks"] (file:line: opcode: why) with a
+    JitFallbackWarning once per compiled kernel, not on every run."""
+    a = values(F32, (32, 2, 3, 5, 7), 41, "finite")
+    c = knit.compile(_five_dim_row_sum, a)
+    where = f"{__file__}:{FIVE_DIM_LINE}: activation_reduce: its operands need more than 4 strided dims after merging"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
         got = c.run(a, backend="jit-fallback")
@@ -2933,25 +2937,69 @@ def test_matmul_mixed_accumulation_state(capsys):
 
 
 def test_more_walk_dims_than_a_body_has():
-    """A body walks at most 4 dims (the partition dim included for compute instructions): a
-    5-dim permuted copy and a 5-dim permuted HBM load are left to the reference executors under
-    jit-fallback, a 4-dim one runs natively."""
+    """A body walks at most 4 dims (the partition dim included for compute instructions); an
+    element-wise instruction needing more runs natively all the same, the executor walking the
+    outer dims around the body: a 5-dim permuted copy, a 5-dim permuted HBM load, a 4-dim one,
+    and a 6-dim add of two differently permuted views, all with the reference's bytes."""
 
     @knit.jit
     def kernel(a, h):
         t = _load(a)
         five = nl.ndarray((32, 7, 5, 3, 2), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=five, src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims: reference
+        nisa.tensor_copy(dst=five, src=t.permute(0, 4, 3, 2, 1))  # 5 walk dims
         four = nl.ndarray((32, 3, 2, 35), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=four, src=t.permute(0, 2, 1, 3, 4).reshape(32, 3, 2, 35))  # 4 walk dims: native
+        nisa.tensor_copy(dst=four, src=t.permute(0, 2, 1, 3, 4).reshape(32, 3, 2, 35))  # 4 walk dims
         g = nl.ndarray((6, 5, 4, 3, 2), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=g, src=h.permute(4, 3, 2, 1, 0))  # a 5-dim HBM walk: reference
-        return _store(five), _store(four), _store(g)
+        nisa.dma_copy(dst=g, src=h.permute(4, 3, 2, 1, 0))  # a 5-dim HBM walk
+        s = nl.ndarray((32, 7, 5, 3, 2), nl.bfloat16, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=s, data1=t.permute(0, 4, 3, 2, 1), data2=t.permute(0, 4, 2, 3, 1).reshape(32, 7, 5, 3, 2),
+                           op=nl.add)  # two different 5-dim walks: more dims in common
+        return _store(five), _store(four), _store(g), _store(s)
 
     a = values(F32, (32, 2, 3, 5, 7), 41, "nan")
     h = values(F32, (2, 3, 4, 5, 6), 42, "nan")
     c = knit.compile(kernel, a, h)
-    check(c, a, h, native=n_instructions(c) - 2, interpreted=2, backend="jit-fallback")
+    check(c, a, h, native=n_instructions(c), interpreted=0)
+    five, four, g, s = c.run(a, h)
+    assert_bytes_equal(np.ascontiguousarray(a.transpose(0, 4, 3, 2, 1)), five, "numpy")
+    assert_bytes_equal(np.ascontiguousarray(h.transpose(4, 3, 2, 1, 0)), g, "numpy")
+
+
+@pytest.mark.parametrize("perm", [(0, 2, 1, 3, 4), (0, 1, 2, 4, 3), (0, 4, 3, 2, 1), (0, 3, 4, 1, 2)])
+def test_more_walk_dims_in_place(perm):
+    """A 5-dim copy of a tile into itself through a permutation (so it is an overlap, not exactly
+    element-wise in place, even where its inner dims agree and only outer ones differ) reads its
+    source from a snapshot, as the reference reads every input first: NumPy's transpose."""
+
+    @knit.jit
+    def kernel(a):
+        t = _load(a)
+        nisa.tensor_copy(dst=t, src=t.permute(*perm))
+        return _store(t)
+
+    a = values(F32, (32, 3, 3, 3, 3), seed_of("perm5", *perm), "nan")
+    c = knit.compile(kernel, a)
+    check(c, a, native=n_instructions(c), interpreted=0)
+    assert_bytes_equal(np.ascontiguousarray(a.transpose(perm)), c.run(a), "numpy")
+
+
+def test_more_walk_dims_in_place_differing_only_outside_the_body():
+    """dst and src at one base with the same three inner (unmergeable, strided) dims, only their
+    two outer dims swapped: not element-wise in place, so the source comes from a snapshot."""
+
+    @knit.jit
+    def kernel(a):
+        t = _load(a)
+        v = t[:, :, :, 0:3, 0:5:2, 0:10:3]  # no two of the last three dims merge
+        nisa.tensor_copy(dst=v, src=v.permute(0, 2, 1, 3, 4, 5))
+        return _store(t)
+
+    a = values(F32, (32, 2, 2, 4, 5, 10), seed_of("outer-swap"), "nan")
+    c = knit.compile(kernel, a)
+    check(c, a, native=n_instructions(c), interpreted=0)
+    want = a.copy()
+    want[:, :, :, 0:3, 0:5:2, 0:10:3] = a[:, :, :, 0:3, 0:5:2, 0:10:3].transpose(0, 2, 1, 3, 4, 5)
+    assert_bytes_equal(want, c.run(a), "numpy")
 
 
 def _gather_scatter_kernel(oob_mode):

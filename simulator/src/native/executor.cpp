@@ -258,6 +258,29 @@ bool NativeExecutor::refuse(const Instruction& inst, Refusal why) {
   return false;
 }
 
+namespace {
+
+// Calls f(offset) once per index of the outer dims (offset: each operand's byte offset there),
+// the innermost fastest; once with zeros when there are none.
+template <class F>
+void for_each_outer(const std::vector<OuterDim>& outer, F&& f) {
+  const size_t ops = outer.empty() ? 0 : outer[0].step.size();
+  std::vector<int64_t> index(outer.size(), 0), offset(ops, 0);
+  while (true) {
+    f(offset);
+    size_t d = 0;
+    for (; d < outer.size(); ++d) {
+      for (size_t i = 0; i < ops; ++i) offset[i] += outer[d].step[i];
+      if (++index[d] < outer[d].n) break;
+      for (size_t i = 0; i < ops; ++i) offset[i] -= outer[d].step[i] * outer[d].n;
+      index[d] = 0;
+    }
+    if (d == outer.size()) return;
+  }
+}
+
+}  // namespace
+
 NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   const Instruction& inst = *p.inst;
   Memory* mem[4] = {};
@@ -276,8 +299,9 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
       const Operand& r = p.ops[j];
       if (!w.written || r.written || mem[i] != mem[j]) continue;
       if (!may_overlap(w, r)) continue;
-      const bool same = w.layout.base == r.layout.base && w.esize == r.esize &&
-                        std::equal(w.step, w.step + kWalkDims, r.step) && std::equal(w.n, w.n + kWalkDims, r.n);
+      bool same = w.layout.base == r.layout.base && w.esize == r.esize &&
+                  std::equal(w.step, w.step + kWalkDims, r.step) && std::equal(w.n, w.n + kWalkDims, r.n);
+      for (const OuterDim& d : p.outer) same = same && d.step[i] == d.step[j];
       if (same && p.body == std::string_view("knit_map_body")) continue;
       if (j >= overlapped.size()) return {"its output overlaps an input other than element for element"};
       overlapped[j] = true;
@@ -383,7 +407,12 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     std::memcpy(&mm, shape.data(), sizeof mm);
     sum_into_psum(mm, bases[1], bases[2], *p.ops[0].view, std::get<NcMatmul>(inst.op).accumulate);
   } else {
-    dispatch(p.body, shape, p.scratch_floats, bases, {&col[0], &col[1], &folds});
+    for_each_outer(p.outer, [&](const std::vector<int64_t>& offset) {
+      std::array<uint8_t*, 3> at = bases;
+      for (size_t i = 0; i < at.size() && i < offset.size(); ++i)
+        if (at[i]) at[i] += offset[i];
+      dispatch(p.body, shape, p.scratch_floats, at, {&col[0], &col[1], &folds});
+    });
   }
   if (mark_selected) {
     Tile dst = m_.tile(*p.ops[0].view, "dst");

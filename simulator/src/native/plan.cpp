@@ -33,7 +33,7 @@ std::vector<std::pair<int64_t, int64_t>> simplified(const Machine::Layout& l, si
   return dims;
 }
 
-const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
+const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead, std::vector<OuterDim>* outer) {
   struct Cursor {
     std::vector<std::pair<int64_t, int64_t>> dims;
     int64_t rem = 1, stride = 0;
@@ -82,7 +82,13 @@ const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead) {
     ext.push_back(extents[d]);
     for (size_t i = 0; i < ops.size(); ++i) st[i].push_back(steps[i][d]);
   }
-  if (static_cast<int>(ext.size()) > kWalkDims - lead) return why::walk_dims;
+  const size_t inner = static_cast<size_t>(kWalkDims - lead);
+  if (ext.size() > inner && !outer) return why::walk_dims;
+  for (size_t d = inner; d < ext.size(); ++d) {
+    outer->push_back({ext[d], {}});
+    for (size_t i = 0; i < ops.size(); ++i) outer->back().step.push_back(st[i][d]);
+  }
+  ext.resize(std::min(ext.size(), inner));
   for (size_t i = 0; i < ops.size(); ++i)
     for (size_t d = 0; d < ext.size(); ++d) {
       ops[i]->n[kWalkDims - 1 - d] = ext[d];
@@ -255,7 +261,17 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     } else if (s.kind != MapKind::copy && s.kind != MapKind::tensor_tensor) {
       return why::partitions;  // per-partition columns, row folds and carries follow dst's partitions
     }
-    if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0)) return why;
+    // Element-wise kinds (no row fold, carry or affine index) may walk more dims than the body:
+    // the executor walks the outer ones.
+    const bool independent = !affine && s.fold_op < 0 &&
+                             (s.kind == MapKind::copy || s.kind == MapKind::tensor_tensor ||
+                              s.kind == MapKind::tensor_tensor_bits || s.kind == MapKind::tensor_tensor_int ||
+                              s.kind == MapKind::tensor_scalar || s.kind == MapKind::tensor_scalar_bits ||
+                              s.kind == MapKind::scalar_tensor_tensor || s.kind == MapKind::activation ||
+                              s.kind == MapKind::fill || s.kind == MapKind::copy_predicated ||
+                              s.kind == MapKind::fill_predicated);
+    if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0, independent ? &out.outer : nullptr))
+      return why;
     std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
     s.dst = access_of(out.ops[0]);
     if (a) s.a = access_of(out.ops[1]);

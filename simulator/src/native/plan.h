@@ -74,11 +74,19 @@ native::Access access_of(const Operand& o);
 // outer one steps exactly over the inner one. Innermost last.
 std::vector<std::pair<int64_t, int64_t>> simplified(const Machine::Layout& l, size_t first);
 
+// A walk dim outside the compiled body's: the executor calls the body once per index, every
+// operand's base moved by its step (bytes, in the operands' order).
+struct OuterDim {
+  int64_t n = 1;
+  std::vector<int64_t> step;
+};
+
 // A common walk for operands that go through their elements in lockstep (same count, each in its
 // own row-major order): the coarsest dims that refine every operand's dims, innermost last.
 // Fills n/step of walk dims [lead, kWalkDims) right-aligned; returns why not (null: done) if the
-// dims do not nest or need more walk dims than there are.
-const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead);
+// dims do not nest or need more walk dims than there are. With `outer`, dims beyond the body's
+// go there instead (innermost first), for an instruction whose elements are independent.
+const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead, std::vector<OuterDim>* outer = nullptr);
 
 // The bytes [lo, hi) an operand's elements reach, element sizes included: in its memory, or for
 // an on-chip operand inside each of its partitions (from the partition's start).
@@ -120,6 +128,7 @@ struct NativeExecutor::Plan {
   std::vector<Operand> ops;  // the body's data[] order; written ones first
   int64_t partitions = 1;
   int64_t scratch_floats = 0;
+  std::vector<OuterDim> outer;  // dims the executor walks around the body (element-wise maps only)
 };
 
 }  // namespace knit::sim

@@ -113,6 +113,8 @@ bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>&
                                const std::vector<bool>& skipped, int64_t row_bytes,
                                const std::vector<std::pair<uint8_t*, int64_t>>& copies) {
   const int64_t n = static_cast<int64_t>(rows.size());
+  for (const Plan& p : plans)
+    if (!p.outer.empty()) return refuse(inst, {why::walk_dims});  // a row is one call of its body
   // Operand o of stage s at row i.
   auto at_row = [&](size_t s, size_t o, int64_t i) {
     Operand x = plans[s].ops[o];
@@ -212,8 +214,10 @@ const char* NativeExecutor::plan_dma_compute(const Instruction& inst, const DmaC
     stages.push_back(std::move(store));
   }
   plans.assign(stages.size(), Plan{});
-  for (size_t s = 0; s < stages.size(); ++s)
+  for (size_t s = 0; s < stages.size(); ++s) {
     if (const char* why = plan(stages[s], plans[s])) return why;
+    if (buffered && !plans[s].outer.empty()) return why::walk_dims;  // the buffer is one body's walk
+  }
   for (size_t s = 0; s + 1 < stages.size() && buffered; ++s) onto_buffer(plans[s].shape, true, s > 0);
   if (buffered) onto_buffer(plans.back().shape, false, true);
   return nullptr;
