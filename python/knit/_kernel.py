@@ -3,6 +3,7 @@ argument shapes, dtypes and constants) and run it on the reference interpreter."
 import functools
 import inspect
 import os
+import time
 import types
 import warnings
 
@@ -180,6 +181,11 @@ def _warn_fallbacks(compiled):
         "lists them"), stacklevel=3)
 
 
+# Called as observe(seconds, last_run) after every kernel run (the wall time of the run itself,
+# JIT compiling included; not tracing or lowering): the pytest plugin's --knit-durations.
+run_observers = []
+
+
 def default_backend():
     """The execution backend of engine programs: $KNIT_BACKEND ("jit", "jit-strict", "jit-fallback"
     or "reference"), else "jit" (docs/jit.md)."""
@@ -280,8 +286,11 @@ class Kernel:
         uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
         if runner is None:
             runner = lambda h, u: compiled.program.run(h, u, backend=default_backend())  # noqa: E731
+        start = time.perf_counter()
         outs, after, warnings, *counts = _trace.core_call(runner, hosts, uninit_error)
         compiled.last_run = counts[0] if counts else {"backend": "interpreter"}
+        for observe in run_observers:
+            observe(time.perf_counter() - start, compiled.last_run)
         _warn_fallbacks(compiled)
         # Positions (in the call's arguments) of the inputs some instruction writes.
         params = compiled._param_positions

@@ -10,15 +10,21 @@ module's own name so that pytest sees both ways as one plugin and never register
   --knit-backend B    execute engine programs on B (jit, jit-strict, jit-fallback, reference: KNIT_BACKEND)
   --knit-trace-dir D  where failing latency / utilization checks save Perfetto traces
                       (default: knit-traces in pytest's temporary folder)
+  --knit-durations N  after the session, the time its kernel runs took (in total, by test file,
+                      and the N slowest tests; 0: every test), with the instructions that ran
+                      natively and interpreted (counted by the jit backends)
   @pytest.mark.knit_latency   marks latency tests (select with -m knit_latency, or skip them)
 
 A failing knit.testing timing check adds its trace path to the test's report (a "knit trace"
 section, and the junit-xml property knit_trace).
 """
+import collections
 import os
+import time
 
 import pytest
 
+from . import _kernel
 from .testing import timing
 from .testing.targets import ALL_TARGETS
 
@@ -35,6 +41,8 @@ def pytest_addoption(parser):
                     help="engine-program backend (default: $KNIT_BACKEND, else jit)")
     group.addoption("--knit-trace-dir", default=None, metavar="DIR",
                     help="folder for the Perfetto traces of failing latency checks")
+    group.addoption("--knit-durations", default=None, type=int, metavar="N",
+                    help="report the time kernel runs took: in total, by file, and the N slowest tests (0: all)")
 
 
 def _targets(value):
@@ -66,6 +74,62 @@ def pytest_configure(config):
     if trace_dir is None and hasattr(config, "_tmp_path_factory"):
         trace_dir = str(config._tmp_path_factory.getbasetemp() / "knit-traces")
     timing.trace_dir = os.path.abspath(trace_dir) if trace_dir else None
+    if config.getoption("knit_durations") is not None:
+        config._knit_runs = _RunTimes()
+        _kernel.run_observers.append(config._knit_runs.observe)
+
+
+class _RunTimes:
+    """Kernel runs of the session by test (--knit-durations): [seconds, runs, native, interpreted]."""
+
+    def __init__(self):
+        self.by_test = collections.defaultdict(lambda: [0.0, 0, 0, 0])
+        self.current = "(outside tests)"
+        self.start = time.perf_counter()
+
+    def observe(self, seconds, last_run):
+        row = self.by_test[self.current]
+        row[0] += seconds
+        row[1] += 1
+        row[2] += last_run.get("native", 0)
+        row[3] += last_run.get("interpreted", 0)
+
+    def report(self, write, slowest):
+        total = [sum(r[k] for r in self.by_test.values()) for k in range(4)]
+        session = time.perf_counter() - self.start
+        write(f"{total[1]} kernel runs took {total[0]:.2f} s of the session's {session:.2f} s "
+              f"({100 * total[0] / max(session, 1e-9):.0f}%); instructions: {total[2]} native, {total[3]} interpreted")
+        by_file = collections.defaultdict(lambda: [0.0, 0])
+        for test, row in self.by_test.items():
+            by_file[test.split("::")[0]][0] += row[0]
+            by_file[test.split("::")[0]][1] += row[1]
+        write("by test file:")
+        for name, (seconds, runs) in sorted(by_file.items(), key=lambda kv: -kv[1][0]):
+            write(f"  {seconds:8.2f} s {runs:6d} runs  {name}")
+        tests = sorted(self.by_test.items(), key=lambda kv: -kv[1][0])
+        write(f"slowest {'tests' if not slowest else min(slowest, len(tests))} by kernel-run time:")
+        for test, (seconds, runs, native, interpreted) in tests[:slowest or None]:
+            write(f"  {seconds:8.3f} s {runs:6d} runs  {native:7d} native {interpreted:7d} interpreted  {test}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    runs = getattr(item.config, "_knit_runs", None)
+    if runs is not None:
+        runs.current = item.nodeid
+    try:
+        yield
+    finally:
+        if runs is not None:
+            runs.current = "(outside tests)"
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    runs = getattr(config, "_knit_runs", None)
+    if runs is None:
+        return
+    terminalreporter.section("knit: kernel runs (--knit-durations)")
+    runs.report(terminalreporter.write_line, config.getoption("knit_durations"))
 
 
 def pytest_unconfigure(config):
@@ -75,6 +139,9 @@ def pytest_unconfigure(config):
         else:
             os.environ[var] = old
     timing.trace_dir = None
+    runs = getattr(config, "_knit_runs", None)
+    if runs is not None and runs.observe in _kernel.run_observers:
+        _kernel.run_observers.remove(runs.observe)
 
 
 def pytest_report_header(config):

@@ -3112,7 +3112,7 @@ def test_indirect_dma_within_one_tensor_reads_its_source_first():
     skip = np.array([[5], [0], [99], [5], [1], [2]], np.int32)
     c = knit.compile(_rows_within_one_tensor_kernel(nisa.oob_mode.skip), a, skip)
     with pytest.raises(knit.KnitRuntimeError) as info:
-        c.run(a, skip)
+        c.run(a, skip, backend="jit")
     assert info.value.rule == "jit-unsupported" and "between rows of one tensor and skips" in str(info.value)
     check(c, a, skip, backend="jit-fallback")
 
