@@ -3,7 +3,8 @@ overlap snapshots (executor.cpp) against the reference executors, with hypothesi
 gathering rows through an indirect HBM view, a dma_copy scattering them back through another,
 the two within one tensor, and a dma_compute scatter-adding them, over random tables, dtypes, strided row views (rows that
 overlap, gaps between elements, an offset) and random indices, some negative or past the table,
-with oob_mode error or skip; and instructions whose dst overlaps their input in one tile.
+with oob_mode error or skip; instructions whose dst overlaps their input in one tile; and
+element-wise instructions over views of more walk dims than a compiled body has.
 
 The JIT backend must give the reference backend's outcome exactly: the same bytes, or the same
 error (rule, line and message). It runs as jit-fallback, because a skipped row that lies partly
@@ -187,4 +188,59 @@ def test_outputs_overlapping_inputs_match_the_reference(P, F, width, src_at, dst
     assert outcome(c, (a,), "jit") == outcome(c, (a,), "reference")
     assert c.last_run["backend"] == "reference"
     c.run(a, backend="jit")
+    assert c.last_run["interpreted"] == 0, c.last_run
+
+
+@st.composite
+def many_dim_views(draw):
+    """A tile [P, d1..dk] (k = 4 or 5: 5 or 6 walk dims, more than a body's 4), a permutation of
+    its free dims and a step per free dim (a step > 1 keeps dims from merging)."""
+    k = draw(st.integers(4, 5))
+    dims = [draw(st.integers(1, 4)) for _ in range(k)]
+    steps = [draw(st.sampled_from([1, 1, 2])) for _ in range(k)]
+    perm = draw(st.permutations(range(1, k + 1)))
+    return draw(st.integers(1, 16)), dims, steps, [0, *perm]
+
+
+@given(view=many_dim_views(), op=st.sampled_from(["copy", "add", "act", "in_place"]),
+       dt=st.sampled_from(DTYPES[:2]), seed=st.integers(0, 2**16))
+@SETTINGS
+def test_element_wise_walks_of_more_dims_than_a_body_match_the_reference(view, op, dt, seed):
+    """Element-wise instructions over views needing more walk dims than a body has run natively
+    (the executor walks the outer dims around the body) with the reference's bytes: a converting
+    copy of a permuted strided view, an add of that view and a dense tile (two different walks),
+    an activation, and an activation exactly in place on the view."""
+    P, dims, steps, perm = view
+    full = [n * s for n, s in zip(dims, steps)]
+    shape = [P] + [dims[p - 1] for p in perm[1:]]
+    cut = (slice(None),) + tuple(slice(0, f, s) for f, s in zip(full, steps))
+
+    @knit.jit
+    def kernel(a):
+        t = nl.ndarray(a.shape, dt, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        v = t[cut].permute(*perm)
+        out = nl.ndarray(shape, nl.float32 if op == "copy" else dt, buffer=nl.sbuf)
+        if op == "copy":
+            nisa.tensor_copy(dst=out, src=v)
+        elif op == "add":
+            dense = nl.ndarray(shape, dt, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=dense, src=v)
+            nisa.tensor_tensor(dst=out, data1=v, data2=dense, op=nl.add)
+        elif op == "act":
+            nisa.activation(dst=out, op=nl.exp, data=v, scale=0.5)
+        else:
+            nisa.activation(dst=v, op=nl.exp, data=v, scale=0.5)
+            nisa.tensor_copy(dst=out, src=v)
+        hbm = nl.ndarray(shape, out.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=hbm, src=out)
+        return hbm
+
+    a = (np.random.default_rng(seed).standard_normal((P, *full)) * 4).astype(dt)
+    try:
+        c = knit.compile(kernel, a)
+    except knit.NkiValidationError:
+        assume(False)
+    assert outcome(c, (a,), "jit-strict") == outcome(c, (a,), "reference")
+    c.run(a, backend="jit-strict")
     assert c.last_run["interpreted"] == 0, c.last_run
