@@ -191,6 +191,13 @@ def test_outputs_overlapping_inputs_match_the_reference(P, F, width, src_at, dst
     assert c.last_run["interpreted"] == 0, c.last_run
 
 
+def _store_fold(fold):
+    """Inside a kernel: a [P, 1] fp32 tile copied to a new HBM tensor."""
+    out = nl.ndarray(fold.shape, fold.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=fold)
+    return out
+
+
 @st.composite
 def many_dim_views(draw):
     """A tile [P, d1..dk] (k = 4 or 5: 5 or 6 walk dims, more than a body's 4), a permutation of
@@ -202,14 +209,15 @@ def many_dim_views(draw):
     return draw(st.integers(1, 16)), dims, steps, [0, *perm]
 
 
-@given(view=many_dim_views(), op=st.sampled_from(["copy", "add", "act", "in_place"]),
+@given(view=many_dim_views(), op=st.sampled_from(["copy", "add", "act", "in_place", "act_sum", "scalar_max"]),
        dt=st.sampled_from(DTYPES[:2]), seed=st.integers(0, 2**16))
 @SETTINGS
 def test_element_wise_walks_of_more_dims_than_a_body_match_the_reference(view, op, dt, seed):
     """Element-wise instructions over views needing more walk dims than a body has run natively
     (the executor walks the outer dims around the body) with the reference's bytes: a converting
     copy of a permuted strided view, an add of that view and a dense tile (two different walks),
-    an activation, and an activation exactly in place on the view."""
+    an activation, an activation exactly in place on the view, and two with a row fold (an
+    activation's row sum, a tensor_scalar's row maximum) that goes on across the outer dims."""
     P, dims, steps, perm = view
     full = [n * s for n, s in zip(dims, steps)]
     shape = [P] + [dims[p - 1] for p in perm[1:]]
@@ -229,12 +237,19 @@ def test_element_wise_walks_of_more_dims_than_a_body_match_the_reference(view, o
             nisa.tensor_tensor(dst=out, data1=v, data2=dense, op=nl.add)
         elif op == "act":
             nisa.activation(dst=out, op=nl.exp, data=v, scale=0.5)
-        else:
+        elif op == "in_place":
             nisa.activation(dst=v, op=nl.exp, data=v, scale=0.5)
             nisa.tensor_copy(dst=out, src=v)
+        fold = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=fold, value=0.0)
+        if op == "act_sum":
+            nisa.activation_reduce(dst=out, op=nl.exp, data=v, reduce_op=nl.add, reduce_res=fold, scale=0.5)
+        elif op == "scalar_max":
+            nisa.tensor_scalar_reduce(dst=out, data=v, op0=nl.multiply, operand0=-1.5, reduce_op=nl.maximum,
+                                      reduce_res=fold)
         hbm = nl.ndarray(shape, out.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=hbm, src=out)
-        return hbm
+        return hbm, _store_fold(fold)
 
     a = (np.random.default_rng(seed).standard_normal((P, *full)) * 4).astype(dt)
     try:

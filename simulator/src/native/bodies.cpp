@@ -52,7 +52,7 @@ KNIT_INLINE float load(const Access& a, const uint8_t* base, int64_t i0, int64_t
 // Element-wise kinds whose result is one fp32 value per element, stored rounded to dst. With a
 // row fold (activation's reduce_res, tensor_scalar_reduce, select_reduce, range_select), each
 // row's fp32 values (not the rounded stores) are folded left to right, from the row's first
-// value. The values of a stretch of the innermost dim are computed into a local chunk first and
+// value (or, with fold_continues, from the fold an earlier call left in folds[row]). The values of a stretch of the innermost dim are computed into a local chunk first and
 // folded after: the fold is one dependency chain that cannot be reordered without changing its
 // bits, and kept in the same loop it would keep the values (an exp, say) from vectorizing too.
 template <class F>
@@ -70,8 +70,8 @@ KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* fold
   constexpr int64_t kChunk = 256;
   float chunk[kChunk];
   for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0) {
-    float fold = 0.0f;
-    bool first = true;
+    float fold = s.fold_continues ? folds[i0] : 0.0f;
+    bool first = !s.fold_continues;
     for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
       for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
         for (int64_t c = 0; c < s.walk.n[3]; c += kChunk) {

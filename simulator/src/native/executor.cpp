@@ -260,6 +260,17 @@ bool NativeExecutor::refuse(const Instruction& inst, Refusal why) {
 
 namespace {
 
+// The shape of a call after the first when a map with a row fold walks outer dims: its fold
+// goes on from the row's fold so far (MapShape::fold_continues); empty when there is none.
+std::string continued_fold(const char* body, const std::string& shape, const std::vector<OuterDim>& outer) {
+  if (outer.empty() || body != std::string_view("knit_map_body")) return {};
+  MapShape s;
+  std::memcpy(&s, shape.data(), sizeof s);
+  if (s.fold_op < 0) return {};
+  s.fold_continues = 1;
+  return bytes_of(s);
+}
+
 // Calls f(offset) once per index of the outer dims (offset: each operand's byte offset there),
 // the innermost fastest; once with zeros when there are none.
 template <class F>
@@ -407,11 +418,14 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     std::memcpy(&mm, shape.data(), sizeof mm);
     sum_into_psum(mm, bases[1], bases[2], *p.ops[0].view, std::get<NcMatmul>(inst.op).accumulate);
   } else {
+    const std::string continued = continued_fold(p.body, shape, p.outer);
+    bool first = true;
     for_each_outer(p.outer, [&](const std::vector<int64_t>& offset) {
       std::array<uint8_t*, 3> at = bases;
       for (size_t i = 0; i < at.size() && i < offset.size(); ++i)
         if (at[i]) at[i] += offset[i];
-      dispatch(p.body, shape, p.scratch_floats, at, {&col[0], &col[1], &folds});
+      dispatch(p.body, first || continued.empty() ? shape : continued, p.scratch_floats, at, {&col[0], &col[1], &folds});
+      first = false;
     });
   }
   if (mark_selected) {
@@ -534,8 +548,10 @@ void NativeExecutor::start() {
 void NativeExecutor::prepare() {
   std::vector<codegen::SpecializeRequest> requests;
   auto request = [&](const Plan& p) {
-    for (const Part& part : parts_of(p.body, p.shape, p.scratch_floats, WorkerPool::instance().threads()))
-      requests.push_back({p.body, part.shape});
+    for (const std::string& shape : {p.shape, continued_fold(p.body, p.shape, p.outer)})
+      if (!shape.empty())
+        for (const Part& part : parts_of(p.body, shape, p.scratch_floats, WorkerPool::instance().threads()))
+          requests.push_back({p.body, part.shape});
   };
   for (const Instruction& inst : m_.kernel().body) {
     bool dynamic = false;

@@ -261,16 +261,13 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     } else if (s.kind != MapKind::copy && s.kind != MapKind::tensor_tensor) {
       return why::partitions;  // per-partition columns, row folds and carries follow dst's partitions
     }
-    // Element-wise kinds (no row fold, carry or affine index) may walk more dims than the body:
-    // the executor walks the outer ones.
-    const bool independent = !affine && s.fold_op < 0 &&
-                             (s.kind == MapKind::copy || s.kind == MapKind::tensor_tensor ||
-                              s.kind == MapKind::tensor_tensor_bits || s.kind == MapKind::tensor_tensor_int ||
-                              s.kind == MapKind::tensor_scalar || s.kind == MapKind::tensor_scalar_bits ||
-                              s.kind == MapKind::scalar_tensor_tensor || s.kind == MapKind::activation ||
-                              s.kind == MapKind::fill || s.kind == MapKind::copy_predicated ||
-                              s.kind == MapKind::fill_predicated);
-    if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0, independent ? &out.outer : nullptr))
+    // Kinds without a carry, an affine index or a gather source may walk more dims than the
+    // body: the executor walks the outer ones, and a row fold goes on from call to call
+    // (MapShape::fold_continues).
+    const bool outer_ok = !affine && s.kind != MapKind::scan && s.kind != MapKind::iota &&
+                          s.kind != MapKind::affine_select && s.kind != MapKind::range_select &&
+                          s.kind != MapKind::gather;
+    if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0, outer_ok ? &out.outer : nullptr))
       return why;
     std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);
     s.dst = access_of(out.ops[0]);
