@@ -2517,36 +2517,36 @@ def test_overlapping_operands(case):
 
 
 @knit.jit
-def _five_dim_scan(a):
+def _three_strided_reduced_dims(a):
     t = _load(a)
-    five = nl.ndarray((32, 7, 5, 3, 2), nl.float32, buffer=nl.sbuf)
-    v = t.permute(0, 4, 3, 2, 1)
-    nisa.tensor_tensor_scan(dst=five, data0=v, data1=v, initial=0.0, op0=nl.multiply,
-                            op1=nl.add)  # 5 walk dims and a carry along each row
-    return _store(five)
+    r = nl.ndarray((32, 7), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=r, op=nl.add, data=t.permute(0, 4, 3, 2, 1), axis=(2, 3, 4))  # 3 reduced runs
+    return _store(r)
 
 
-FIVE_DIM_LINE = next(i for i, text in enumerate(open(__file__), 1) if "op1=nl.add)  # 5 walk dims and a carry" in text) - 1
+REDUCE_LINE = next(i for i, text in enumerate(open(__file__), 1) if "axis=(2, 3, 4))  # 3 reduced runs" in text)
 
 
 def test_row_folds_over_more_walk_dims_than_a_body_has():
-    """activation_reduce, tensor_scalar_reduce and select_reduce over 5-dim permuted views: the
-    executor calls the body once per outer index and every call after the first goes on with
-    each row's fold (MapShape::fold_continues), so the fold runs left to right over the row as
-    the reference's does: the same bytes, results and row folds alike."""
+    """activation_reduce, tensor_scalar_reduce, select_reduce and tensor_tensor_scan over 5-dim
+    permuted views: the executor calls the body once per outer index and every call after the
+    first goes on with each row's fold or carry (MapShape::fold_continues), so each row folds
+    (scans) left to right as the reference's does: the same bytes, results and row folds alike;
+    the row sum and the scan also against NumPy."""
 
     @knit.jit
     def kernel(a, p):
         t, tp = _load(a), _load(p)
         v, pv = t.permute(0, 4, 3, 2, 1), tp.permute(0, 4, 3, 2, 1)
         shape = (32, 7, 5, 3, 2)
-        d1, d2, d3 = (nl.ndarray(shape, nl.bfloat16, buffer=nl.sbuf) for _ in range(3))
+        d1, d2, d3, d4 = (nl.ndarray(shape, nl.bfloat16, buffer=nl.sbuf) for _ in range(4))
         r = nl.ndarray((32, 3), nl.float32, buffer=nl.sbuf)
         nisa.activation_reduce(dst=d1, op=nl.exp, data=v, reduce_op=nl.add, reduce_res=r[:, 0:1], scale=0.25)
         nisa.tensor_scalar_reduce(dst=d2, data=v, op0=nl.subtract, operand0=0.5, reduce_op=nl.maximum,
                                   reduce_res=r[:, 1:2])
         nisa.select_reduce(dst=d3, predicate=pv, on_true=v, on_false=-3.0, reduce_res=r[:, 2:3], reduce_op=nl.add)
-        return _store(d1), _store(d2), _store(d3), _store(r)
+        nisa.tensor_tensor_scan(dst=d4, data0=v, data1=v, initial=0.5, op0=nl.multiply, op1=nl.add)
+        return _store(d1), _store(d2), _store(d3), _store(r), _store(d4)
 
     a = values(F32, (32, 2, 3, 5, 7), seed_of("fold5"), "finite")
     p = (np.random.default_rng(5).random((32, 2, 3, 5, 7)) < 0.5).astype(np.uint8)
@@ -2556,22 +2556,28 @@ def test_row_folds_over_more_walk_dims_than_a_body_has():
     sums = c.run(b, p)[3]
     want = np.exp(b.transpose(0, 4, 3, 2, 1).reshape(32, -1).astype(np.float64) * 0.25).sum(axis=1)
     np.testing.assert_allclose(sums[:, 0], want, rtol=1e-5)  # the row sum spans every outer index
+    rows = b.transpose(0, 4, 3, 2, 1).reshape(32, -1)
+    carry, scan = np.full(32, 0.5, F32), np.empty_like(rows)
+    for j in range(rows.shape[1]):  # carry = x * carry + x in fp32, rounded to bf16 only when stored
+        carry = rows[:, j] * carry + rows[:, j]
+        scan[:, j] = carry
+    assert_bytes_equal(scan.astype(BF16).reshape(32, 7, 5, 3, 2), c.run(b, p)[4], "numpy scan")
 
 
 @pytest.mark.parametrize("backend", ["jit", "jit-strict", None])
 def test_an_instruction_the_native_path_cannot_run_is_an_error(backend, monkeypatch):
-    """A scan whose operands need five strided walk dims (the bodies walk four, and its carry
-    does not go on from one call to the next) is an error under the default backend (jit,
-    whether given or not) and jit-strict, naming the kernel's line, the instruction and why, and
-    saying how to run it anyway."""
+    """A tensor_reduce over three reduced dims that do not merge (the reduce body folds at most
+    two strided runs) is an error under the default backend (jit, whether given or not) and
+    jit-strict, naming the kernel's line, the instruction and why, and saying how to run it
+    anyway."""
     monkeypatch.delenv("KNIT_BACKEND", raising=False)
     a = values(F32, (32, 2, 3, 5, 7), 41, "finite")
-    c = knit.compile(_five_dim_scan, a)
+    c = knit.compile(_three_strided_reduced_dims, a)
     with pytest.raises(knit.KnitRuntimeError) as info:
         c.run(a) if backend is None else c.run(a, backend=backend)
     message = str(info.value)
-    assert info.value.rule == "jit-unsupported" and info.value.line == FIVE_DIM_LINE, message
-    assert "tensor_tensor_scan cannot run on the native path: its operands need more than 4 strided dims" in message
+    assert info.value.rule == "jit-unsupported" and info.value.line == REDUCE_LINE, message
+    assert "tensor_reduce cannot run on the native path: its reduced dims do not merge into two strided dims" in message
     assert "KNIT_BACKEND=jit-fallback" in message and "KNIT_BACKEND=reference" in message
 
 
@@ -2580,8 +2586,8 @@ def test_jit_fallback_runs_it_on_the_reference_executors_and_says_so():
     reference's bytes, listed in last_run["fallbacks"] (file:line: opcode: why) with a
     JitFallbackWarning once per compiled kernel, not on every run."""
     a = values(F32, (32, 2, 3, 5, 7), 41, "finite")
-    c = knit.compile(_five_dim_scan, a)
-    where = f"{__file__}:{FIVE_DIM_LINE}: tensor_tensor_scan: its operands need more than 4 strided dims after merging"
+    c = knit.compile(_three_strided_reduced_dims, a)
+    where = f"{__file__}:{REDUCE_LINE}: tensor_reduce: its reduced dims do not merge into two strided dims"
     c._reported_fallbacks.clear()  # knit.compile's cache may hand back an already-run kernel
     with pytest.warns(knit.JitFallbackWarning, match=where):
         got = c.run(a, backend="jit-fallback")

@@ -225,12 +225,16 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
       return;
     case MapKind::scan: {
       // The walk is row-major within each partition (i0), as the reference's loop over j: the
-      // carry stays fp32 and is rounded only where it is stored.
+      // carry stays fp32 and is rounded only where it is stored. Each row's last carry is left in
+      // columns[2]; a call with fold_continues (one after the first over walk dims beyond these
+      // four) starts each row from there instead of from `initial`.
+      float* carries = columns[2];
       float carry = 0.0f;
       map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-        if ((i1 | i2 | i3) == 0) carry = c0[i0];
+        if ((i1 | i2 | i3) == 0) carry = s.fold_continues ? carries[i0] : c0[i0];
         const float x = knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), carry, s.reverse0);
         carry = knit::sim::apply(op1, x, load(s.b, b, i0, i1, i2, i3), s.reverse1);
+        carries[i0] = carry;
         return carry;
       });
       return;

@@ -260,13 +260,13 @@ bool NativeExecutor::refuse(const Instruction& inst, Refusal why) {
 
 namespace {
 
-// The shape of a call after the first when a map with a row fold walks outer dims: its fold
-// goes on from the row's fold so far (MapShape::fold_continues); empty when there is none.
+// The shape of a call after the first when a map with a row fold or a scan walks outer dims: its
+// fold or carry goes on from the row's so far (MapShape::fold_continues); empty when there is none.
 std::string continued_fold(const char* body, const std::string& shape, const std::vector<OuterDim>& outer) {
   if (outer.empty() || body != std::string_view("knit_map_body")) return {};
   MapShape s;
   std::memcpy(&s, shape.data(), sizeof s);
-  if (s.fold_op < 0) return {};
+  if (s.fold_op < 0 && s.kind != MapKind::scan) return {};
   s.fold_continues = 1;
   return bytes_of(s);
 }

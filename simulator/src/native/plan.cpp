@@ -261,10 +261,10 @@ const char* NativeExecutor::plan(const Instruction& inst, Plan& out) {
     } else if (s.kind != MapKind::copy && s.kind != MapKind::tensor_tensor) {
       return why::partitions;  // per-partition columns, row folds and carries follow dst's partitions
     }
-    // Kinds without a carry, an affine index or a gather source may walk more dims than the
-    // body: the executor walks the outer ones, and a row fold goes on from call to call
+    // Kinds without an affine index or a gather source may walk more dims than the body: the
+    // executor walks the outer ones, and a row fold or a scan's carry goes on from call to call
     // (MapShape::fold_continues).
-    const bool outer_ok = !affine && s.kind != MapKind::scan && s.kind != MapKind::iota &&
+    const bool outer_ok = !affine && s.kind != MapKind::iota &&
                           s.kind != MapKind::affine_select && s.kind != MapKind::range_select &&
                           s.kind != MapKind::gather;
     if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0, outer_ok ? &out.outer : nullptr))

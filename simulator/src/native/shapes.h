@@ -62,9 +62,9 @@ struct MapShape {
   float alpha;       // activation's prelu slope; range_select's range_start
   uint32_t fill_bits;  // fill: the bit pattern of every dst element
   float imm;  // affine_select's value of the elements not selected, fill_predicated's, range_select's on_false
-  // A row fold that goes on from columns[2][p] (the fold of the row so far) instead of starting
-  // at the row's first value: the executor calls the body once per index of walk dims beyond its
-  // four (Plan::outer), and every call after the first continues the fold.
+  // A row fold (or a scan's carry) that goes on from columns[2][p], the row's so far, instead of
+  // starting at the row's first value (or `initial`): the executor calls the body once per index
+  // of walk dims beyond its four (Plan::outer), and every call after the first continues.
   int32_t fold_continues;
   int32_t unused;  // keeps the struct free of padding (its bytes are a cache key)
   // iota / affine_select: value(i0..i3) = affine_offset + sum_d i_d * affine_step[d], the GpSimd
