@@ -3000,6 +3000,27 @@ def test_more_walk_dims_than_a_body_has():
     assert_bytes_equal(np.ascontiguousarray(h.transpose(4, 3, 2, 1, 0)), g, "numpy")
 
 
+def test_row_folds_over_outer_dims_split_across_threads():
+    """A row sum and a scan over a 5-dim view whose inner walk is large enough to split over
+    the worker threads (each part continuing its own rows' folds and carries from call to call):
+    the reference's bytes, as with one thread."""
+
+    @knit.jit
+    def kernel(a):
+        t = _load(a)
+        v = t.permute(0, 4, 3, 2, 1)
+        shape = (128, 2, 10, 15, 40)
+        d1, d2 = (nl.ndarray(shape, nl.bfloat16, buffer=nl.sbuf) for _ in range(2))
+        r = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.activation_reduce(dst=d1, op=nl.exp, data=v, reduce_op=nl.add, reduce_res=r, scale=0.25)
+        nisa.tensor_tensor_scan(dst=d2, data0=v, data1=v, initial=0.5, op0=nl.multiply, op1=nl.add)
+        return _store(d1), _store(r), _store(d2)
+
+    a = np.random.default_rng(1).standard_normal((128, 40, 15, 10, 2)).astype(F32)
+    c = knit.compile(kernel, a)
+    check(c, a, native=n_instructions(c), interpreted=0)
+
+
 @pytest.mark.parametrize("perm", [(0, 2, 1, 3, 4), (0, 1, 2, 4, 3), (0, 4, 3, 2, 1), (0, 3, 4, 1, 2)])
 def test_more_walk_dims_in_place(perm):
     """A 5-dim copy of a tile into itself through a permutation (so it is an overlap, not exactly
