@@ -298,8 +298,7 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
   // Reads of never-written bytes: the reference executor names the element (or warns).
   for (size_t i = 0; i < p.ops.size(); ++i)
-    if (!p.ops[i].written && mem[i]->tracks_init() && !all_flags_are(mem[i]->init, p.ops[i], 1))
-      return {"reads never-written bytes", true};
+    if (!p.ops[i].written && reads_unwritten(*mem[i], p.ops[i])) return {why::unwritten_read, true};
   // An output may be an input exactly (element-wise in place); an input it overlaps otherwise is
   // read from a snapshot of its bytes, taken before anything is written, as the reference reads
   // every input before writing.

@@ -50,6 +50,7 @@ inline constexpr const char* shuffle_dtypes = "its src and dst dtypes differ";
 inline constexpr const char* gather_dtypes = "its data and dst dtypes differ";
 inline constexpr const char* gather_width =
     "its dst's free size is not its valid indices x num_elem_per_idx (the rest would be zeroed)";
+inline constexpr const char* unwritten_read = "reads never-written bytes";  // diagnostic: the reference names them
 inline constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
 }  // namespace why
 
@@ -104,6 +105,9 @@ uint8_t* snapshot(ZeroedBytes& buffer, const Operand& o, const Memory& mem);
 // Whether every byte of the operand in `flags` (0/1 per byte) is `value`; setting them.
 bool all_flags_are(const ByteFlags& flags, const Operand& o, uint8_t value);
 void set_flags(ByteFlags& flags, const Operand& o, uint8_t value);
+
+// Whether the operand reads a byte of `mem` never written (only memories that track it).
+inline bool reads_unwritten(const Memory& mem, const Operand& o) { return mem.tracks_init() && !all_flags_are(mem.init, o, 1); }
 
 template <class Shape>
 std::string bytes_of(const Shape& s) {

@@ -93,15 +93,24 @@ bool NativeExecutor::run_rows(const Instruction& inst, const View& ind, const st
   }
   // Rows moved within one tensor (whole_reads: one stage, a copy): the reference reads the source
   // whole, then writes, unless it skips rows (then element by element, reads and writes
-  // interleaved). The source is read from a snapshot of its tensor.
+  // interleaved). The source is read from a snapshot of the bytes its rows reach: its row 0's
+  // byte range, shifted by each row it reads.
   std::vector<std::pair<uint8_t*, int64_t>> copies;
-  const Memory* src = m_.memory_of(*plans[0].ops[1].view);
-  if (whole_reads && src == m_.memory_of(*plans[0].ops[0].view)) {
+  const Operand& src = plans[0].ops[1];
+  const Memory* src_mem = m_.memory_of(*src.view);
+  if (whole_reads && src_mem == m_.memory_of(*plans[0].ops[0].view)) {
     if (std::find(skipped.begin(), skipped.end(), true) != skipped.end()) return refuse(inst, {why::same_tensor_skip});
-    Operand whole;  // every byte of the (HBM) tensor
-    whole.esize = 1;
-    whole.layout = Machine::Layout{0, {size}, {1}};
-    copies = {{nullptr, 0}, {snapshot(snapshots_[1], whole, *src), 0}};
+    const auto [first, end] = byte_range(src);
+    int64_t low = 0, high = 0;  // the extreme shifts of row 0
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t shift = on_ind[0][1] ? rows[i] * ind_row_bytes : i * src.layout.stride[0];
+      low = std::min(low, shift);
+      high = std::max(high, shift);
+    }
+    Operand read;  // those bytes, one run
+    read.esize = 1;
+    read.layout = Machine::Layout{first + low, {end + high - first - low}, {1}};
+    copies = {{nullptr, 0}, {snapshot(snapshots_[1], read, *src_mem), read.layout.base}};
   }
   return move_rows(inst, plans, on_ind, rows, skipped, ind_row_bytes, copies);
 }
@@ -127,8 +136,7 @@ bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>&
       if (plans[s].ops[o].written || chained_input(s, o)) continue;
       const Memory* mem = m_.memory_of(*plans[s].ops[o].view);
       for (int64_t i = 0; i < n && mem->tracks_init(); ++i)
-        if (!skipped[i] && !all_flags_are(mem->init, at_row(s, o, i), 1))
-          return refuse(inst, {"reads never-written bytes", true});
+        if (!skipped[i] && reads_unwritten(*mem, at_row(s, o, i))) return refuse(inst, {why::unwritten_read, true});
     }
   std::vector<codegen::SpecializedFn> fns;
   for (const Plan& p : plans) fns.push_back(reinterpret_cast<codegen::SpecializedFn>(compiled(p.body, p.shape)));
@@ -249,8 +257,7 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
     for (size_t o = 0; o < plans[s].ops.size(); ++o) {
       const Operand& src = plans[s].ops[o];
       if (src.written || chained_input(s, o)) continue;
-      const Memory* mem = m_.memory_of(*src.view);
-      if (mem->tracks_init() && !all_flags_are(mem->init, src, 1)) return refuse(inst, {"reads never-written bytes", true});
+      if (reads_unwritten(*m_.memory_of(*src.view), src)) return refuse(inst, {why::unwritten_read, true});
     }
   auto base = [&](const Operand& o) { return m_.memory_of(*o.view)->bytes.data() + o.layout.base; };
   partial_sums_.resize(static_cast<size_t>(op.dst.num_elements()));
