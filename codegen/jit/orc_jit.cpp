@@ -52,9 +52,10 @@ struct OrcJit::Impl {
   std::string triple, cpu;
 };
 
-OrcJit::OrcJit(llvm::ObjectCache* cache) : impl_(std::make_unique<Impl>()) {
+OrcJit::OrcJit(llvm::ObjectCache* cache, CodeGen codegen) : impl_(std::make_unique<Impl>()) {
   initialize_native_target();
   auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  if (codegen == CodeGen::fast) jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
   impl_->triple = jtmb.getTargetTriple().str();
   impl_->cpu = jtmb.getCPU();
   llvm::orc::LLJITBuilder builder;

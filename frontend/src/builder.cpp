@@ -12,6 +12,20 @@ Builder::Builder(std::string kernel_name, ir::Target target) {
   kernel_.target = target;
 }
 
+Builder::~Builder() = default;
+
+template <class Op>
+void append_op(Op&& op, const SourceLoc& loc, std::string name) {
+  ir::Instruction inst;
+  inst.op = std::move(op);
+  inst.loc = loc;
+  inst.name = std::move(name);
+  Builder::current(loc).append(std::move(inst));
+}
+#define KNIT_X(type, name) template void append_op<ir::type>(ir::type&&, const SourceLoc&, std::string);
+KNIT_OPS(KNIT_X)
+#undef KNIT_X
+
 int Builder::add_param(std::string name, ir::DType dtype, std::vector<int64_t> shape, SourceLoc loc) {
   ir::TensorDecl t;
   t.name = std::move(name);

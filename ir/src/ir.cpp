@@ -5,6 +5,13 @@
 
 namespace knit::ir {
 
+Kernel::Kernel() = default;
+Kernel::Kernel(const Kernel&) = default;
+Kernel::Kernel(Kernel&&) noexcept = default;
+Kernel& Kernel::operator=(const Kernel&) = default;
+Kernel& Kernel::operator=(Kernel&&) noexcept = default;
+Kernel::~Kernel() = default;
+
 int64_t TensorDecl::num_elements() const {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }

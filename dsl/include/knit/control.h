@@ -28,11 +28,7 @@ namespace detail {
 // Appends one instruction, issued at the kernel line `loc`, to the kernel being traced.
 template <class Op>
 void append(Op op, const SourceLoc& loc, std::string name = "") {
-  ir::Instruction inst;
-  inst.op = std::move(op);
-  inst.loc = loc;
-  inst.name = std::move(name);
-  frontend::Builder::current(loc).append(std::move(inst));
+  frontend::append_op<Op>(std::move(op), loc, std::move(name));
 }
 inline int new_register(const SourceLoc& loc) { return frontend::Builder::current(loc).new_register(); }
 }  // namespace detail

@@ -191,7 +191,8 @@ std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, cons
   Impl& impl = *out->impl_;
   if (const std::string dir = codegen::cache_directory(); !dir.empty())
     impl.cache = std::make_unique<codegen::DiskObjectCache>(dir + "/objects");
-  impl.jit = std::make_unique<codegen::OrcJit>(impl.cache.get());
+  // (A kernel file's code runs once, to trace: generate it fast rather than well.)
+  impl.jit = std::make_unique<codegen::OrcJit>(impl.cache.get(), codegen::OrcJit::CodeGen::fast);
   // The precompiled header only without extra flags: a -D could change what the header means.
   std::string pch = extra_args.empty() ? knit_pch(base_flags()) : "";
   std::vector<std::string> entry_names;

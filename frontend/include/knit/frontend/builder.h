@@ -14,6 +14,7 @@ namespace knit::frontend {
 class Builder {
  public:
   Builder(std::string kernel_name, ir::Target target);
+  ~Builder();  // out of line, like append_op: see there
 
   // Declares a kernel parameter (an HBM tensor supplied by the caller); returns its tensor id.
   int add_param(std::string name, ir::DType dtype, std::vector<int64_t> shape, SourceLoc loc);
@@ -51,5 +52,12 @@ class Builder {
   ir::Kernel kernel_;
   int register_count_ = 0;
 };
+
+// Appends `op` (one of ir::OpVariant's types), issued at the kernel line `loc`, to the current
+// builder's kernel. Defined for each op type in builder.cpp, not inline, so that a C++ kernel
+// file compiles calls to it instead of the std::variant code of every instruction kind: that
+// code was most of what Clang generated for a kernel file.
+template <class Op>
+void append_op(Op&& op, const SourceLoc& loc, std::string name);
 
 }  // namespace knit::frontend

@@ -147,6 +147,15 @@ struct IntValue {
 namespace knit::ir {
 
 struct Kernel {
+  // Out of line (ir.cpp): each copies or destroys the body's std::variant of every instruction
+  // kind, code a C++ kernel file would otherwise compile for itself (see frontend::append_op).
+  Kernel();
+  Kernel(const Kernel&);
+  Kernel(Kernel&&) noexcept;
+  Kernel& operator=(const Kernel&);
+  Kernel& operator=(Kernel&&) noexcept;
+  ~Kernel();
+
   std::string name;
   Target target = Target::trn2;
   std::vector<TensorDecl> tensors;  // indexed by tensor id

@@ -18,10 +18,15 @@ namespace knit::codegen {
 
 class OrcJit {
  public:
+  // How much effort machine-code generation spends: `optimized` for code that does the work
+  // (instruction bodies), `fast` for code that runs once (a C++ kernel file, which only traces):
+  // LLVM's unoptimized code generator with its fast register allocator, like clang -O0.
+  enum class CodeGen { optimized, fast };
+
   // A JIT for the host CPU (its features, e.g. AVX-512, enabled). With `cache`, compiled
   // modules are looked up in / stored to it by module identifier. Modules may be added and
   // looked up from several threads at once; each compiles on the thread that looks it up.
-  explicit OrcJit(llvm::ObjectCache* cache = nullptr);
+  explicit OrcJit(llvm::ObjectCache* cache = nullptr, CodeGen codegen = CodeGen::optimized);
   ~OrcJit();
   OrcJit(const OrcJit&) = delete;
   OrcJit& operator=(const OrcJit&) = delete;
