@@ -14,7 +14,11 @@ Sections (every time is the best of --repeats runs, time.perf_counter):
   c. the same softmax and vector add in Triton's CPU interpreter (TRITON_INTERPRET=1), if Triton is
      installed.
   d. cold and warm start of each example kernel, each in a fresh subprocess sharing one new
-     KNIT_CACHE_DIR: knit.compile + .program (lowering), then the first and a second run.
+     KNIT_CACHE_DIR: knit.compile + .program (lowering), then the first and a second run. The
+     C++ examples (examples/kernels/cpp, at their knit-run shapes) add loading the file:
+     Clang + the JIT, or the disk cache; each is started cold three ways: with an empty cache
+     (which also builds the precompiled <knit/knit.h>), as a new or edited file (the header
+     already precompiled), and warm (everything from the cache).
   e. timing-only simulation speed: executed instructions / wall time of knit.profile on a large
      matmul given as shape placeholders; the first profile of the program (which also computes
      the per-instruction costs it keeps for later ones) reported on its own.
@@ -303,16 +307,38 @@ STARTUP_KERNELS = {
 }
 
 
+def cpp_kernel_and_args(path):
+    """A C++ example file loaded (Clang and the JIT, or the disk cache): (seconds that took, its
+    kernel, inputs at the shapes of its knit-run line, as `knit run` makes them)."""
+    from knit import _kernel_file
+
+    directives = _kernel_file.directive_args(path)
+    shapes = [_kernel_file.parse_shape(v, "float32") for k, v in zip(directives, directives[1:]) if k == "--shape"]
+    low_high = next((v for k, v in zip(directives, directives[1:]) if k == "--int-range"), "0:16")
+    args = _kernel_file.make_inputs(shapes, 0, tuple(int(x) for x in low_high.split(":")))
+    t0 = time.perf_counter()
+    kernels, _, _ = _kernel_file.load_kernels(path)
+    return time.perf_counter() - t0, next(iter(kernels.values())), args
+
+
 def startup_child(name):
-    """In a fresh process: import (not timed), then time compile, lowering, the first run (which
-    also prepares the JIT bodies) and a second run (data only). Prints the seconds as JSON."""
+    """In a fresh process: import (not timed), then time loading a C++ file (if `name` is one),
+    compile, lowering, the first run (which also prepares the JIT bodies) and a second run (data
+    only). Prints the seconds as JSON."""
     t0 = time.perf_counter()
     import knit
 
-    module, attr, make_args = STARTUP_KERNELS[name]
-    kernel = getattr(importlib.import_module(module), attr)
-    args = make_args()
-    t_import = time.perf_counter() - t0
+    t_load = None
+    if name.endswith(".cpp"):
+        import knit.cpp  # noqa: F401 (Clang's libraries load here: part of the import, not timed)
+
+        t_import = time.perf_counter() - t0
+        t_load, kernel, args = cpp_kernel_and_args(name)
+    else:
+        module, attr, make_args = STARTUP_KERNELS[name]
+        kernel = getattr(importlib.import_module(module), attr)
+        args = make_args()
+        t_import = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     c = knit.compile(kernel, *args)
@@ -323,7 +349,7 @@ def startup_child(name):
     t3 = time.perf_counter()
     c.run(*args, backend="jit", check_races=False)
     t4 = time.perf_counter()
-    print(json.dumps({"import": t_import, "compile": t1 - t0, "lower": t2 - t1, "first": t3 - t2,
+    print(json.dumps({"import": t_import, "load": t_load, "compile": t1 - t0, "lower": t2 - t1, "first": t3 - t2,
                       "second": t4 - t3, "counts": c.last_run}))
 
 
@@ -346,8 +372,10 @@ def startup_rows(name, phase, t, limit_s, cache_files):
     # The JIT prepares an instruction's body on its first execution; the second run does the same
     # data work without it, so first - second estimates the preparation.
     prep = max(0.0, t["first"] - t["second"])
-    total = t["compile"] + t["lower"] + prep
-    note = (f"compile {fmt_time(t['compile'])} + lower {fmt_time(t['lower'])} + JIT prep ~{fmt_time(prep)} "
+    load = t["load"] or 0.0
+    total = load + t["compile"] + t["lower"] + prep
+    note = (f"{'load the C++ file ' + fmt_time(load) + ' + ' if t['load'] is not None else ''}"
+            f"compile {fmt_time(t['compile'])} + lower {fmt_time(t['lower'])} + JIT prep ~{fmt_time(prep)} "
             f"(first run {fmt_time(t['first'])} - second {fmt_time(t['second'])}); import {fmt_time(t['import'])} "
             f"not counted; {cache_files} file(s) in KNIT_CACHE_DIR after the run")
     return limit_row(f"d. {phase} start {name}", total, limit_s, note)
@@ -370,6 +398,38 @@ def bench_startup(names):
         except RuntimeError as e:
             rows.append(failed_row(f"d. cold/warm start {name}", f"subprocess failed: {e}"))
         finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    return rows
+
+
+CPP_EXAMPLES = os.path.join(ROOT, "examples", "kernels", "cpp")
+
+
+def bench_cpp_startup(names):
+    """Each C++ example, copied with its headers into a new folder and KNIT_CACHE_DIR: cold with
+    the cache empty, cold again once the file is edited (a comment appended, so it compiles anew
+    against the precompiled header the first start left), then warm."""
+    rows = []
+    for name in names:
+        progress(f"cold and warm start: {name}")
+        work, cache_dir = tempfile.mkdtemp(prefix="knit-cpp-bench-"), tempfile.mkdtemp(prefix="knit-cache-bench-")
+        try:
+            for f in os.listdir(CPP_EXAMPLES):
+                shutil.copy(os.path.join(CPP_EXAMPLES, f), work)
+            path = os.path.join(work, name)
+            cold = run_startup_child(path, cache_dir)
+            rows.append(startup_rows(f"{name}, empty cache (+ precompiled header)", "cold", cold, 0.300,
+                                     count_files(cache_dir)))
+            with open(path, "a") as f:
+                f.write("// edited\n")
+            edited = run_startup_child(path, cache_dir)
+            rows.append(startup_rows(f"{name}, edited file", "cold", edited, 0.300, count_files(cache_dir)))
+            warm = run_startup_child(path, cache_dir)
+            rows.append(startup_rows(name, "warm", warm, 0.020, count_files(cache_dir)))
+        except RuntimeError as e:
+            rows.append(failed_row(f"d. cold/warm start {name}", f"subprocess failed: {e}"))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
             shutil.rmtree(cache_dir, ignore_errors=True)
     return rows
 
@@ -497,6 +557,8 @@ def main():
     rows_n, cols_n = (1024, 1024) if opts.quick else (2048, 2048)
     prof_kmn = (4096, 2048, 2048) if opts.quick else (4096, 4096, 4096)
     startup = ["tensor_add", "softmax", "matmul"] if opts.quick else list(STARTUP_KERNELS)
+    cpp_files = sorted(f for f in os.listdir(CPP_EXAMPLES) if f.endswith(".cpp"))
+    cpp_startup = ["softmax.cpp"] if opts.quick else cpp_files
 
     start = time.perf_counter()
     header = machine_lines() + [f"repeats: best of {repeats}" + (" (--quick)" if opts.quick else "")]
@@ -505,6 +567,7 @@ def main():
     rows += b_rows
     rows += bench_triton(rows_n, cols_n, repeats, jit_times)
     rows += bench_startup(startup)
+    rows += bench_cpp_startup(cpp_startup)
     rows += bench_profile(*prof_kmn, repeats)
     elapsed = time.perf_counter() - start
     # Other load on a shared machine inflates every time: say how busy it was by the end too.

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -84,6 +85,56 @@ def test_second_process_loads_the_compiled_file_from_the_cache_and_edits_recompi
     (tmp_path / "scale.h").write_text("#pragma once\nconstexpr float SCALE = 3.0f;\n")
     third = knit_cli("run", path, "--shape", "200x64", "--shape", "200x64", "--reference", "3 * x0 + x1", env=env)
     assert third[0] == 0 and "C++ file compiled by Clang" in third[1], third[1] + third[2]
+
+
+def settle(*folders):
+    """Date the folders a minute back: a warm start keys a kernel file by the cache's manifest of
+    the files it read, without preprocessing it, but no manifest is written while a folder the
+    includes search changed within the last second (the timestamp tick could hide a change)."""
+    settled = time.time() - 60
+    for d in folders:
+        os.utime(d, (settled, settled))
+
+
+def test_a_header_added_where_an_include_now_finds_it_first_recompiles(tmp_path):
+    # A new scale.h next to the kernel shadows the one from -I (quoted includes look there
+    # first) while every file the manifest lists keeps its contents: only the folder shows it.
+    kernel_dir, include_dir = tmp_path / "kernel", tmp_path / "include"
+    kernel_dir.mkdir()
+    include_dir.mkdir()
+    path = write_kernel_dir(kernel_dir)
+    (kernel_dir / "scale.h").rename(include_dir / "scale.h")
+    settle(kernel_dir, include_dir)
+    env = {"KNIT_CACHE_DIR": str(tmp_path / "cache")}
+    run = ("run", path, "--cxxflag", f"-I{include_dir}", "--shape", "64x32", "--shape", "64x32", "--reference")
+    first, second = knit_cli(*run, "2 * x0 + x1", env=env), knit_cli(*run, "2 * x0 + x1", env=env)
+    assert first[0] == 0 and "C++ file compiled by Clang" in first[1], first[1] + first[2]
+    assert second[0] == 0 and "C++ file from the disk cache" in second[1], second[1] + second[2]
+    (kernel_dir / "scale.h").write_text("#pragma once\nconstexpr float SCALE = 3.0f;\n")
+    third = knit_cli(*run, "3 * x0 + x1", env=env)
+    assert third[0] == 0 and "C++ file compiled by Clang" in third[1], third[1] + third[2]
+
+
+def test_an_include_added_to_the_file_is_followed_by_later_edits_of_that_header(tmp_path):
+    # The edit that adds the #include changes the file's recorded hash, so the file is
+    # preprocessed again and the manifest lists extra.h; an edit of extra.h then recompiles.
+    kernel_dir = tmp_path / "kernel"  # (the cache beside it: creating it changes no searched folder)
+    kernel_dir.mkdir()
+    path = write_kernel_dir(kernel_dir)
+    (kernel_dir / "extra.h").write_text("#pragma once\nconstexpr float EXTRA = 1.0f;\n")
+    settle(kernel_dir)
+    env = {"KNIT_CACHE_DIR": str(tmp_path / "cache")}
+    run = ("run", path, "--shape", "64x32", "--shape", "64x32", "--reference")
+    assert knit_cli(*run, "2 * x0 + x1", env=env)[0] == 0
+    with open(path, "r+") as f:  # rewritten in place: the folder's time does not change
+        text = f.read().replace('#include "scale.h"', '#include "scale.h"\n#include "extra.h"')
+        f.seek(0)
+        f.write(text.replace("SCALE, nl::add", "SCALE + EXTRA, nl::add"))
+    assert knit_cli(*run, "3 * x0 + x1", env=env)[0] == 0
+    with open(kernel_dir / "extra.h", "r+") as f:
+        f.write("#pragma once\nconstexpr float EXTRA = 4.0f;\n")
+    code, out, err = knit_cli(*run, "6 * x0 + x1", env=env)
+    assert code == 0 and "C++ file compiled by Clang" in out, out + err
 
 
 def test_corrupted_cache_entries_are_detected_and_rebuilt(tmp_path, monkeypatch):

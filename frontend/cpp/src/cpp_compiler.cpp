@@ -15,7 +15,6 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/FrontendActions.h>
 #include <clang/Frontend/MultiplexConsumer.h>
-#include <clang/Frontend/Utils.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -26,6 +25,7 @@
 #include "knit/knit.h"
 #include "knit/jit/orc_jit.h"
 #include "clang_session.h"
+#include "kernel_key.h"
 #include "pch.h"
 
 namespace knit::frontend {
@@ -33,27 +33,6 @@ namespace knit::frontend {
 namespace {
 
 constexpr const char* kEntryPrefix = "knit_kernel_entry_";
-
-// Collects the files a compile reads besides system headers (the kernel file, its own headers,
-// Knit's headers), for the cache key.
-class Dependencies : public clang::DependencyCollector {
- public:
-  bool needSystemDependencies() override { return false; }
-};
-
-// The cache key: everything that changes the object, by content (the precompiled header's
-// content is in its name, on the command line). Empty if preprocessing failed.
-std::string cache_key(const std::vector<std::string>& args, const codegen::OrcJit& jit, CollectingConsumer& diags) {
-  auto ci = instance(args, diags);
-  auto deps = std::make_shared<Dependencies>();
-  ci->addDependencyCollector(deps);
-  clang::PreprocessOnlyAction preprocess;
-  if (!ci->ExecuteAction(preprocess) || ci->getDiagnostics().hasErrorOccurred()) return "";
-  std::string text = "knit " KNIT_VERSION "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
-  for (const std::string& a : args) text += a + "\n";
-  for (const std::string& file : deps->getDependencies()) text += "file " + file + "\n" + read_file(file) + "\n";
-  return codegen::content_hash(text);
-}
 
 // The parameter names of each marked kernel ({"knit_kernel_entry_rmsnorm", {"x", "w"}}): C++ has
 // no reflection of them, but the AST has. KNIT_KERNEL(fn)'s entry calls detail::entry_of<&fn>,
@@ -151,7 +130,7 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
                                     codegen::OrcJit& jit, CollectingConsumer& diags, CppKernelFile& out,
                                     std::vector<std::string>& entry_names) {
   // Without a cache (KNIT_CACHE=0) there is nothing to key: skip the preprocessing pass.
-  const std::string key = cache ? cache_key(args, jit, diags) : args.back();
+  const std::string key = cache ? kernel_file_key(args, jit, *cache, diags) : args.back();
   if (key.empty()) return false;
   const std::string entries_key = codegen::content_hash(key + "\nentries");
   std::unique_ptr<llvm::MemoryBuffer> object, entry_list;

@@ -1,0 +1,124 @@
+#include "kernel_key.h"
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <clang/Frontend/FrontendActions.h>
+#include <clang/Frontend/Utils.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/Support/MemoryBuffer.h>
+
+#include "knit/jit/disk_cache.h"
+#include "knit/jit/orc_jit.h"
+
+namespace knit::frontend {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Collects the files a compile reads besides system headers (the kernel file, its own headers,
+// Knit's headers).
+class Dependencies : public clang::DependencyCollector {
+ public:
+  bool needSystemDependencies() override { return false; }
+};
+
+std::optional<std::vector<std::string>> preprocessed_dependencies(const std::vector<std::string>& args,
+                                                                  CollectingConsumer& diags) {
+  auto ci = instance(args, diags);
+  auto deps = std::make_shared<Dependencies>();
+  ci->addDependencyCollector(deps);
+  clang::PreprocessOnlyAction preprocess;
+  if (!ci->ExecuteAction(preprocess) || ci->getDiagnostics().hasErrorOccurred()) return std::nullopt;
+  return deps->getDependencies();
+}
+
+std::string key_of(const std::string& head, const std::vector<std::string>& files,
+                   const std::vector<std::string>& contents) {
+  std::string text = head;
+  for (size_t i = 0; i < files.size(); ++i) text += "file " + files[i] + "\n" + contents[i] + "\n";
+  return codegen::content_hash(text);
+}
+
+// The folders an #include of the compile could have searched: the -I folders and each read
+// file's own (quoted includes look there first). Their modification times change when an entry
+// is added, removed or renamed.
+std::set<std::string> searched_folders(const std::vector<std::string>& args, const std::vector<std::string>& files) {
+  std::set<std::string> dirs;
+  for (const std::string& a : args)
+    if (a.size() > 2 && a.starts_with("-I")) dirs.insert(a.substr(2));
+  for (const std::string& f : files) dirs.insert(fs::path(f).parent_path().string());
+  return dirs;
+}
+
+std::optional<int64_t> modified_ns(const std::string& dir) {
+  std::error_code ec;
+  const auto t = fs::last_write_time(dir, ec);
+  if (ec) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// A folder changed less than this before the manifest would be written may change again within
+// the same timestamp tick unseen: no manifest then (the next start preprocesses and writes it).
+constexpr int64_t kSettledNs = 1'000'000'000;
+
+// Manifest lines: "file <content hash> <path>" per read file, in the order preprocessing read
+// them, then "dir <modification ns> <path>" per searched folder.
+std::optional<std::string> manifest_of(const std::vector<std::string>& args, const std::vector<std::string>& files,
+                                       const std::vector<std::string>& contents) {
+  std::string text;
+  for (size_t i = 0; i < files.size(); ++i) text += "file " + codegen::content_hash(contents[i]) + " " + files[i] + "\n";
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          fs::file_time_type::clock::now().time_since_epoch()).count();
+  for (const std::string& dir : searched_folders(args, files)) {
+    const std::optional<int64_t> t = modified_ns(dir);
+    if (!t || now - *t < kSettledNs) return std::nullopt;
+    text += "dir " + std::to_string(*t) + " " + dir + "\n";
+  }
+  return text;
+}
+
+// The key by the manifest, if every recorded file and folder is as recorded.
+std::optional<std::string> key_by_manifest(const std::string& head, llvm::StringRef manifest) {
+  std::vector<std::string> files, contents;
+  std::istringstream in(manifest.str());
+  for (std::string kind, stamp, path; in >> kind >> stamp && in.get() == ' ' && std::getline(in, path);) {
+    if (kind == "file") {
+      if (!fs::is_regular_file(path)) return std::nullopt;
+      contents.push_back(read_file(path));
+      if (codegen::content_hash(contents.back()) != stamp) return std::nullopt;
+      files.push_back(path);
+    } else if (kind == "dir") {
+      const std::optional<int64_t> t = modified_ns(path);
+      if (!t || std::to_string(*t) != stamp) return std::nullopt;
+    } else {
+      return std::nullopt;  // not a manifest this version wrote
+    }
+  }
+  if (files.empty()) return std::nullopt;
+  return key_of(head, files, contents);
+}
+
+}  // namespace
+
+std::string kernel_file_key(const std::vector<std::string>& args, const codegen::OrcJit& jit,
+                            codegen::DiskObjectCache& cache, CollectingConsumer& diags) {
+  std::string head = "knit " KNIT_VERSION "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
+  for (const std::string& a : args) head += a + "\n";
+  const std::string manifest_key = codegen::content_hash("manifest\n" + head);
+  if (auto manifest = cache.load(manifest_key))
+    if (std::optional<std::string> key = key_by_manifest(head, manifest->getBuffer())) return *key;
+
+  const std::optional<std::vector<std::string>> files = preprocessed_dependencies(args, diags);
+  if (!files) return "";
+  std::vector<std::string> contents;
+  for (const std::string& f : *files) contents.push_back(read_file(f));
+  if (std::optional<std::string> manifest = manifest_of(args, *files, contents)) cache.store(manifest_key, *manifest);
+  return key_of(head, *files, contents);
+}
+
+}  // namespace knit::frontend
