@@ -47,6 +47,8 @@ PYBIND11_MODULE(_cppc, m) {
           },
           py::arg("name"), py::arg("args"), py::arg("target"),
           "Trace a kernel for (dtype, shape, name) arguments; returns the IR text");
+  m.def("precompile_header", &knit::frontend::precompile_header,
+        "Build the precompiled <knit/knit.h> into the build's folder (run by the build); its path, or ''");
   m.def("include_dirs", &knit::frontend::knit_include_dirs,
         "The -I folders of Knit's headers every kernel compile uses (installed copy, else the source tree)");
   m.def(

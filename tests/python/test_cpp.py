@@ -141,17 +141,31 @@ def test_corrupted_cache_entries_are_detected_and_rebuilt(tmp_path, monkeypatch)
     path = write_kernel_dir(tmp_path)
     cache = tmp_path / "cache"
     args = ("run", path, "--shape", "130x32", "--shape", "130x32", "--reference", "2 * x0 + x1")
-    assert knit_cli(*args, env={"KNIT_CACHE_DIR": str(cache)})[0] == 0
+    env = {"KNIT_CACHE_DIR": str(cache), "KNIT_PREBUILT_PCH": "0"}  # the header precompiled into the cache
+    assert knit_cli(*args, env=env)[0] == 0
     objects = sorted((cache / "objects").glob("*.o"), key=lambda p: -p.stat().st_size)
     data = objects[0].read_bytes()  # the largest entry is the compiled file (the other: its kernel list)
     objects[0].write_bytes(data[: len(data) // 2])
     # The precompiled <knit/knit.h> too: Clang refuses it, Knit drops it and compiles without.
     (pch,) = (cache / "pch").glob("*.pch")
     pch.write_bytes(pch.read_bytes()[:1_000_000])
-    code, out, err = knit_cli(*args, env={"KNIT_CACHE_DIR": str(cache)})
+    code, out, err = knit_cli(*args, env=env)
     assert code == 0, out + err
     assert "C++ file compiled by Clang" in out  # the truncated entry was not used
     assert not pch.exists()
+
+
+@pytest.mark.skipif(os.environ.get("KNIT_USE_INSTALLED") == "1",
+                    reason="an installed package has no build folder of precompiled headers")
+def test_the_first_compile_uses_the_header_the_build_precompiled(tmp_path):
+    # A source build precompiles <knit/knit.h> into build/pch (python/CMakeLists.txt): a first
+    # compile with an empty cache includes that one and precompiles none of its own.
+    path = write_kernel_dir(tmp_path)
+    cache = tmp_path / "cache"
+    code, out, err = knit_cli("run", path, "--shape", "64x32", "--shape", "64x32", "--reference", "2 * x0 + x1",
+                              env={"KNIT_CACHE_DIR": str(cache)})
+    assert code == 0 and "C++ file compiled by Clang" in out, out + err
+    assert (cache / "objects").is_dir() and not (cache / "pch").exists()
 
 
 def test_cpp_kernels_from_python_match_numpy_and_profile():

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include <clang/Frontend/CompilerInstance.h>
@@ -42,21 +43,14 @@ std::string knit_header() {
   return "";
 }
 
-}  // namespace
-
-std::string knit_pch(const std::vector<std::string>& base_flags) {
-  const std::string cache = codegen::cache_directory();
-  const std::string header = knit_header();
-  if (cache.empty() || header.empty()) return "";
-  const fs::path dir = fs::path(cache) / "pch";
-  const std::string path = (dir / (pch_key(base_flags) + ".pch")).string();
-  if (fs::exists(path)) return path;
-
-  // Build it under a name of this process's own, then rename: concurrent builders each write a
-  // whole file and the last rename wins; readers never see a partial one.
+// Builds the header into `path` (an existing file is kept); "" if it could not. It is built under
+// a name of this process's own, then renamed: concurrent builders each write a whole file and the
+// last rename wins; readers never see a partial one.
+std::string build_pch(const fs::path& path, const std::vector<std::string>& base_flags, const std::string& header) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  if (fs::exists(path)) return path.string();
+  fs::create_directories(path.parent_path(), ec);
+  const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
   std::vector<std::string> args(base_flags);
   // Templates the header instantiates are compiled into the PCH once, not in every kernel file.
   for (const char* a : {"-fpch-instantiate-templates", "-x", "c++-header"}) args.push_back(a);
@@ -69,9 +63,35 @@ std::string knit_pch(const std::vector<std::string>& base_flags) {
   if (ok) fs::rename(tmp, path, ec);
   if (!ok || ec) {
     fs::remove(tmp, ec);
-    return "";  // a cache that cannot be written is only slower
+    return "";  // a folder that cannot be written is only slower
   }
-  return path;
+  return path.string();
+}
+
+// The build's folder of precompiled headers (KNIT_PREBUILT_PCH_DIR, a source build's
+// build/pch), or "" (an installed package, or KNIT_PREBUILT_PCH=0).
+std::string prebuilt_dir() {
+  const char* use = std::getenv("KNIT_PREBUILT_PCH");
+  return use && std::string(use) == "0" ? "" : KNIT_PREBUILT_PCH_DIR;
+}
+
+}  // namespace
+
+std::string knit_pch(const std::vector<std::string>& base_flags) {
+  const std::string header = knit_header();
+  if (header.empty()) return "";
+  const std::string name = pch_key(base_flags) + ".pch";
+  if (const std::string dir = prebuilt_dir(); !dir.empty() && fs::exists(fs::path(dir) / name))
+    return (fs::path(dir) / name).string();
+  const std::string cache = codegen::cache_directory();
+  if (cache.empty()) return "";
+  return build_pch(fs::path(cache) / "pch" / name, base_flags, header);
+}
+
+std::string precompile_header() {
+  const std::string dir = prebuilt_dir(), header = knit_header();
+  if (dir.empty() || header.empty()) return "";
+  return build_pch(fs::path(dir) / (pch_key(base_flags()) + ".pch"), base_flags(), header);
 }
 
 void discard_pch(const std::string& path) {

@@ -9,8 +9,9 @@
 namespace knit::frontend {
 
 // The precompiled header for kernel files compiled with `base_flags` (the command line's flags
-// before any of the user's), building it if the cache lacks it; "" when there is no cache
-// directory or building failed (kernel files then compile without it).
+// before any of the user's): the build's (precompile_header), else the cache's, building it if
+// the cache lacks it; "" when there is no cache directory or building failed (kernel files then
+// compile without it).
 std::string knit_pch(const std::vector<std::string>& base_flags);
 
 // Drops a precompiled header Clang refused (corrupt, or from another compiler build).

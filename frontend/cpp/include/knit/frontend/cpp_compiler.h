@@ -72,4 +72,10 @@ class CppKernelFile {
 // The include directories Knit's headers live in (the -I flags of every compile).
 std::vector<std::string> knit_include_dirs();
 
+// Builds the precompiled header into the build's folder (a source build's build/pch), where
+// knit_pch looks before the cache, so that no user's first compile pays for it; the build runs
+// this (python/CMakeLists.txt). Returns its path, or "" when there is no such folder or building
+// failed. KNIT_PREBUILT_PCH=0 makes knit_pch ignore that folder.
+std::string precompile_header();
+
 }  // namespace knit::frontend
