@@ -16,9 +16,8 @@ Sections (every time is the best of --repeats runs, time.perf_counter):
   d. cold and warm start of each example kernel, each in a fresh subprocess sharing one new
      KNIT_CACHE_DIR: knit.compile + .program (lowering), then the first and a second run. The
      C++ examples (examples/kernels/cpp, at their knit-run shapes) add loading the file:
-     Clang + the JIT, or the disk cache; each is started cold three ways: with an empty cache
-     (which also builds the precompiled <knit/knit.h>), as a new or edited file (the header
-     already precompiled), and warm (everything from the cache).
+     Clang + the JIT, or the disk cache; each is started cold with an empty cache (against the
+     <knit/knit.h> the build precompiled), cold again as an edited file, and warm.
   e. timing-only simulation speed: executed instructions / wall time of knit.profile on a large
      matmul given as shape placeholders; the first profile of the program (which also computes
      the per-instruction costs it keeps for later ones) reported on its own.
@@ -386,20 +385,30 @@ def count_files(path):
     return sum(len(files) for _, _, files in os.walk(path))
 
 
+def startup_series(name, child_arg, steps):
+    """Start `child_arg` (an example's name, or a C++ file's path) in a fresh process once per
+    step, all sharing one new KNIT_CACHE_DIR. A step is (row label, "cold" or "warm", limit in
+    seconds, a function to call before it or None)."""
+    rows = []
+    cache_dir = tempfile.mkdtemp(prefix="knit-cache-bench-")
+    try:
+        for label, phase, limit_s, before in steps:
+            if before:
+                before()
+            rows.append(startup_rows(label, phase, run_startup_child(child_arg, cache_dir), limit_s,
+                                     count_files(cache_dir)))
+    except RuntimeError as e:
+        rows.append(failed_row(f"d. cold/warm start {name}", f"subprocess failed: {e}"))
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    return rows
+
+
 def bench_startup(names):
     rows = []
     for name in names:
         progress(f"cold and warm start: {name}")
-        cache_dir = tempfile.mkdtemp(prefix="knit-cache-bench-")
-        try:
-            cold = run_startup_child(name, cache_dir)
-            rows.append(startup_rows(name, "cold", cold, 0.300, count_files(cache_dir)))
-            warm = run_startup_child(name, cache_dir)
-            rows.append(startup_rows(name, "warm", warm, 0.020, count_files(cache_dir)))
-        except RuntimeError as e:
-            rows.append(failed_row(f"d. cold/warm start {name}", f"subprocess failed: {e}"))
-        finally:
-            shutil.rmtree(cache_dir, ignore_errors=True)
+        rows += startup_series(name, name, [(name, "cold", 0.300, None), (name, "warm", 0.020, None)])
     return rows
 
 
@@ -407,31 +416,26 @@ CPP_EXAMPLES = os.path.join(ROOT, "examples", "kernels", "cpp")
 
 
 def bench_cpp_startup(names):
-    """Each C++ example, copied with its headers into a new folder and KNIT_CACHE_DIR: cold with
-    the cache empty, cold again once the file is edited (a comment appended, so it compiles anew
-    against the precompiled header the first start left), then warm."""
+    """Each C++ example, copied with its headers into a new folder: cold with the cache empty,
+    cold again once the file is edited (a comment appended, so it compiles anew), then warm."""
     rows = []
     for name in names:
         progress(f"cold and warm start: {name}")
-        work, cache_dir = tempfile.mkdtemp(prefix="knit-cpp-bench-"), tempfile.mkdtemp(prefix="knit-cache-bench-")
+        work = tempfile.mkdtemp(prefix="knit-cpp-bench-")
         try:
             for f in os.listdir(CPP_EXAMPLES):
                 shutil.copy(os.path.join(CPP_EXAMPLES, f), work)
             path = os.path.join(work, name)
-            cold = run_startup_child(path, cache_dir)
-            rows.append(startup_rows(f"{name}, empty cache (+ precompiled header)", "cold", cold, 0.300,
-                                     count_files(cache_dir)))
-            with open(path, "a") as f:
-                f.write("// edited\n")
-            edited = run_startup_child(path, cache_dir)
-            rows.append(startup_rows(f"{name}, edited file", "cold", edited, 0.300, count_files(cache_dir)))
-            warm = run_startup_child(path, cache_dir)
-            rows.append(startup_rows(name, "warm", warm, 0.020, count_files(cache_dir)))
-        except RuntimeError as e:
-            rows.append(failed_row(f"d. cold/warm start {name}", f"subprocess failed: {e}"))
+
+            def edit(path=path):
+                with open(path, "a") as f:
+                    f.write("// edited\n")
+
+            rows += startup_series(name, path, [(f"{name}, empty cache", "cold", 0.300, None),
+                                                (f"{name}, edited file", "cold", 0.300, edit),
+                                                (name, "warm", 0.020, None)])
         finally:
             shutil.rmtree(work, ignore_errors=True)
-            shutil.rmtree(cache_dir, ignore_errors=True)
     return rows
 
 

@@ -21,10 +21,15 @@ namespace fs = std::filesystem;
 namespace {
 
 // Collects the files a compile reads besides system headers (the kernel file, its own headers,
-// Knit's headers).
+// Knit's headers). Not the precompiled header itself: its name is already a hash of what it was
+// built from, and it is on the command line.
 class Dependencies : public clang::DependencyCollector {
  public:
   bool needSystemDependencies() override { return false; }
+  bool sawDependency(llvm::StringRef file, bool from_module, bool is_system, bool is_module_file,
+                     bool is_missing) override {
+    return !is_module_file && DependencyCollector::sawDependency(file, from_module, is_system, is_module_file, is_missing);
+  }
 };
 
 std::optional<std::vector<std::string>> preprocessed_dependencies(const std::vector<std::string>& args,
