@@ -1,6 +1,11 @@
 """Knit dtypes: one object per element type that compares equal to its name, its NumPy dtype and
-its ml_dtypes type (nki-api.md §2.10), e.g. ``nl.bfloat16 == "bfloat16" == ml_dtypes.bfloat16``."""
-import ml_dtypes
+its ml_dtypes type (nki-api.md §2.10), e.g. ``nl.bfloat16 == "bfloat16" == ml_dtypes.bfloat16``.
+
+ml_dtypes is imported only when one of its types is first needed: loading its extension takes
+about half a second (ml_dtypes 0.7 with NumPy 2.4), most of `import knit`, and a process that
+only uses NumPy's own types (a `knit run` of an fp32 kernel) never needs it."""
+import sys
+
 import numpy as np
 
 # Knit name -> NumPy storage dtype. tfloat32 is stored as float32 words (low mantissa bits zero);
@@ -14,18 +19,28 @@ _NUMPY = {
     "uint16": np.dtype(np.uint16),
     "uint32": np.dtype(np.uint32),
     "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float32": np.dtype(np.float32),
     "tfloat32": np.dtype(np.float32),
-    "float8_e4m3": np.dtype(ml_dtypes.float8_e4m3),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    # ml_dtypes added e8m0fnu in 0.5; older versions see the raw scale bytes.
-    "float8_e8m0fnu": np.dtype(getattr(ml_dtypes, "float8_e8m0fnu", np.uint8)),
     "float8_e5m2_x4": np.dtype(np.uint32),
     "float8_e4m3fn_x4": np.dtype(np.uint32),
     "float4_e2m1fn_x4": np.dtype(np.uint32),
 }
+# Knit name -> ml_dtypes type name, for the narrow floats NumPy lacks (added to _NUMPY on first use).
+# ml_dtypes added e8m0fnu in 0.5; older versions see the raw scale bytes.
+_ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3", "float8_e5m2": "float8_e5m2",
+              "float8_e4m3fn": "float8_e4m3fn", "float8_e8m0fnu": "float8_e8m0fnu"}
+_NAMES = list(_NUMPY) + list(_ML_DTYPES)
+
+
+def _numpy_of(name):
+    d = _NUMPY.get(name)
+    if d is None:
+        import ml_dtypes
+
+        d = _NUMPY[name] = np.dtype(getattr(ml_dtypes, _ML_DTYPES[name], np.uint8))
+    return d
+
+
 # Types kept in another type's words: they compare equal only to their names, and a NumPy dtype
 # never maps back to them.
 _BORROWED_STORAGE = {"tfloat32", "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"}
@@ -37,7 +52,7 @@ class dtype(str):
 
     @property
     def numpy(self):
-        return _NUMPY[str(self)]
+        return _numpy_of(str(self))
 
     @property
     def itemsize(self):
@@ -47,9 +62,14 @@ class dtype(str):
         if isinstance(other, str):
             return str.__eq__(self, _ALIASES.get(other, other))
         try:
-            return str(self) not in _BORROWED_STORAGE and np.dtype(other) == self.numpy
+            other = np.dtype(other)
         except TypeError:
             return NotImplemented
+        if str(self) in _BORROWED_STORAGE:
+            return False
+        if str(self) in _ML_DTYPES and "ml_dtypes" not in sys.modules:
+            return False  # no ml_dtypes type exists yet, so `other` is none of them
+        return other == self.numpy
 
     def __ne__(self, other):
         eq = self.__eq__(other)
@@ -62,7 +82,7 @@ class dtype(str):
 
 
 _ALIASES = {"bool_": "bool", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-ALL = {name: dtype(name) for name in _NUMPY}
+ALL = {name: dtype(name) for name in _NAMES}
 
 
 def to_dtype(value, what="dtype"):
@@ -82,8 +102,9 @@ def to_dtype(value, what="dtype"):
         np_dtype = np.dtype(value)
     except TypeError:
         raise TypeError(f"{what} {value!r} is not a dtype Knit knows") from None
-    for name, d in _NUMPY.items():
-        if d == np_dtype and name not in _BORROWED_STORAGE:
+    # (An ml_dtypes dtype means ml_dtypes is loaded; without it, only NumPy's own types can match.)
+    for name in _NAMES if "ml_dtypes" in sys.modules else _NUMPY:
+        if name not in _BORROWED_STORAGE and _numpy_of(name) == np_dtype:
             return ALL[name]
     raise TypeError(f"{what} {np_dtype} is not supported by Knit (supported: {', '.join(ALL)})")
 

@@ -1,5 +1,6 @@
 """knit.jit / simulate / compile: calling conventions, trace caching, launch grids, write-back,
 dtypes, environment switches and placeholders, checked against NumPy."""
+import os
 import ml_dtypes
 import numpy as np
 import pytest
@@ -330,3 +331,46 @@ def test_placeholder_without_dtype_is_a_clear_error():
     with pytest.raises(knit.NkiValidationError) as info:
         nki.compile(double, nt.tensor[128, 64])
     assert info.value.rule == "kernel-args"
+
+
+ONLY_NUMPY_TYPES = """
+import sys
+import numpy as np
+import knit, knit.cli, knit.language as nl
+from knit._dtypes import to_dtype
+
+@knit.jit
+def double(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    knit.isa.dma_copy(dst=t, src=x)
+    knit.isa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    knit.isa.dma_copy(dst=out, src=t)
+    return out
+
+x = np.arange(256, dtype=np.float32).reshape(128, 2)
+assert (double(x) == 2 * x).all()
+assert to_dtype(np.float32) == "float32" and to_dtype(np.dtype(np.int8)) == "int8"
+assert nl.bfloat16 != np.float32 and nl.float32 == np.float32
+assert knit.testing.tolerances.finfo("float32").eps == np.finfo(np.float32).eps
+assert "ml_dtypes" not in sys.modules, "an fp32-only process loaded ml_dtypes"
+import ml_dtypes  # the narrow types still resolve once it is there
+assert nl.bfloat16.numpy == ml_dtypes.bfloat16 and nl.bfloat16 == ml_dtypes.bfloat16
+assert to_dtype(ml_dtypes.float8_e4m3fn) == "float8_e4m3fn"
+y = double(x.astype(ml_dtypes.bfloat16))
+assert y.dtype == ml_dtypes.bfloat16 and (y.astype(np.float32) == 2 * x).all()
+print("ok")
+"""
+
+
+def test_a_process_using_only_numpy_types_never_loads_ml_dtypes(tmp_path):
+    # Loading ml_dtypes costs about half a second (knit._dtypes), most of `import knit`: an fp32
+    # kernel run (and the knit command) must not need it, and bf16 must still work after it.
+    import subprocess
+    import sys
+
+    script = tmp_path / "only_numpy.py"
+    script.write_text(ONLY_NUMPY_TYPES)
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr

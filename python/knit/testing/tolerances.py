@@ -31,7 +31,6 @@ compares them).
 """
 import collections
 
-import ml_dtypes
 import numpy as np
 
 from .._dtypes import to_dtype
@@ -100,5 +99,12 @@ def round_to(values, dtype):
 
 
 def finfo(dtype):
-    """ml_dtypes.finfo for any float dtype Knit stores (NumPy's own and ml_dtypes' narrow ones)."""
-    return ml_dtypes.finfo(np.dtype(to_dtype(dtype).numpy))
+    """ml_dtypes.finfo for any float dtype Knit stores (NumPy's own and ml_dtypes' narrow ones).
+    NumPy's own types take NumPy's finfo (what ml_dtypes.finfo gives for them), so a process that
+    never uses a narrow type never loads ml_dtypes (knit._dtypes says why that matters)."""
+    np_dtype = np.dtype(to_dtype(dtype).numpy)
+    if np_dtype.type.__module__ == "numpy":
+        return np.finfo(np_dtype)
+    import ml_dtypes
+
+    return ml_dtypes.finfo(np_dtype)
