@@ -96,6 +96,9 @@ std::string entry_line(const std::string& entry, const std::vector<std::string>&
   return line;
 }
 
+// The cache entry of a compiled file's kernel list, beside its object.
+std::string entries_key(const std::string& key) { return codegen::content_hash(key + "\nentries"); }
+
 std::string join_lines(const std::vector<std::string>& lines) {
   std::string out;
   for (const std::string& l : lines) out += l + "\n";
@@ -129,12 +132,12 @@ CppKernelFile::~CppKernelFile() = default;
 bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codegen::DiskObjectCache* cache,
                                     codegen::OrcJit& jit, CollectingConsumer& diags, CppKernelFile& out,
                                     std::vector<std::string>& entry_names) {
-  // Without a cache (KNIT_CACHE=0) there is nothing to key: skip the preprocessing pass.
-  const std::string key = cache ? kernel_file_key(args, jit, *cache, diags) : args.back();
-  if (key.empty()) return false;
-  const std::string entries_key = codegen::content_hash(key + "\nentries");
+  // Without a cache (KNIT_CACHE=0) there is nothing to key: skip the preprocessing pass. A
+  // command line never compiled before is keyed by what its compile reads (kernel_key.h).
+  std::optional<std::string> key = cache ? kernel_file_key(args, jit, *cache, diags) : args.back();
+  if (key && key->empty()) return false;
   std::unique_ptr<llvm::MemoryBuffer> object, entry_list;
-  if (cache && (entry_list = cache->load(entries_key)) && (object = cache->load(key))) {
+  if (cache && key && (entry_list = cache->load(entries_key(*key))) && (object = cache->load(*key))) {
     std::istringstream in(entry_list->getBuffer().str());
     for (std::string line; std::getline(in, line);) entry_names.push_back(line);
     jit.add_object(std::move(object));
@@ -144,6 +147,8 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
   auto context = std::make_unique<llvm::LLVMContext>();
   const size_t before_compile = diags.items.size();  // the key's preprocessing reported some already
   auto ci = instance(args, diags);
+  auto read = std::make_shared<Dependencies>();
+  if (!key) ci->addDependencyCollector(read);
   std::map<std::string, std::vector<std::string>> params;
   EmitWithParamNames action(context.get(), params);
   if (!ci->ExecuteAction(action)) return false;
@@ -155,9 +160,10 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
   for (size_t i = before_compile; i < diags.items.size(); ++i)
     if (diags.items[i].severity == "warning")
       out.warnings_.push_back(format_diagnostic("warning", "", diags.items[i].message, diags.items[i].loc));
-  module->setModuleIdentifier(key);  // the object cache stores the compiled object under it
+  if (!key) key = key_of_compile(args, jit, *cache, read->getDependencies());
+  module->setModuleIdentifier(*key);  // the object cache stores the compiled object under it
   jit.add_module(std::move(module), std::move(context));
-  if (cache) cache->store(entries_key, join_lines(entry_names));
+  if (cache) cache->store(entries_key(*key), join_lines(entry_names));
   return true;
 }
 

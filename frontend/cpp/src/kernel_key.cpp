@@ -1,5 +1,6 @@
 #include "kernel_key.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -7,7 +8,6 @@
 #include <sstream>
 
 #include <clang/Frontend/FrontendActions.h>
-#include <clang/Frontend/Utils.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/MemoryBuffer.h>
 
@@ -19,18 +19,6 @@ namespace knit::frontend {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Collects the files a compile reads besides system headers (the kernel file, its own headers,
-// Knit's headers). Not the precompiled header itself: its name is already a hash of what it was
-// built from, and it is on the command line.
-class Dependencies : public clang::DependencyCollector {
- public:
-  bool needSystemDependencies() override { return false; }
-  bool sawDependency(llvm::StringRef file, bool from_module, bool is_system, bool is_module_file,
-                     bool is_missing) override {
-    return !is_module_file && DependencyCollector::sawDependency(file, from_module, is_system, is_module_file, is_missing);
-  }
-};
 
 std::optional<std::vector<std::string>> preprocessed_dependencies(const std::vector<std::string>& args,
                                                                   CollectingConsumer& diags) {
@@ -71,21 +59,25 @@ std::optional<int64_t> modified_ns(const std::string& dir) {
 // the same timestamp tick unseen: no manifest then (the next start preprocesses and writes it).
 constexpr int64_t kSettledNs = 1'000'000'000;
 
-// Manifest lines: "file <content hash> <path>" per read file, in the order preprocessing read
-// them, then "dir <modification ns> <path>" per searched folder.
-std::optional<std::string> manifest_of(const std::vector<std::string>& args, const std::vector<std::string>& files,
-                                       const std::vector<std::string>& contents) {
+// Manifest lines: "file <content hash> <path>" per read file, in the order of the key, then
+// "dir <modification ns> <path>" per searched folder. Just "seen" when a folder is too new to
+// record: the command line has been compiled, but its next start preprocesses. (Not empty: the
+// cache does not keep empty entries.)
+std::string manifest_of(const std::vector<std::string>& args, const std::vector<std::string>& files,
+                        const std::vector<std::string>& contents) {
   std::string text;
   for (size_t i = 0; i < files.size(); ++i) text += "file " + codegen::content_hash(contents[i]) + " " + files[i] + "\n";
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           fs::file_time_type::clock::now().time_since_epoch()).count();
   for (const std::string& dir : searched_folders(args, files)) {
     const std::optional<int64_t> t = modified_ns(dir);
-    if (!t || now - *t < kSettledNs) return std::nullopt;
+    if (!t || now - *t < kSettledNs) return "seen\n";
     text += "dir " + std::to_string(*t) + " " + dir + "\n";
   }
   return text;
 }
+
+std::string manifest_key(const std::string& head) { return codegen::content_hash("manifest\n" + head); }
 
 // The key by the manifest, if every recorded file and folder is as recorded.
 std::optional<std::string> key_by_manifest(const std::string& head, llvm::StringRef manifest) {
@@ -108,22 +100,39 @@ std::optional<std::string> key_by_manifest(const std::string& head, llvm::String
   return key_of(head, files, contents);
 }
 
-}  // namespace
+// The key of the files a compile read, recording them as the manifest. Sorted: preprocessing
+// lists the kernel file first, a compile after the precompiled header's inputs.
+std::string record(const std::string& head, codegen::DiskObjectCache& cache, const std::vector<std::string>& args,
+                   std::vector<std::string> files) {
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> contents;
+  for (const std::string& f : files) contents.push_back(read_file(f));
+  cache.store(manifest_key(head), manifest_of(args, files, contents));
+  return key_of(head, files, contents);
+}
 
-std::string kernel_file_key(const std::vector<std::string>& args, const codegen::OrcJit& jit,
-                            codegen::DiskObjectCache& cache, CollectingConsumer& diags) {
+std::string head_of(const std::vector<std::string>& args, const codegen::OrcJit& jit) {
   std::string head = "knit " KNIT_VERSION "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
   for (const std::string& a : args) head += a + "\n";
-  const std::string manifest_key = codegen::content_hash("manifest\n" + head);
-  if (auto manifest = cache.load(manifest_key))
-    if (std::optional<std::string> key = key_by_manifest(head, manifest->getBuffer())) return *key;
+  return head;
+}
 
+}  // namespace
+
+std::optional<std::string> kernel_file_key(const std::vector<std::string>& args, const codegen::OrcJit& jit,
+                                           codegen::DiskObjectCache& cache, CollectingConsumer& diags) {
+  const std::string head = head_of(args, jit);
+  auto manifest = cache.load(manifest_key(head));
+  if (!manifest) return std::nullopt;  // a command line never compiled: nothing to look up
+  if (std::optional<std::string> key = key_by_manifest(head, manifest->getBuffer())) return *key;
   const std::optional<std::vector<std::string>> files = preprocessed_dependencies(args, diags);
   if (!files) return "";
-  std::vector<std::string> contents;
-  for (const std::string& f : *files) contents.push_back(read_file(f));
-  if (std::optional<std::string> manifest = manifest_of(args, *files, contents)) cache.store(manifest_key, *manifest);
-  return key_of(head, *files, contents);
+  return record(head, cache, args, *files);
+}
+
+std::string key_of_compile(const std::vector<std::string>& args, const codegen::OrcJit& jit,
+                           codegen::DiskObjectCache& cache, const std::vector<std::string>& files) {
+  return record(head_of(args, jit), cache, args, files);
 }
 
 }  // namespace knit::frontend
