@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include <clang/Frontend/FrontendActions.h>
 #include <llvm/Config/llvm-config.h>
@@ -37,13 +38,18 @@ std::string key_of(const std::string& head, const std::vector<std::string>& file
   return codegen::content_hash(text);
 }
 
-// The folders an #include of the compile could have searched: the -I folders and each read
-// file's own (quoted includes look there first). Their modification times change when an entry
-// is added, removed or renamed.
+// The folders an #include of the compile could have searched: those the command line names
+// (-I, -iquote, -isystem, -idirafter, joined to the flag or after it) and each read file's own
+// (quoted includes look there first). Their modification times change when an entry is added,
+// removed or renamed. (The compiler's own system folders are not followed, as system headers
+// are not part of the key.)
 std::set<std::string> searched_folders(const std::vector<std::string>& args, const std::vector<std::string>& files) {
   std::set<std::string> dirs;
-  for (const std::string& a : args)
-    if (a.size() > 2 && a.starts_with("-I")) dirs.insert(a.substr(2));
+  for (size_t i = 0; i < args.size(); ++i)
+    for (const char* flag : {"-I", "-iquote", "-isystem", "-idirafter"})
+      if (args[i] == flag && i + 1 < args.size()) dirs.insert(args[i + 1]);
+      else if (args[i].size() > std::string_view(flag).size() && args[i].starts_with(flag))
+        dirs.insert(args[i].substr(std::string_view(flag).size()));
   for (const std::string& f : files) dirs.insert(fs::path(f).parent_path().string());
   return dirs;
 }
@@ -56,7 +62,7 @@ std::optional<int64_t> modified_ns(const std::string& dir) {
 }
 
 // A folder changed less than this before the manifest would be written may change again within
-// the same timestamp tick unseen: no manifest then (the next start preprocesses and writes it).
+// the same timestamp tick unseen: the manifest then records nothing to trust (see manifest_of).
 constexpr int64_t kSettledNs = 1'000'000'000;
 
 // Manifest lines: "file <content hash> <path>" per read file, in the order of the key, then
