@@ -55,6 +55,19 @@ def key(fn, memory_key):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def compiled_key(code_key, name, memory_key):
+    """The entry name for kernel `name` of compiled code (a C++ kernel file) whose own cache key
+    is `code_key`, and its in-memory compile key; None when the code has no key (cache off). The
+    C++ compiler extension's build joins Knit's identity: it holds the IR builder the trace runs."""
+    if not code_key:
+        return None
+    from . import _cppc
+
+    st = os.stat(_cppc.__file__)
+    text = repr((_knit_identity(), (st.st_size, st.st_mtime_ns), code_key, name, memory_key))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _free_values(fn, seen=None):
     """What the kernel's code reads besides its arguments and its own file's text: closure cells,
     default values and the module globals its code names. Plain values enter the key as text;

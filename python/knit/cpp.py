@@ -16,7 +16,7 @@ import os
 import types
 import warnings
 
-from . import _core, _trace
+from . import _core, _program_cache, _trace
 from ._dtypes import to_dtype
 from ._kernel import Compiled, Kernel, tensor_spec
 from .errors import user_error
@@ -68,7 +68,10 @@ class CppKernel(Kernel):
         raise user_error("cpp-kernel", "C++ kernels have no launch grid in knit.cpp", (self.path, self.line, 0))
 
     def _disk_name(self, key):
-        return None  # tracing is fast; the compiled file itself is what the disk cache keeps
+        """The program disk cache's entry for this compile key, as for a Python kernel: named by
+        the compiled file's own cache key, which hashes the file and every header it read (a
+        constant from a header changes the trace without moving any instruction's line)."""
+        return _program_cache.compiled_key(self._file.cache_key, self.qualified_name, key)
 
     def _trace(self, args, kwargs, target):
         where = (self.path, self.line, 0)

@@ -30,6 +30,7 @@ PYBIND11_MODULE(_cppc, m) {
                                return out;
                              })
       .def_property_readonly("from_cache", &CppKernelFile::from_cache)
+      .def_property_readonly("cache_key", &CppKernelFile::cache_key)
       .def_property_readonly("warnings", &CppKernelFile::warnings)
       .def(
           "trace",

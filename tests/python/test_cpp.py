@@ -77,14 +77,17 @@ def test_second_process_loads_the_compiled_file_from_the_cache_and_edits_recompi
     first = knit_cli(*args, env=env)
     second = knit_cli(*args, env=env)
     assert first[0] == 0 and second[0] == 0, first[1] + first[2] + second[2]
-    assert "C++ file compiled by Clang" in first[1]
-    assert "C++ file from the disk cache" in second[1]
+    assert "C++ file compiled by Clang" in first[1] and "(program traced and lowered)" in first[1]
+    # The second process loads the object and the traced, lowered program from the disk cache.
+    assert "C++ file from the disk cache" in second[1] and "(program from the disk cache)" in second[1]
     load_ms = int(re.search(r"load (\d+) ms", second[1]).group(1))
     assert load_ms < 1000, second[1]
-    # An edit to a header the file includes changes the key: compiled again, with the new value.
+    # An edit to a header the file includes changes the key: compiled and traced again, with the
+    # new value (SCALE is an operand: no instruction's line moves, yet the program differs).
     (tmp_path / "scale.h").write_text("#pragma once\nconstexpr float SCALE = 3.0f;\n")
     third = knit_cli("run", path, "--shape", "200x64", "--shape", "200x64", "--reference", "3 * x0 + x1", env=env)
     assert third[0] == 0 and "C++ file compiled by Clang" in third[1], third[1] + third[2]
+    assert "(program traced and lowered)" in third[1], third[1]
 
 
 def settle(*folders):

@@ -142,6 +142,7 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
     for (std::string line; std::getline(in, line);) entry_names.push_back(line);
     jit.add_object(std::move(object));
     out.from_cache_ = true;
+    out.cache_key_ = *key;
     return true;
   }
   auto context = std::make_unique<llvm::LLVMContext>();
@@ -163,7 +164,10 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
   if (!key) key = key_of_compile(args, jit, *cache, read->getDependencies());
   module->setModuleIdentifier(*key);  // the object cache stores the compiled object under it
   jit.add_module(std::move(module), std::move(context));
-  if (cache) cache->store(entries_key(*key), join_lines(entry_names));
+  if (cache) {
+    cache->store(entries_key(*key), join_lines(entry_names));
+    out.cache_key_ = *key;
+  }
   return true;
 }
 

@@ -47,6 +47,9 @@ class CppKernelFile {
   const std::vector<CppKernelInfo>& kernels() const { return kernels_; }
   // Whether the object came from the disk cache (Clang did not run).
   bool from_cache() const { return from_cache_; }
+  // The object's disk cache key: a hash of everything the compiled code came from (the file and
+  // every header it read, the flags, the target, Knit's and LLVM's versions); "" without a cache.
+  const std::string& cache_key() const { return cache_key_; }
   // Clang's warnings, each a diagnostic ("file:line:col: warning: message" and the source
   // line), empty when the object came from the cache.
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -66,6 +69,7 @@ class CppKernelFile {
   std::vector<CppKernelInfo> kernels_;
   std::vector<void*> entries_;  // knit_kernel_entry_<n> functions, in kernels_ order
   bool from_cache_ = false;
+  std::string cache_key_;
   std::vector<std::string> warnings_;
 };
 
