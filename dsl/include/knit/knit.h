@@ -20,6 +20,19 @@
 #include "knit/nl.h"
 #include "knit/sim/interpreter.h"
 
+// The vectors of Knit's types a kernel uses: instantiated once in Knit's library
+// (frontend/src/kernel_templates.cpp), so that a C++ kernel file calls them instead of
+// compiling them again, most of what remained of its compile time (docs/cpp.md).
+#define KNIT_KERNEL_VECTORS(X) \
+  X(int64_t)                    \
+  X(int)                        \
+  X(knit::ir::View)             \
+  X(knit::ir::ApDim)            \
+  X(knit::ir::RegTerm)          \
+  X(knit::ir::Index)            \
+  X(knit::nl::tensor)           \
+  X(knit::ArgSpec)
+
 namespace knit {
 
 using sim::HostTensor;
@@ -32,6 +45,14 @@ struct ArgSpec {
 inline ArgSpec arg(std::vector<int64_t> shape, ir::DType dtype, std::string name = "") {
   return {std::move(shape), dtype, std::move(name)};
 }
+
+}  // namespace knit
+
+#define KNIT_X(type) extern template class std::vector<type>;
+KNIT_KERNEL_VECTORS(KNIT_X)
+#undef KNIT_X
+
+namespace knit {
 
 namespace detail {
 

@@ -91,7 +91,13 @@ std::string knit_pch(const std::vector<std::string>& base_flags) {
 std::string precompile_header() {
   const std::string dir = prebuilt_dir(), header = knit_header();
   if (dir.empty() || header.empty()) return "";
-  return build_pch(fs::path(dir) / (pch_key(base_flags()) + ".pch"), base_flags(), header);
+  const std::string built = build_pch(fs::path(dir) / (pch_key(base_flags()) + ".pch"), base_flags(), header);
+  // The build's folder keeps only the header of the current sources (18 MB each).
+  std::error_code ec;
+  if (!built.empty())
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->path().extension() == ".pch" && it->path() != fs::path(built)) fs::remove(it->path(), ec);
+  return built;
 }
 
 void discard_pch(const std::string& path) {
