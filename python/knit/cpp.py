@@ -8,9 +8,9 @@
     knit.torch.op("my_lib::rmsnorm", kernels.rmsnorm)
 
 A file includes <knit/knit.h> and marks each kernel with KNIT_KERNEL(fn). The first load runs
-Clang in-process (about 0.25 s with Knit's precompiled header, which the very first compile
-builds in about 1.4 s); the object goes to Knit's disk cache, so later loads of the unchanged
-file (and headers) take about 20 ms. See docs/cpp.md.
+Clang in-process (about 0.2 s against the <knit/knit.h> a source build precompiles; an
+installed package's first compile precompiles it, about 1.4 s more); the object goes to Knit's
+disk cache, so later loads of the unchanged file (and headers) take about 15 ms. See docs/cpp.md.
 """
 import os
 import types
