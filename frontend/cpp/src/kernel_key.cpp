@@ -31,10 +31,14 @@ std::optional<std::vector<std::string>> preprocessed_dependencies(const std::vec
   return deps->getDependencies();
 }
 
+// Each file's contents enter the key by their hash, the same hash the manifest records, so a
+// file is read and hashed once per start.
+std::string file_hash(const std::string& path) { return codegen::content_hash(read_file(path)); }
+
 std::string key_of(const std::string& head, const std::vector<std::string>& files,
-                   const std::vector<std::string>& contents) {
+                   const std::vector<std::string>& hashes) {
   std::string text = head;
-  for (size_t i = 0; i < files.size(); ++i) text += "file " + files[i] + "\n" + contents[i] + "\n";
+  for (size_t i = 0; i < files.size(); ++i) text += "file " + files[i] + " " + hashes[i] + "\n";
   return codegen::content_hash(text);
 }
 
@@ -70,9 +74,9 @@ constexpr int64_t kSettledNs = 1'000'000'000;
 // record: the command line has been compiled, but its next start preprocesses. (Not empty: the
 // cache does not keep empty entries.)
 std::string manifest_of(const std::vector<std::string>& args, const std::vector<std::string>& files,
-                        const std::vector<std::string>& contents) {
+                        const std::vector<std::string>& hashes) {
   std::string text;
-  for (size_t i = 0; i < files.size(); ++i) text += "file " + codegen::content_hash(contents[i]) + " " + files[i] + "\n";
+  for (size_t i = 0; i < files.size(); ++i) text += "file " + hashes[i] + " " + files[i] + "\n";
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           fs::file_time_type::clock::now().time_since_epoch()).count();
   for (const std::string& dir : searched_folders(args, files)) {
@@ -87,14 +91,13 @@ std::string manifest_key(const std::string& head) { return codegen::content_hash
 
 // The key by the manifest, if every recorded file and folder is as recorded.
 std::optional<std::string> key_by_manifest(const std::string& head, llvm::StringRef manifest) {
-  std::vector<std::string> files, contents;
+  std::vector<std::string> files, hashes;
   std::istringstream in(manifest.str());
   for (std::string kind, stamp, path; in >> kind >> stamp && in.get() == ' ' && std::getline(in, path);) {
     if (kind == "file") {
-      if (!fs::is_regular_file(path)) return std::nullopt;
-      contents.push_back(read_file(path));
-      if (codegen::content_hash(contents.back()) != stamp) return std::nullopt;
+      if (!fs::is_regular_file(path) || file_hash(path) != stamp) return std::nullopt;
       files.push_back(path);
+      hashes.push_back(stamp);
     } else if (kind == "dir") {
       const std::optional<int64_t> t = modified_ns(path);
       if (!t || std::to_string(*t) != stamp) return std::nullopt;
@@ -103,7 +106,7 @@ std::optional<std::string> key_by_manifest(const std::string& head, llvm::String
     }
   }
   if (files.empty()) return std::nullopt;
-  return key_of(head, files, contents);
+  return key_of(head, files, hashes);
 }
 
 // The key of the files a compile read, recording them as the manifest. Sorted: preprocessing
@@ -111,10 +114,10 @@ std::optional<std::string> key_by_manifest(const std::string& head, llvm::String
 std::string record(const std::string& head, codegen::DiskObjectCache& cache, const std::vector<std::string>& args,
                    std::vector<std::string> files) {
   std::sort(files.begin(), files.end());
-  std::vector<std::string> contents;
-  for (const std::string& f : files) contents.push_back(read_file(f));
-  cache.store(manifest_key(head), manifest_of(args, files, contents));
-  return key_of(head, files, contents);
+  std::vector<std::string> hashes;
+  for (const std::string& f : files) hashes.push_back(file_hash(f));
+  cache.store(manifest_key(head), manifest_of(args, files, hashes));
+  return key_of(head, files, hashes);
 }
 
 std::string head_of(const std::vector<std::string>& args, const codegen::OrcJit& jit) {
