@@ -75,12 +75,15 @@ std::string prebuilt_dir() {
   return use && std::string(use) == "0" ? "" : KNIT_PREBUILT_PCH_DIR;
 }
 
+// The header's file name for these flags, in the build's folder or the cache's.
+std::string pch_name(const std::vector<std::string>& base_flags) { return pch_key(base_flags) + ".pch"; }
+
 }  // namespace
 
 std::string knit_pch(const std::vector<std::string>& base_flags) {
   const std::string header = knit_header();
   if (header.empty()) return "";
-  const std::string name = pch_key(base_flags) + ".pch";
+  const std::string name = pch_name(base_flags);
   if (const std::string dir = prebuilt_dir(); !dir.empty() && fs::exists(fs::path(dir) / name))
     return (fs::path(dir) / name).string();
   const std::string cache = codegen::cache_directory();
@@ -91,7 +94,8 @@ std::string knit_pch(const std::vector<std::string>& base_flags) {
 std::string precompile_header() {
   const std::string dir = prebuilt_dir(), header = knit_header();
   if (dir.empty() || header.empty()) return "";
-  const std::string built = build_pch(fs::path(dir) / (pch_key(base_flags()) + ".pch"), base_flags(), header);
+  const std::vector<std::string> flags = base_flags();
+  const std::string built = build_pch(fs::path(dir) / pch_name(flags), flags, header);
   // The build's folder keeps only the header of the current sources (18 MB each).
   std::error_code ec;
   if (!built.empty())
