@@ -25,10 +25,9 @@ _NUMPY = {
     "float8_e4m3fn_x4": np.dtype(np.uint32),
     "float4_e2m1fn_x4": np.dtype(np.uint32),
 }
-# Knit name -> ml_dtypes type name, for the narrow floats NumPy lacks (added to _NUMPY on first use).
-# ml_dtypes added e8m0fnu in 0.5; older versions see the raw scale bytes.
-_ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3", "float8_e5m2": "float8_e5m2",
-              "float8_e4m3fn": "float8_e4m3fn", "float8_e8m0fnu": "float8_e8m0fnu"}
+# The narrow floats NumPy lacks, each stored as the ml_dtypes type of the same name (added to
+# _NUMPY on first use). ml_dtypes added e8m0fnu in 0.5; older versions see the raw scale bytes.
+_ML_DTYPES = ("bfloat16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "float8_e8m0fnu")
 _NAMES = list(_NUMPY) + list(_ML_DTYPES)
 
 
@@ -37,7 +36,7 @@ def _numpy_of(name):
     if d is None:
         import ml_dtypes
 
-        d = _NUMPY[name] = np.dtype(getattr(ml_dtypes, _ML_DTYPES[name], np.uint8))
+        d = _NUMPY[name] = np.dtype(getattr(ml_dtypes, name, np.uint8))
     return d
 
 
