@@ -307,17 +307,13 @@ STARTUP_KERNELS = {
 
 
 def cpp_kernel_and_args(path):
-    """A C++ example file loaded (Clang and the JIT, or the disk cache): (seconds that took, its
-    kernel, inputs at the shapes of its knit-run line, as `knit run` makes them)."""
-    from knit import _kernel_file
+    """A C++ example file loaded (Clang and the JIT, or the disk cache) as `knit run` loads it:
+    (seconds that took, its kernel, inputs at the shapes of its knit-run line)."""
+    from knit import cli
 
-    directives = _kernel_file.directive_args(path)
-    shapes = [_kernel_file.parse_shape(v, "float32") for k, v in zip(directives, directives[1:]) if k == "--shape"]
-    low_high = next((v for k, v in zip(directives, directives[1:]) if k == "--int-range"), "0:16")
-    args = _kernel_file.make_inputs(shapes, 0, tuple(int(x) for x in low_high.split(":")))
-    t0 = time.perf_counter()
-    kernels, _, _ = _kernel_file.load_kernels(path)
-    return time.perf_counter() - t0, next(iter(kernels.values())), args
+    parser = cli.build_parser()
+    job = cli.Job(cli._merge_directives(parser, parser.parse_args(["run", path])))
+    return job.load_s, job.kernel, job.inputs()
 
 
 def startup_child(name):
