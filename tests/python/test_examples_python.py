@@ -119,7 +119,21 @@ CASES = {
     "attention_512": ("attention", lambda r: [_randn(r, 512, 128) for _ in range(3)], _attention_tol),
     "attention_1024": ("attention", lambda r: [_randn(r, 1024, 128) for _ in range(3)], _attention_tol),
     "attention_2048": ("attention", lambda r: [_randn(r, 2048, 128) for _ in range(3)], _attention_tol),
+    # Realistic sizes (test_example_at_realistic_size only): bench/jit_speed.py's shapes, and
+    # attention over a 4096-token sequence.
+    "matmul_2048": ("matmul", lambda r: [_randn(r, 2048, 2048), _randn(r, 2048, 2048)], _matmul_tol),
+    "tensor_add_2048": ("tensor_add", lambda r: [_randn(r, 2048, 2048), _randn(r, 2048, 2048)], _add_tol),
+    "softmax_2048": ("softmax", lambda r: [_randn(r, 2048, 2048) * 4], _softmax_tol),
+    "rmsnorm_2048": ("rmsnorm", lambda r: [_randn(r, 2048, 2048), _randn(r, 2048)], _rmsnorm_tol),
+    "layernorm_2048": ("layernorm", lambda r: [_randn(r, 2048, 2048) * 3 + 1, _randn(r, 2048), _randn(r, 2048)],
+                       _layernorm_tol),
+    "attention_4096": ("attention", lambda r: [_randn(r, 4096, 128) for _ in range(3)], _attention_tol),
 }
+# The realistic-size cases, each in one dtype: the matmuls in bf16 (bf16 inputs, fp32 PSUM, as
+# on the hardware), the row kernels in fp32.
+REALISTIC = {"matmul_2048": "bfloat16", "attention_4096": "bfloat16", "tensor_add_2048": "float32",
+             "softmax_2048": "float32", "rmsnorm_2048": "float32", "layernorm_2048": "float32"}
+SMALL_CASES = [case for case in CASES if case not in REALISTIC]
 KERNELS = {
     "tensor_add": "tensor_add_kernel",
     "matmul": "matmul_kernel",
@@ -168,9 +182,9 @@ def check_output(case, dtype_name, inputs, out):
 # ---- NumPy in, NumPy out --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("case", list(CASES))
-def test_example_numpy(case, dtype_name):
+def run_and_check(case, dtype_name):
+    """Runs the example of `case` on NumPy inputs and checks its output against the reference, and
+    that its inputs were only read."""
     module_name = CASES[case][0]
     kernel = getattr(example(module_name), KERNELS[module_name])
     inputs = make_inputs(case, dtype_name)
@@ -178,9 +192,24 @@ def test_example_numpy(case, dtype_name):
     out = kernel(*inputs)
     assert isinstance(out, np.ndarray)
     check_output(case, dtype_name, inputs, out)
-    # The kernels only read their inputs: nothing is written back.
     for a, b in zip(inputs, originals):
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("case", SMALL_CASES)
+def test_example_numpy(case, dtype_name):
+    run_and_check(case, dtype_name)
+
+
+@pytest.mark.parametrize("case", list(REALISTIC))
+def test_example_at_realistic_size(case):
+    """The examples at the sizes a model runs them (a 2048^3 bf16 matmul, 2048x2048 rows, 4096-token
+    attention), with the same rigorous bounds: several loop iterations of every tile, PSUM
+    accumulation over K = 2048, and kernels above the JIT backend's work threshold, so it compiles
+    them before running. About 4.5 s in all on the JIT backend on a 2-core VM, against 11 s
+    on the reference backend (docs/performance.md, "The test suite")."""
+    run_and_check(case, REALISTIC[case])
 
 
 # ---- torch in, torch out ----------------------------------------------------------------------

@@ -16,6 +16,13 @@ from kernel_test_util import load_example
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+
+@pytest.fixture(autouse=True)
+def jit_backend(monkeypatch):
+    """These tests are about the JIT backend: they run it (and their child processes do) whatever
+    backend the session selects with --knit-backend."""
+    monkeypatch.setenv("KNIT_BACKEND", "jit")
+
 # Runs two example kernels on the JIT path and prints the cache statistics and a hash of the
 # outputs' bytes as JSON.
 SCRIPT = textwrap.dedent("""

@@ -1479,7 +1479,7 @@ def test_iota_pattern_that_does_not_nest_falls_back():
     assert_bytes_equal(expect, c.run(x, backend="jit-fallback"), "numpy")
     assert any("iota: its operands' dims do not nest" in f for f in c.last_run["fallbacks"]), c.last_run
     with pytest.raises(knit.KnitRuntimeError, match="jit-unsupported"):
-        c.run(x)
+        c.run(x, backend="jit")
 
 
 def _cast_scalar(v, dt):
