@@ -47,6 +47,11 @@ DiskObjectCache::DiskObjectCache(std::string dir) : dir_(std::move(dir)) {}
 
 std::string DiskObjectCache::path(const std::string& key) const { return dir_ + "/" + key + ".o"; }
 
+bool DiskObjectCache::contains(const std::string& key) const {
+  std::error_code ec;
+  return std::filesystem::exists(path(key), ec);
+}
+
 void DiskObjectCache::notifyObjectCompiled(const llvm::Module* module, llvm::MemoryBufferRef object) {
   store(module->getModuleIdentifier(), object.getBuffer());
 }

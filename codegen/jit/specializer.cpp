@@ -109,23 +109,38 @@ int knit_threads() {
   return std::min(n, 64);
 }
 
-std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequest>& requests) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  std::vector<SpecializedFn> out(requests.size(), nullptr);
+std::vector<std::vector<size_t>> Specializer::missing_groups(const std::vector<SpecializeRequest>& requests) const {
   std::vector<size_t> missing;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    auto it = impl_->done.find({requests[i].body, requests[i].constant});
-    if (it != impl_->done.end()) out[i] = it->second;
-    else missing.push_back(i);
-  }
-  if (missing.empty()) return out;
-
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (!impl_->done.contains({requests[i].body, requests[i].constant})) missing.push_back(i);
   // LLVM optimizes and generates code for a module on one thread: dealing the requests round
   // robin into one module per core compiles a large batch about that many times faster. The
   // groups depend only on the requests and the thread count, so they hit the same cache entries.
   const size_t n_groups = std::min(missing.size(), static_cast<size_t>(knit_threads()));
   std::vector<std::vector<size_t>> groups(n_groups);
   for (size_t k = 0; k < missing.size(); ++k) groups[k % n_groups].push_back(missing[k]);
+  return groups;
+}
+
+Specializer::Pending Specializer::pending(const std::vector<SpecializeRequest>& requests) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Pending p;
+  for (const std::vector<size_t>& group : missing_groups(requests)) {
+    if (impl_->cache && impl_->cache->contains(module_key(requests, group))) ++p.modules_to_load;
+    else p.to_build.insert(p.to_build.end(), group.begin(), group.end());
+  }
+  return p;
+}
+
+std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequest>& requests) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::vector<SpecializedFn> out(requests.size(), nullptr);
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (auto it = impl_->done.find({requests[i].body, requests[i].constant}); it != impl_->done.end())
+      out[i] = it->second;
+  const std::vector<std::vector<size_t>> groups = missing_groups(requests);
+  if (groups.empty()) return out;
+  const size_t n_groups = groups.size();
   std::vector<std::exception_ptr> failed(n_groups);
   auto run = [&](size_t g) {
     try {
@@ -140,23 +155,29 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
   for (std::thread& t : threads) t.join();
   for (const std::exception_ptr& e : failed)
     if (e) std::rethrow_exception(e);
-  for (size_t i : missing) impl_->done[{requests[i].body, requests[i].constant}] = out[i];
+  for (const std::vector<size_t>& group : groups)
+    for (size_t i : group) impl_->done[{requests[i].body, requests[i].constant}] = out[i];
   return out;
+}
+
+// Everything the generated code depends on: Knit, the body library, LLVM, the host CPU and the
+// requests themselves.
+std::string Specializer::module_key(const std::vector<SpecializeRequest>& requests,
+                                    const std::vector<size_t>& indices) const {
+  std::string key_text = std::string("knit " KNIT_VERSION "\n") + impl_->library_hash + "\n" + host_description() + "\n" +
+                         Impl::kPipeline + "\n";
+  for (size_t i : indices) {
+    key_text += requests[i].body + "\n" + std::to_string(requests[i].constant.size()) + "\n";
+    key_text += requests[i].constant;
+  }
+  return content_hash(key_text);
 }
 
 // One module (or its cached object) for requests[indices]; fills out[i] for each. Runs on its own
 // thread beside the other groups: its own LLVM context and target machine, shared JIT and cache.
 void Specializer::compile_group(const std::vector<SpecializeRequest>& requests, const std::vector<size_t>& missing,
                                 std::vector<SpecializedFn>& out) {
-  // Everything the generated code depends on: Knit, the body library, LLVM, the host CPU and
-  // the requests themselves.
-  std::string key_text = std::string("knit " KNIT_VERSION "\n") + impl_->library_hash + "\n" + host_description() + "\n" +
-                         Impl::kPipeline + "\n";
-  for (size_t i : missing) {
-    key_text += requests[i].body + "\n" + std::to_string(requests[i].constant.size()) + "\n";
-    key_text += requests[i].constant;
-  }
-  const std::string key = content_hash(key_text);
+  const std::string key = module_key(requests, missing);
   // The k-th wrapper's symbol: the same in a compiled module and in its cached object.
   auto wrapper_name = [&](size_t k) { return "knit_spec_" + key.substr(0, 24) + "_" + std::to_string(k); };
   auto finish = [&] {

@@ -402,6 +402,10 @@ void bind_builder(py::module_& m) {
             counts["native"] = r.native_instructions;
             counts["interpreted"] = r.interpreted_instructions;
             counts["fallbacks"] = r.fallbacks;
+            if (options.backend != sim::Backend::reference) {  // the compile decision (docs/jit.md)
+              counts["work"] = r.static_work;
+              counts["break_even"] = r.break_even_work;
+            }
             return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings, counts);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",

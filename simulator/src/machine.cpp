@@ -763,6 +763,8 @@ RunResult Machine::run() {
     result.native_instructions = native_->native;
     result.interpreted_instructions = native_->interpreted;
     result.fallbacks = native_->fallbacks;
+    result.static_work = native_->work_estimate;
+    result.break_even_work = native_->break_even;
   }
   if (options_.timing_only) return result;
   for (int id : kernel_.outputs) {

@@ -144,6 +144,58 @@ def test_backend_selection(monkeypatch):
         c.run(x)
 
 
+# ---- when the JIT compiles (docs/jit.md) -------------------------------------------------------
+
+# Runs the RMSNorm example (300 x 1024 bf16: below the work at which compiling pays when it runs
+# once) five times, each run through a freshly compiled kernel, and prints each run's native
+# instruction count and output hash.
+REPEATED = textwrap.dedent("""
+    import hashlib, json, sys
+    import numpy as np, ml_dtypes
+    sys.path.insert(0, "examples/kernels/python")
+    import knit
+    from rmsnorm import rmsnorm_kernel
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 1024)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal(1024).astype(ml_dtypes.bfloat16)
+    runs = []
+    for _ in range(5):
+        c = knit.compile(rmsnorm_kernel, x, w)
+        out = c.run(x, w, check_races=False)
+        runs.append([c.last_run["native"], hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()])
+    reference = knit.compile(rmsnorm_kernel, x, w).run(x, w, backend="reference", check_races=False)
+    print(json.dumps({"runs": runs, "reference": hashlib.sha256(np.ascontiguousarray(reference).tobytes()).hexdigest(),
+                      "compiled": knit.cache.info()["modules_compiled"]}))
+""")
+
+
+def run_repeated(cache_dir):
+    environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(cache_dir),
+                       KNIT_THREADS="2")
+    environment.pop("KNIT_JIT_THRESHOLD", None)  # the default: compile when it pays
+    done = subprocess.run([sys.executable, "-c", REPEATED], cwd=ROOT, env=environment, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_small_kernel_compiles_once_its_runs_would_have_paid_for_it(tmp_path):
+    """Run once, the small kernel is interpreted (building its bodies would cost more than it
+    saves); its repeated runs add up, a later run compiles and every run after it is native, with
+    the same bytes as the reference backend throughout. A second process finds the bodies in the
+    disk cache, which costs little to load: its first run is already native."""
+    first = run_repeated(tmp_path)
+    natives = [native for native, _ in first["runs"]]
+    assert natives[0] == 0, first
+    hot = next((i for i, n in enumerate(natives) if n > 0), None)
+    assert hot is not None and all(n > 0 for n in natives[hot:]), first
+    assert all(digest == first["reference"] for _, digest in first["runs"]), first
+    assert first["compiled"] > 0
+    second = run_repeated(tmp_path)
+    assert all(native > 0 for native, _ in second["runs"]) and second["compiled"] == 0, second
+    assert all(digest == first["reference"] for _, digest in second["runs"]), second
+
+
 # ---- the trace + engine program cache ----------------------------------------------------------
 
 KERNEL_FILE = textwrap.dedent("""

@@ -16,6 +16,7 @@
 #include "knit/sim/native.h"
 #include "plan.h"
 #include "shapes.h"
+#include "tiering.h"
 #include "workers.h"
 
 // The body library, LLVM bitcode embedded by the build (native/library.S).
@@ -83,8 +84,14 @@ std::string compiled_key(const std::string& body, const std::string& shape) { re
 }  // namespace
 
 NativeExecutor::NativeExecutor(Machine& m) : m_(m), jit_(native_specializer()) {
-  if (const char* env = std::getenv("KNIT_JIT_THRESHOLD"); env && *env) threshold_ = std::max<int64_t>(0, std::atoll(env));
-  if (m_.backend() == Backend::jit_strict) threshold_ = 0;  // strict: every instruction natively
+  if (const char* env = std::getenv("KNIT_JIT_THRESHOLD"); env && *env) {
+    fixed_threshold_ = true;
+    threshold_ = std::max<int64_t>(0, std::atoll(env));
+  }
+  if (m_.backend() == Backend::jit_strict) {  // strict: every instruction natively
+    fixed_threshold_ = true;
+    threshold_ = 0;
+  }
 }
 
 namespace {
@@ -538,14 +545,34 @@ void NativeExecutor::start() {
   int64_t estimate = 0;
   for (const Instruction& inst : m_.kernel().body)
     for_each_view(inst, [&](const char*, const View& v) { estimate += v.num_elements(); });
+  std::vector<codegen::SpecializeRequest> requests;
+  const int64_t dynamic = static_requests(requests);
+  if (!fixed_threshold_) {
+    const codegen::Specializer::Pending pending = jit_.pending(requests);
+    std::string shapes = std::to_string(dynamic);
+    for (const codegen::SpecializeRequest& r : requests) shapes += '\0' + r.body + '\0' + r.constant;
+    const uint64_t key = std::hash<std::string>{}(shapes);
+    // Dynamic instances' bodies are unknown until they run: counted as built.
+    threshold_ = std::max<int64_t>(
+        0, break_even_work(requests, pending, dynamic, codegen::knit_threads()) - interpreted_work(key));
+    if (estimate < threshold_) add_interpreted_work(key, estimate);
+  }
+  work_estimate = estimate;
+  break_even = threshold_;
   if (estimate >= threshold_) {
     hot_ = true;
-    prepare();
+    compile(requests);
   }
 }
 
 void NativeExecutor::prepare() {
   std::vector<codegen::SpecializeRequest> requests;
+  static_requests(requests);
+  compile(requests);
+}
+
+int64_t NativeExecutor::static_requests(std::vector<codegen::SpecializeRequest>& requests) {
+  int64_t dynamic_instructions = 0;
   auto request = [&](const Plan& p) {
     for (const std::string& shape : {p.shape, continued_fold(p.body, p.shape, p.outer)})
       if (!shape.empty())
@@ -555,7 +582,10 @@ void NativeExecutor::prepare() {
   for (const Instruction& inst : m_.kernel().body) {
     bool dynamic = false;
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
-    if (dynamic) continue;
+    if (dynamic) {
+      dynamic_instructions += natively_executable(inst.opcode());
+      continue;
+    }
     Plan p;
     if (const auto* dc = std::get_if<DmaCompute>(&inst.op)) {
       std::vector<Instruction> stages;
@@ -578,6 +608,10 @@ void NativeExecutor::prepare() {
   requests.erase(std::unique(requests.begin(), requests.end(),
                              [](const auto& a, const auto& b) { return a.body == b.body && a.constant == b.constant; }),
                  requests.end());
+  return dynamic_instructions;
+}
+
+void NativeExecutor::compile(const std::vector<codegen::SpecializeRequest>& requests) {
   if (requests.empty()) return;
   const auto fns = jit_.compile(requests);
   for (size_t i = 0; i < requests.size(); ++i)

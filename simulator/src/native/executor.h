@@ -22,6 +22,7 @@
 
 namespace knit::codegen {
 class Specializer;
+struct SpecializeRequest;
 }
 
 namespace knit::sim::native {
@@ -39,15 +40,17 @@ class NativeExecutor {
  public:
   explicit NativeExecutor(Machine& m);
   // Decides whether the kernel is worth compiling: when its static element work reaches the
-  // threshold (KNIT_JIT_THRESHOLD elements, default kDefaultThreshold; 0 = always), prepare()
-  // now; otherwise instructions run on the reference executors until the work done at run time
-  // reaches it (then prepare()). Compiling costs tens of milliseconds per kernel, which a small
-  // kernel (a unit test's) never earns back.
+  // threshold, prepare() now; otherwise instructions run on the reference executors until the
+  // work done at run time reaches it (then prepare()). The threshold is the work at which
+  // compiling pays (native/tiering.h: the bodies the kernel needs that are neither compiled in
+  // this process nor in the disk cache, less the work earlier runs of the same shapes left to
+  // the reference executors), or KNIT_JIT_THRESHOLD elements when set (0 = always), or 0 under
+  // jit_strict. Building a body costs milliseconds, which a small kernel (a unit test's) run
+  // once never earns back.
   void start();
   // Compiles the bodies of every instruction of the kernel whose shape is known before running
   // (all static views), in one module; dynamic instances compile on first use.
   void prepare();
-  static constexpr int64_t kDefaultThreshold = int64_t{1} << 21;
   // Runs `inst` natively and returns true, or returns false (nothing touched) for the reference
   // executor to run it. Unless the backend is Backend::jit_fallback, an instruction it cannot run (see
   // RunResult::fallbacks) is a runtime error instead.
@@ -55,6 +58,8 @@ class NativeExecutor {
 
   int64_t native = 0;       // instructions executed natively
   int64_t interpreted = 0;  // instructions left to the reference executors
+  int64_t work_estimate = 0;  // RunResult::static_work
+  int64_t break_even = 0;     // RunResult::break_even_work: the threshold start() compared it with
   // RunResult::fallbacks: each source line whose instruction the native path could not run, why.
   std::vector<std::string> fallbacks;
 
@@ -100,13 +105,18 @@ class NativeExecutor {
   // within one tensor.
   bool run_rows(const ir::Instruction& inst, const ir::View& ind, const std::vector<ir::Instruction>& stages,
                 ir::OobMode oob, bool unique, bool whole_reads);
+  // The bodies of the kernel's instructions whose views are all static, into `out`; returns how
+  // many data instructions have dynamic views (their bodies compile on first use).
+  int64_t static_requests(std::vector<codegen::SpecializeRequest>& out);
+  void compile(const std::vector<codegen::SpecializeRequest>& requests);
   // The compiled function of `body` on `shape` (compiling it on first use).
   void* compiled(const char* body, const std::string& shape);
   bool refuse(const ir::Instruction& inst, Refusal why);
 
   Machine& m_;
   codegen::Specializer& jit_;
-  int64_t threshold_ = kDefaultThreshold;
+  bool fixed_threshold_ = false;  // KNIT_JIT_THRESHOLD or jit_strict: no cost model
+  int64_t threshold_ = 0;
   int64_t work_ = 0;  // elements touched by instructions run so far (until hot)
   bool hot_ = false;  // compiling pays: instructions run natively
   std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function

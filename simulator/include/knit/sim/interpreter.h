@@ -82,6 +82,12 @@ struct RunResult {
   // order: "file:line: opcode: reason". Not listed: kernels below the compile threshold, and
   // instances sent there so the reference names an error or warning (uninitialized reads).
   std::vector<std::string> fallbacks;
+  // The jit backends' compile decision: the kernel's static element work (every operand of every
+  // instruction of its body, loops traced into it counted per iteration), and the work at which
+  // compiling its bodies pays (docs/jit.md, "When the JIT compiles"); it compiled at the start
+  // when static_work >= break_even_work.
+  int64_t static_work = 0;
+  int64_t break_even_work = 0;
 };
 
 // Runs `kernel` on `args` (one per kernel parameter, matching shape and dtype). Arguments the

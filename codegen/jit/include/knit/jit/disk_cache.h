@@ -29,6 +29,8 @@ class DiskObjectCache : public llvm::ObjectCache {
   // The same, by key: the object stored under `key`, or null (missing or failing its checksum).
   std::unique_ptr<llvm::MemoryBuffer> load(const std::string& key);
   void store(const std::string& key, llvm::StringRef object);
+  // Whether an entry exists under `key` (not checked: load() may still reject it).
+  bool contains(const std::string& key) const;
 
   std::atomic<int64_t> hits = 0, misses = 0, rejected = 0;  // `rejected`: corrupt entries deleted
 

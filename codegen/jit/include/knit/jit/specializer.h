@@ -42,6 +42,15 @@ class Specializer {
   // its own. Requests already compiled earlier are served from memory.
   std::vector<SpecializedFn> compile(const std::vector<SpecializeRequest>& requests);
 
+  // What compile(requests) would do now, without doing it: the requests it would build with LLVM
+  // (indices into `requests`), and how many modules it would load from the disk cache instead
+  // (the simulator weighs that against interpreting).
+  struct Pending {
+    std::vector<size_t> to_build;
+    int64_t modules_to_load = 0;
+  };
+  Pending pending(const std::vector<SpecializeRequest>& requests);
+
   // What the generated code depends on besides the requests: target triple, CPU, features and
   // the LLVM version (part of any cache key).
   std::string host_description() const;
@@ -56,6 +65,10 @@ class Specializer {
   std::string cache_directory() const;
 
  private:
+  // The indices of requests not compiled yet in this process, dealt into one group per compiling
+  // thread (each group one module, its cache key module_key).
+  std::vector<std::vector<size_t>> missing_groups(const std::vector<SpecializeRequest>& requests) const;
+  std::string module_key(const std::vector<SpecializeRequest>& requests, const std::vector<size_t>& indices) const;
   void compile_group(const std::vector<SpecializeRequest>& requests, const std::vector<size_t>& indices,
                      std::vector<SpecializedFn>& out);
   struct Impl;
