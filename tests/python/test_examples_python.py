@@ -206,7 +206,7 @@ def test_example_numpy(case, dtype_name):
 def test_example_at_realistic_size(case):
     """The examples at the sizes a model runs them (a 2048^3 bf16 matmul, 2048x2048 rows, 4096-token
     attention), with the same rigorous bounds: several loop iterations of every tile, PSUM
-    accumulation over K = 2048, and kernels above the JIT backend's work threshold, so it compiles
+    accumulation over K = 2048, and kernels above the JIT backend's break-even, so it compiles
     them before running. About 4.5 s in all on the JIT backend on a 2-core VM, against 11 s
     on the reference backend (docs/performance.md, "The test suite")."""
     run_and_check(case, REALISTIC[case])

@@ -58,7 +58,7 @@ from kernel_test_util import load_example, load_tile, store_tile, sum_first_n_ti
 @pytest.fixture(autouse=True)
 def _compile_every_kernel(monkeypatch):
     """These kernels are small: without this they would stay on the reference executors (below
-    the JIT's work threshold, docs/jit.md) and nothing native would be tested."""
+    the work at which the JIT compiles, docs/jit.md) and nothing native would be tested."""
     monkeypatch.setenv("KNIT_JIT_THRESHOLD", "0")
 
 
@@ -2911,7 +2911,7 @@ def test_mx_instructions_match_the_reference_bytes(formats, dt, kind):
 
 @pytest.mark.parametrize("case_id", ["transpose", "softmax", "matmul"])
 def test_strict_backend_compiles_below_the_threshold(case_id, monkeypatch):
-    """jit-strict ignores the work threshold (a small kernel compiles) and runs a kernel whose
+    """jit-strict ignores the break-even (a small kernel compiles) and runs a kernel whose
     instructions all have bodies with nothing left to the reference executors."""
     monkeypatch.setenv("KNIT_JIT_THRESHOLD", str(1 << 40))
     path, name, make, kwargs, _ = EXAMPLE_CASES[case_id]

@@ -29,7 +29,7 @@ enum class Schedule : uint8_t { program_order, round_robin, random };
 // executors; a kernel too small to be worth compiling runs on the reference executors), and an
 // instruction the native path cannot run is a runtime error naming it and why. `jit_fallback`
 // is `jit` that hands such instructions to the reference executors instead (listed in
-// RunResult::fallbacks). `jit_strict` is `jit` that compiles every kernel (no work threshold).
+// RunResult::fallbacks). `jit_strict` is `jit` that compiles every kernel (no break-even).
 // `reference` runs every instruction through the reference executors, element by element.
 // interpret() is always the reference.
 enum class Backend : uint8_t { reference, jit, jit_strict, jit_fallback };
@@ -79,7 +79,7 @@ struct RunResult {
   int64_t interpreted_instructions = 0;
   // Instructions the jit backend handed to the reference executors because it cannot run them
   // (no native body, views it cannot walk, partial overlap, ...), one line each, in first-run
-  // order: "file:line: opcode: reason". Not listed: kernels below the compile threshold, and
+  // order: "file:line: opcode: reason". Not listed: kernels too small for compiling to pay, and
   // instances sent there so the reference names an error or warning (uninitialized reads).
   std::vector<std::string> fallbacks;
   // The jit backends' compile decision: the kernel's static element work (every operand of every
