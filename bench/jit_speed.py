@@ -14,7 +14,8 @@ Sections (every time is the best of --repeats runs, time.perf_counter):
   c. the same softmax and vector add in Triton's CPU interpreter (TRITON_INTERPRET=1), if Triton is
      installed.
   d. cold and warm start of each example kernel, each in a fresh subprocess sharing one new
-     KNIT_CACHE_DIR: knit.compile + .program (lowering), then the first and a second run. The
+     KNIT_CACHE_DIR: knit.compile + .program (lowering), then the first and a second run, with
+     KNIT_JIT_THRESHOLD=0 so that the first run compiles every body natively. The
      C++ examples (examples/kernels/cpp, at their knit-run shapes) add loading the file:
      Clang + the JIT, or the disk cache; each is started cold with an empty cache (against the
      <knit/knit.h> the build precompiled), cold again as an edited file, and warm.
@@ -350,7 +351,10 @@ def startup_child(name):
 
 
 def run_startup_child(name, cache_dir, attempts=3):
-    env = dict(os.environ, KNIT_CACHE_DIR=cache_dir)
+    # KNIT_JIT_THRESHOLD=0: the first run compiles every body, so a cold start is the whole path to
+    # native code (the default backend would interpret these small examples' first runs instead,
+    # docs/jit.md "When the JIT compiles", and a cold start would not measure the JIT at all).
+    env = dict(os.environ, KNIT_CACHE_DIR=cache_dir, KNIT_JIT_THRESHOLD="0")
     for attempt in range(attempts):
         r = subprocess.run([sys.executable, THIS, "--child-startup", name], env=env, capture_output=True, text=True)
         if r.returncode == 0:
