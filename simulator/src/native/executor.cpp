@@ -545,8 +545,9 @@ void NativeExecutor::start() {
   int64_t estimate = 0;
   for (const Instruction& inst : m_.kernel().body)
     for_each_view(inst, [&](const char*, const View& v) { estimate += v.num_elements(); });
+  // The bodies it needs (planning every instruction): for the cost model, or to compile now.
   std::vector<codegen::SpecializeRequest> requests;
-  const int64_t dynamic = static_requests(requests);
+  const int64_t dynamic = !fixed_threshold_ || estimate >= threshold_ ? static_requests(requests) : 0;
   if (!fixed_threshold_) {
     const codegen::Specializer::Pending pending = jit_.pending(requests);
     std::string shapes = std::to_string(dynamic);

@@ -12,8 +12,8 @@
 namespace knit::sim::native {
 
 // Calibrated on a 2-core AMD EPYC VM (docs/performance.md, "When the JIT compiles"): the
-// reference executors' time per element of static work less the native bodies' (8.8-13.7 ns
-// over the example kernels, of which the bodies take 0.4-1.5), one body built by LLVM (CPU time;
+// reference executors' time per element of static work less the native bodies' (7.6-13.1 ns
+// over the example kernels, of which the bodies take 0.18-1.30), one body built by LLVM (CPU time;
 // the builds of a batch run on the compiling threads side by side), the setup of a batch that
 // builds anything, and loading one module from the disk cache.
 constexpr double kSavedNsPerElement = 11.0;
