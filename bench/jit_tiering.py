@@ -22,8 +22,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(ROOT, "examples", "kernels", "python")
+from jit_speed import EXAMPLES, ROOT, fmt_time  # noqa: E402 (bench/ is the script's folder, on sys.path)
 
 # name: (example module, kernel, shapes, dtype)
 CASES = {
@@ -81,10 +80,6 @@ def measure(name, mode):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def ms(s):
-    return f"{s * 1e3:.1f} ms"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
@@ -100,9 +95,10 @@ def main():
         work = d["work"]
         best = min(d["reference"], s["cold"])
         decision = "compiled" if d["native"] > 0 else "interpreted"
-        rows.append([name, f"{work / 1e6:.2f} M", ms(d["reference"]), f"{d['reference'] / work * 1e9:.1f}",
-                     ms(s["cold"]), ms(s["cold"] - s["warm"]), ms(s["warm"]), f"{s['warm'] / work * 1e9:.2f}",
-                     ms(d["default"]), f"{decision} (break-even {d['break_even'] / 1e6:.2f} M)",
+        rows.append([name, f"{work / 1e6:.2f} M", fmt_time(d["reference"]), f"{d['reference'] / work * 1e9:.1f}",
+                     fmt_time(s["cold"]), fmt_time(s["cold"] - s["warm"]), fmt_time(s["warm"]),
+                     f"{s['warm'] / work * 1e9:.2f}",
+                     fmt_time(d["default"]), f"{decision} (break-even {d['break_even'] / 1e6:.2f} M)",
                      f"{d['default'] / best:.2f}x"])
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     if opts.markdown:
