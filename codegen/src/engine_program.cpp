@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "knit/ir/op_traits.h"
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
@@ -21,25 +22,7 @@ const char* queue_name(Queue q) {
   return names[static_cast<int>(q)];
 }
 
-bool is_barrier(const Instruction& inst) {
-  switch (inst.opcode()) {
-    case Opcode::loop:
-    case Opcode::while_:
-    case Opcode::if_:
-    case Opcode::else_:
-    case Opcode::end:
-    case Opcode::program:
-    case Opcode::core_barrier:
-    case Opcode::sendrecv:
-    case Opcode::register_move:
-    case Opcode::register_load:
-    case Opcode::register_store:
-    case Opcode::register_alu:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_barrier(const Instruction& inst) { return !moves_tensor_data(inst.opcode()); }
 
 void index_regions(EngineProgram& p) {
   p.region_at.assign(p.kernel.body.size(), -1);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "knit/codegen/access.h"
+#include "knit/ir/op_traits.h"
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
 
@@ -127,30 +128,11 @@ Engine explicit_engine(const Instruction& inst) {
   return e;
 }
 
+// The queue of the engine the op table names, or its engine rule picks from the operands.
 Queue default_queue(const Kernel& k, const Instruction& inst) {
-  switch (inst.opcode()) {
-    case Opcode::nc_matmul:
-    case Opcode::nc_matmul_mx:
-      return Queue::pe;
-    case Opcode::nc_transpose:
-      return engine_queue(nc_transpose_engine(k, std::get<NcTranspose>(inst.op)));
-    case Opcode::activation:
-    case Opcode::activation_reduce:
-      return Queue::act;
-    case Opcode::iota:
-    case Opcode::affine_select:
-    case Opcode::local_gather:
-    case Opcode::nc_n_gather:
-    case Opcode::tensor_partition_reduce:
-      return Queue::pool;
-    case Opcode::tensor_tensor:
-      return std::get<TensorTensor>(inst.op).op == AluOp::power ? Queue::pool : Queue::dve;
-    default:
-      return Queue::dve;
-  }
+  const OpTraits& t = op_traits(inst.opcode());
+  return engine_queue(t.engine_rule ? t.engine_rule(k, inst) : Engine(t.engine));
 }
-
-bool is_dma(Opcode op) { return op == Opcode::dma_copy || op == Opcode::dma_compute || op == Opcode::dma_transpose; }
 
 }  // namespace
 

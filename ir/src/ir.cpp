@@ -60,6 +60,16 @@ static constexpr std::string_view text_name(std::string_view enumerator) {
 
 std::string_view opcode_name(Opcode op) { return text_name(kOpNames[static_cast<int>(op)]); }
 
+OpVariant default_op(Opcode op) {
+  switch (op) {
+#define KNIT_X(type, name) \
+  case Opcode::name: return type{};
+    KNIT_OPS(KNIT_X)
+#undef KNIT_X
+  }
+  return std::monostate{};
+}
+
 std::optional<Opcode> parse_opcode(std::string_view name) {
   for (size_t i = 0; i < std::size(kOpNames); ++i)
     if (text_name(kOpNames[i]) == name) return static_cast<Opcode>(i);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "knit/ir/op_traits.h"
+
 namespace knit::ir {
 
 std::vector<size_t> match_blocks(const Kernel& k) {
@@ -9,13 +11,13 @@ std::vector<size_t> match_blocks(const Kernel& k) {
   std::vector<size_t> match(body.size(), 0);
   std::vector<size_t> open, else_of(body.size(), 0);
   for (size_t i = 0; i < body.size(); ++i) {
-    switch (body[i].opcode()) {
-      case Opcode::loop: case Opcode::while_: case Opcode::if_: open.push_back(i); break;
-      case Opcode::else_:
+    switch (op_traits(body[i].opcode()).block) {
+      case BlockPart::open: open.push_back(i); break;
+      case BlockPart::middle:
         if (open.empty()) internal_error("match_blocks: kernel not verified (else without if)");
         else_of[open.back()] = i;
         break;
-      case Opcode::end: {
+      case BlockPart::close: {
         if (open.empty()) internal_error("match_blocks: kernel not verified (end without block)");
         const size_t opener = open.back();
         open.pop_back();
@@ -28,7 +30,7 @@ std::vector<size_t> match_blocks(const Kernel& k) {
         match[i] = opener;
         break;
       }
-      default: break;
+      case BlockPart::none: break;
     }
   }
   return match;
@@ -45,7 +47,7 @@ std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& m
     });
   // Blocks in order of their end index: inner blocks before the blocks around them.
   for (size_t e = 0; e < body.size(); ++e) {
-    if (body[e].opcode() != Opcode::end) continue;
+    if (op_traits(body[e].opcode()).block != BlockPart::close) continue;
     const auto b = static_cast<int64_t>(matches[e]), end = static_cast<int64_t>(e);
     for (LiveRange& r : live)
       if (r.used() && r.first <= end && r.last >= b) {
@@ -59,7 +61,7 @@ std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& m
 std::vector<int> tensor_cores(const Kernel& k) {
   std::vector<int> core(k.tensors.size(), -1);
   const bool synchronizes = std::any_of(k.body.begin(), k.body.end(), [](const Instruction& inst) {
-    return inst.opcode() == Opcode::core_barrier || inst.opcode() == Opcode::sendrecv;
+    return is_core_sync(inst.opcode());
   });
   int current = 0;
   for (const Instruction& inst : k.body) {

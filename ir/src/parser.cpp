@@ -383,7 +383,7 @@ class Parser {
     auto opcode = parse_opcode(name);
     if (!opcode) lex_.fail("unknown instruction '" + name + "'");
     Instruction inst;
-    inst.op = make_op(*opcode);
+    inst.op = default_op(*opcode);
     std::visit(
         [&](auto& op) {
           if constexpr (!std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) operands(op, inst);
@@ -392,16 +392,6 @@ class Parser {
     inst.loc = loc();
     (void)line;
     k_.body.push_back(std::move(inst));
-  }
-
-  static OpVariant make_op(Opcode op) {
-    switch (op) {
-#define KNIT_X(type, name) \
-  case Opcode::name: return type{};
-      KNIT_OPS(KNIT_X)
-#undef KNIT_X
-    }
-    return std::monostate{};
   }
 
   Lexer lex_;

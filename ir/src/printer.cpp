@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "knit/ir/op_traits.h"
 #include "knit/ir/text.h"
 
 namespace knit::ir {
@@ -163,12 +164,12 @@ class Printer {
     }
     int depth = 0;  // block nesting, shown as indentation
     for (const Instruction& inst : k_.body) {
-      const Opcode op = inst.opcode();
-      if (op == Opcode::end || op == Opcode::else_) depth = std::max(0, depth - 1);
+      const BlockPart part = op_traits(inst.opcode()).block;
+      if (part == BlockPart::middle || part == BlockPart::close) depth = std::max(0, depth - 1);
       out_ << std::string(2 + 2 * depth, ' ');
       instruction(inst);
       out_ << '\n';
-      if (op == Opcode::loop || op == Opcode::while_ || op == Opcode::if_ || op == Opcode::else_) ++depth;
+      if (part == BlockPart::open || part == BlockPart::middle) ++depth;
     }
     out_ << "  return";
     for (size_t i = 0; i < k_.outputs.size(); ++i) out_ << (i ? ", %" : " %") << k_.outputs[i];

@@ -34,13 +34,15 @@ constexpr std::string_view strip(std::string_view s) {
 #define KNIT_NAME(id) strip(#id),
 constexpr std::string_view kBuffers[] = {KNIT_BUFFERS(KNIT_NAME)};
 constexpr std::string_view kEngines[] = {KNIT_ENGINES(KNIT_NAME)};
-constexpr std::string_view kActFuncs[] = {KNIT_ACT_FUNCS(KNIT_NAME)};
 constexpr std::string_view kReduceCmds[] = {KNIT_REDUCE_CMDS(KNIT_NAME)};
 constexpr std::string_view kDgeModes[] = {KNIT_DGE_MODES(KNIT_NAME)};
 constexpr std::string_view kOobModes[] = {KNIT_OOB_MODES(KNIT_NAME)};
 constexpr std::string_view kPerfModes[] = {KNIT_PERF_MODES(KNIT_NAME)};
 constexpr std::string_view kAccumulate[] = {KNIT_ACCUMULATE_MODES(KNIT_NAME)};
 #undef KNIT_NAME
+#define KNIT_X(id, set, kind) #id,
+constexpr std::string_view kActFuncs[] = {KNIT_ACT_FUNCS(KNIT_X)};
+#undef KNIT_X
 #define KNIT_X(id, gen) #id,
 constexpr std::string_view kTargets[] = {KNIT_TARGETS(KNIT_X)};
 #undef KNIT_X
@@ -100,5 +102,22 @@ KNIT_PARSE(OobMode, kOobModes)
 KNIT_PARSE(MatmulPerfMode, kPerfModes)
 KNIT_PARSE(Accumulate, kAccumulate)
 #undef KNIT_PARSE
+
+namespace act_sets {  // each set named by its first function; `none` loads no table
+constexpr std::optional<ActFunc> none;
+#define KNIT_X(id, set, kind) constexpr std::optional<ActFunc> id = ActFunc::id;
+KNIT_ACT_FUNCS(KNIT_X)
+#undef KNIT_X
+}  // namespace act_sets
+
+std::optional<ActFunc> act_table_set(ActFunc f) {
+  switch (f) {
+#define KNIT_X(id, set, kind) \
+  case ActFunc::id: return act_sets::set;
+    KNIT_ACT_FUNCS(KNIT_X)
+#undef KNIT_X
+  }
+  return std::nullopt;
+}
 
 }  // namespace knit::ir

@@ -137,7 +137,8 @@ void verify_tensor(const Kernel& k, const TensorDecl& t) {
   if (t.shape.size() < 2) fail("tensor-shape", "on-chip tensors need a partition dim and at least one free dim");
   if (t.shape[0] > kMaxPartitions)
     fail("partition-limit", "partition dim " + std::to_string(t.shape[0]) +
-                                " exceeds 128; split the tile along dim 0 with nl.ds or a loop");
+                                " exceeds " + std::to_string(kMaxPartitions) +
+                                "; split the tile along dim 0 with nl.ds or a loop");
   const TargetInfo info = target_info(k.target);
   const int64_t limit = t.buffer == Buffer::sbuf ? info.sbuf_partition_bytes : info.psum_partition_bytes;
   const int64_t bytes = t.partition_elements() * dtype_size(t.dtype);
@@ -149,7 +150,8 @@ void verify_tensor(const Kernel& k, const TensorDecl& t) {
     const auto [p, off] = *t.address;
     if (p < 0 || p + t.shape[0] > kMaxPartitions || off < 0 || off + bytes > limit)
       fail("address", "address=(" + std::to_string(p) + ", " + std::to_string(off) + ") puts the tensor outside " +
-                          std::string(to_string(t.buffer)) + " (" + std::to_string(limit) + " bytes x 128 partitions)");
+                          std::string(to_string(t.buffer)) + " (" + std::to_string(limit) + " bytes x " +
+                          std::to_string(kMaxPartitions) + " partitions)");
     if (t.buffer == Buffer::psum && off % info.psum_bank_bytes != 0)
       fail("address", "psum addresses must start on a 2 KiB bank boundary; got byte offset " + std::to_string(off));
   }

@@ -132,10 +132,11 @@ void check(Checker& c, const BnStats& op) {
   c.on_chip(op.dst, "dst");
   c.on_chip(op.data, "data");
   c.same_partitions(op.dst, "dst", op.data, "data");
-  if (c.free_size(op.data) > 512)
-    c.fail("free-size-limit", "data has " + std::to_string(c.free_size(op.data)) +
-                                  " elements per partition; bn_stats takes at most 512 (nl.tile_size.bn_stats_fmax). "
-                                  "Run bn_stats per 512-element chunk and combine them with one bn_aggr");
+  if (c.free_size(op.data) > tile_size::bn_stats_fmax)
+    c.fail("free-size-limit", "data has " + std::to_string(c.free_size(op.data)) + " elements per partition; bn_stats takes at most " +
+                                  std::to_string(tile_size::bn_stats_fmax) + " (nl.tile_size.bn_stats_fmax). Run bn_stats per " +
+                                  std::to_string(tile_size::bn_stats_fmax) +
+                                  "-element chunk and combine them with one bn_aggr");
   if (c.free_size(op.dst) != 6)
     c.fail("operand-shape", "dst must have 6 elements per partition (count, mean, var*count for the even- then "
                             "the odd-indexed elements); it has " + std::to_string(c.free_size(op.dst)));

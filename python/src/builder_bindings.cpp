@@ -225,23 +225,13 @@ struct FieldSetter {
   }
 };
 
-ir::OpVariant make_op(ir::Opcode op) {
-  switch (op) {
-#define KNIT_X(type, name) \
-  case ir::Opcode::name: return ir::type{};
-    KNIT_OPS(KNIT_X)
-#undef KNIT_X
-  }
-  return std::monostate{};
-}
-
 // builder.append("tensor_tensor", {"dst": v, "data1": ..., "op": "add"}, loc, name)
 void append(frontend::Builder& b, const std::string& opname, const py::dict& fields, const py::object& loc,
             const std::string& name) {
   auto opcode = ir::parse_opcode(opname);
   if (!opcode) throw py::value_error("unknown instruction '" + opname + "'");
   ir::Instruction inst;
-  inst.op = make_op(*opcode);
+  inst.op = ir::default_op(*opcode);
   inst.loc = to_loc(loc);
   inst.name = name;
   size_t used = 0;

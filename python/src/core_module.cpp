@@ -188,4 +188,5 @@ PYBIND11_MODULE(_core, m) {
         "Run IR text on the reference interpreter; args and results are (dtype, shape, bytes) tuples");
   knit::python::bind_owned_bytes(m);
   knit::python::bind_builder(m);
+  knit::python::bind_tables(m);
 }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
+#include "knit/ir/op_traits.h"
 #include "knit/ir/view.h"
 #include "knit/sim/timing.h"
 
@@ -74,29 +76,6 @@ Operands operands_of(const Kernel& k, const Instruction& inst) {
   return o;
 }
 
-// ScalarE function sets (§1.5): functions in one set share a table. The sets Knit assumes are an
-// estimate: exp and log (natural_log_exp_and_others), the gelu family (gelu_and_others), every
-// other function a set of its own; plain arithmetic (copy, relu, square, abs, sign) needs no table.
-int act_table(ActFunc f) {
-  switch (f) {
-    case ActFunc::copy:
-    case ActFunc::relu:
-    case ActFunc::square:
-    case ActFunc::abs:
-    case ActFunc::sign:
-      return -1;
-    case ActFunc::log:
-      return static_cast<int>(ActFunc::exp);
-    case ActFunc::gelu_dx:
-    case ActFunc::gelu_apprx_tanh:
-    case ActFunc::gelu_apprx_sigmoid:
-    case ActFunc::gelu_apprx_sigmoid_dx:
-      return static_cast<int>(ActFunc::gelu);
-    default:
-      return static_cast<int>(f);
-  }
-}
-
 double matmul_cycles(const Operands& o, const Instruction& inst, const MachineConfig& c, InstrCost& cost) {
   const View* mov = o.find("moving");
   const View* stat = o.find("stationary");
@@ -116,47 +95,42 @@ double matmul_cycles(const Operands& o, const Instruction& inst, const MachineCo
   return std::max(mm_ii, ls_ii);
 }
 
+// The op table's stream rule: per_element cycles per element (halved when every operand is
+// 16-bit, for the rows that say so), at least MIN_II when floored, plus the row's extra cycles.
+double stream_cycles(const Operands& o, const OpCost& rule, const MachineConfig& c) {
+  double cycles = static_cast<double>(o.stream()) * rule.per_element_num / rule.per_element_den;
+  if (rule.halves_16bit && o.all_16bit()) cycles /= 2;
+  if (rule.floored) cycles = std::max<double>(c.min_ii, cycles);
+  return cycles + rule.extra_cycles;
+}
+
 double vector_cycles(const Operands& o, const Instruction& inst, const MachineConfig& c) {
   const double n = static_cast<double>(o.stream());
-  const double floor = c.min_ii;
-  double cycles;
-  switch (inst.opcode()) {
-    case Opcode::tensor_tensor: {
+  const OpCost& rule = op_traits(inst.opcode()).cost;
+  switch (CostRule(rule.rule)) {
+    case CostRule::tensor_tensor: {
       const View* a = o.find("data1");
       const View* b = o.find("data2");
       const bool mixed = a && b && (o.buffer(*a) == Buffer::psum) != (o.buffer(*b) == Buffer::psum);
       const bool fast16 = o.all_16bit() && !o.any_psum() && o.contiguous();
-      cycles = (mixed || fast16 ? 1 : 2) * n;
+      double cycles = (mixed || fast16 ? 1 : 2) * n;
       if (c.dve_perf_mode && fast16) cycles /= 2;
-      cycles = std::max(floor, cycles);  // MIN_II bounds the perf modes too
-      break;
+      return std::max<double>(c.min_ii, cycles);  // MIN_II bounds the perf modes too
     }
-    case Opcode::tensor_scalar:
-    case Opcode::tensor_copy: {
-      cycles = n;
+    case CostRule::perf_mode: {
+      double cycles = n;
       if (c.dve_perf_mode && o.all_16bit()) cycles /= (!o.any_psum() && o.contiguous()) ? 4 : 2;
-      cycles = std::max(floor, cycles);
-      break;
+      return std::max<double>(c.min_ii, cycles);
     }
-    case Opcode::tensor_reduce: cycles = o.all_16bit() ? n / 2 : n; break;
-    case Opcode::scalar_tensor_tensor: cycles = 2 * n; break;
-    case Opcode::tensor_tensor_scan: cycles = std::max(floor, 2 * n); break;
-    case Opcode::tensor_scalar_reduce: cycles = std::max(floor, n) + 64; break;
-    case Opcode::bn_aggr: cycles = std::max(floor, 13 * n / 3); break;
-    case Opcode::reciprocal: cycles = std::max(floor, 8 * n); break;
-    case Opcode::tensor_copy_predicated: cycles = o.any_psum() ? n : 2 * n; break;
-    case Opcode::quantize_mx: cycles = std::max(floor, n / 4); break;
-    case Opcode::memset: cycles = std::max(floor, o.all_16bit() ? n / 2 : n); break;
-    default: cycles = std::max(floor, n); break;  // copies, selects, bn_stats, max8, transposes
+    case CostRule::predicated: return o.any_psum() ? n : 2 * n;
+    default: return stream_cycles(o, rule, c);
   }
-  return cycles;
 }
 
-double scalar_cycles(const Operands& o, const Instruction& inst, const MachineConfig& c) {
+double scalar_cycles(const Operands& o, const MachineConfig& c) {
   const double n = static_cast<double>(o.stream()) / (o.all_16bit() ? c.act_16bit_factor : 1);
   double cycles = std::max<double>(c.min_ii, n);
-  if (inst.opcode() == Opcode::activation_reduce) cycles += 64;  // ActReadAccumulator (§1.5)
-  if (const auto* a = std::get_if<Activation>(&inst.op); a && a->reduce_res) cycles += 64;
+  if (o.find("reduce_res")) cycles += 64;  // ActReadAccumulator (§1.5)
   return cycles;
 }
 
@@ -164,19 +138,23 @@ double gpsimd_cycles(const Operands& o, const Instruction& inst, const MachineCo
   const double n = static_cast<double>(o.stream());
   const View* dst = o.find("dst");
   const int es = dst ? dtype_size(dst->dtype) : 4;
-  switch (inst.opcode()) {
-    case Opcode::tensor_partition_reduce: {
+  switch (cost_rule(inst.opcode())) {
+    case CostRule::partition_fold: {
       const View* data = o.find("data");
       return c.pool_start_cycles + n * (data ? o.partitions(*data) : 128) / 128.0;
     }
-    case Opcode::iota:
-    case Opcode::affine_select:
-    case Opcode::local_gather:
-    case Opcode::nc_n_gather:
-      return c.pool_start_cycles + n;
-    default:
-      return c.pool_start_cycles + n * std::min(1.0, es / 4.0);  // 32-bit lanes; 16/8-bit pack 2/4
+    case CostRule::index_stream: return c.pool_start_cycles + n;
+    default: return c.pool_start_cycles + n * std::min(1.0, es / 4.0);  // 32-bit lanes; 16/8-bit pack 2/4
   }
+}
+
+// The activation function of an instruction that applies one (its ActFunc operand).
+std::optional<ActFunc> activation_function(const Instruction& inst) {
+  std::optional<ActFunc> f;
+  for_each_field(inst, [&](const char*, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, ActFunc>) f = value;
+  });
+  return f;
 }
 
 void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c, InstrCost& cost) {
@@ -203,7 +181,7 @@ void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c
   const double chunk = static_cast<double>(std::min(run, std::max<int64_t>(1, bytes / partitions)));
   const double peak = std::min(c.dma_engines * c.dma_engine_bytes_per_ns, c.hbm_bytes_per_ns) * c.dma_efficiency;
   double bandwidth = peak * chunk / (chunk + c.dma_half_chunk_bytes);
-  if (inst.opcode() == Opcode::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;  // §5.7
+  if (cost_rule(inst.opcode()) == CostRule::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;  // §5.7
   cost.dma_bytes = bytes;
   for (const auto& [name, v] : o.views) {
     if (is_on_chip(o.buffer(*v))) continue;
@@ -229,7 +207,7 @@ InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue
     case Queue::pe:
       ghz = c.pe_ghz;
       pipe = c.pe_pipe_cycles;
-      if (inst.opcode() == Opcode::nc_transpose) {
+      if (cost_rule(inst.opcode()) == CostRule::pe_transpose) {
         const View* data = o.find("data");
         cycles = data ? std::max<double>(o.partitions(*data), std::min<double>(64, o.free_size(*data))) : 64;
         cost.pe_array_ns = cycles / ghz;
@@ -239,9 +217,9 @@ InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue
       break;
     case Queue::act:
       ghz = c.act_ghz;
-      cycles = scalar_cycles(o, inst, c);
-      if (const auto* a = std::get_if<Activation>(&inst.op)) cost.act_table = act_table(a->op);
-      if (const auto* a = std::get_if<ActivationReduce>(&inst.op)) cost.act_table = act_table(a->op);
+      cycles = scalar_cycles(o, c);
+      if (const std::optional<ActFunc> f = activation_function(inst))
+        if (const std::optional<ActFunc> set = act_table_set(*f)) cost.act_table = static_cast<int>(*set);
       pipe = 140;  // with min_ii + overhead: the 264-cycle dependent-instruction II of §5.6
       break;
     case Queue::dve:

@@ -35,7 +35,7 @@ void Machine::race(const codegen::Access& a, const codegen::Epoch& earlier, bool
       << ", and no semaphore wait orders the two; the engine program is missing synchronization (a program "
          "from codegen::lower never is: report it as a Knit bug)";
   current_ = &now;
-  fail("race", msg.str());
+  Machine::fail("race", msg.str());
 }
 
 // An instruction that runs before the one that starts a tensor's life (and so places it) is
@@ -142,7 +142,7 @@ void Machine::semaphore_deadlock(const codegen::Region& region, const std::array
       msg << ' ' << codegen::queue_name(w.queue) << ">=" << w.count << " (is " << done[static_cast<int>(w.queue)] << ')';
   }
   current_ = first;
-  fail("deadlock", msg.str());
+  Machine::fail("deadlock", msg.str());
 }
 
 RunResult run_program(const codegen::EngineProgram& program, std::vector<HostTensor>& args,

@@ -11,7 +11,7 @@
 //  - Reductions are a left fold in fp32 in element order (row-major over the free dims), starting
 //    from the first element: r = x0; r = op(r, x1); ... No identity element is needed because
 //    every operand has at least one element per partition.
-//  - Accumulator registers (Machine::scalar_acc / vector_acc) are indexed by the operand's
+//  - Accumulator registers (ExecState::scalar_acc / vector_acc) are indexed by the operand's
 //    partition index (0 .. P-1 within the view), one fp32 per lane.
 #include <cmath>
 #include <cstdint>
@@ -20,7 +20,7 @@
 
 #include "alu.h"
 #include "exec_compute.h"
-#include "machine.h"
+#include "exec_state.h"
 
 namespace knit::sim {
 
@@ -33,14 +33,14 @@ bool is_bitvec_op(AluOp op) {
 
 // A scalar operand as one value per partition; unused operands (unary ops) are not read, so an
 // ignored [P, 1] tile need not be initialized.
-std::vector<float> scalar_column(Machine& m, const Operand& o, AluOp op, int64_t P, const char* what) {
+std::vector<float> scalar_column(ExecState& m, const Operand& o, AluOp op, int64_t P, const char* what) {
   if (op == AluOp::bypass || alu_class(op) == AluClass::Unary || o.is_none()) return std::vector<float>(P, 0.0f);
   return m.column(o, P, what);
 }
 
 // The bit-vector form of a scalar operand: a [P, 1] tile's raw bits, or the immediate converted
 // to an integer (two's complement) bit pattern.
-std::vector<uint32_t> scalar_column_bits(Machine& m, const Operand& o, AluOp op, int64_t P, const char* what) {
+std::vector<uint32_t> scalar_column_bits(ExecState& m, const Operand& o, AluOp op, int64_t P, const char* what) {
   std::vector<uint32_t> v(P, 0u);
   if (op == AluOp::bypass || alu_class(op) == AluClass::BitvecUnary || o.is_none()) return v;
   if (o.is_tile()) {
@@ -54,7 +54,7 @@ std::vector<uint32_t> scalar_column_bits(Machine& m, const Operand& o, AluOp op,
 
 namespace {
 // Writes acc[p] (optionally negated) to a [P, 1] reduce_res operand.
-void write_column(Machine& m, const View& v, const char* what, const std::array<float, 128>& acc, int64_t P,
+void write_column(ExecState& m, const View& v, const char* what, const std::array<float, 128>& acc, int64_t P,
                   bool negate = false) {
   Tile t = m.tile(v, what);
   for (int64_t p = 0; p < P; ++p) t.write(t.at(p, 0), negate ? -acc[p] : acc[p]);
@@ -69,7 +69,7 @@ bool is_int32_type(DType t) { return t == DType::int32 || t == DType::uint32; }
 // path is taken when dst and both inputs are 32-bit integers, the op is one of those five, and
 // the instruction can run on GpSimd: engine unknown or gpsimd, and no operand in PSUM (otherwise
 // it falls back to the Vector Engine's fp32 math, nki-api.md §3.4).
-bool exact_int_path(Machine& m, const TensorTensor& op) {
+bool exact_int_path(ExecState& m, const TensorTensor& op) {
   if (!is_int32_type(op.dst.dtype) || !is_int32_type(op.data1.dtype) || !is_int32_type(op.data2.dtype)) return false;
   if (op.op != AluOp::add && op.op != AluOp::subtract && op.op != AluOp::multiply && op.op != AluOp::maximum &&
       op.op != AluOp::minimum)
@@ -88,7 +88,7 @@ bool exact_int_path(Machine& m, const TensorTensor& op) {
 // dst) into the Scalar Engine accumulators, per reduce_cmd:
 //   idle: untouched; reset: zero; reset_reduce: the row's reduction; reduce: acc op row.
 // (load_reduce is rejected by the verifier.) reduce_res, if given, receives the accumulators.
-void exec(Machine& m, const Activation& op) {
+void exec(ExecState& m, const Activation& op) {
   Tile data = m.tile(op.data, "data");
   const int64_t P = data.P, F = data.F;
   const std::vector<float> x = data.read_all();
@@ -114,7 +114,7 @@ bool activation_folds(const Activation& op) {
   return op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
 }
 
-void finish_activation(Machine& m, const Activation& op, const float* folds, int64_t P) {
+void finish_activation(ExecState& m, const Activation& op, const float* folds, int64_t P) {
   if (op.reduce_cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
   for (int64_t p = 0; p < P; ++p) {
     if (op.reduce_cmd == ReduceCmd::reset) m.scalar_acc[p] = 0.0f;  // ScalarE reset zeroes (nki-api §3.3)
@@ -128,11 +128,11 @@ Activation as_activation(const ActivationReduce& op) {
   return Activation{op.dst, op.op, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res, ReduceCmd::reset_reduce, 0.0};
 }
 
-void exec(Machine& m, const ActivationReduce& op) { exec(m, as_activation(op)); }
+void exec(ExecState& m, const ActivationReduce& op) { exec(m, as_activation(op)); }
 
 // ---- Vector / GpSimd element-wise ---------------------------------------------------------------
 
-void exec(Machine& m, const TensorTensor& op) {
+void exec(ExecState& m, const TensorTensor& op) {
   Tile a = m.tile(op.data1, "data1");
   Tile b = m.tile(op.data2, "data2");
   Tile dst = m.tile(op.dst, "dst");
@@ -155,7 +155,7 @@ void exec(Machine& m, const TensorTensor& op) {
 }
 
 // dst = (data op0 operand0) op1 operand1; the first stage stays fp32 (or 32-bit bits).
-void exec(Machine& m, const TensorScalar& op) {
+void exec(ExecState& m, const TensorScalar& op) {
   Tile data = m.tile(op.data, "data");
   const int64_t P = data.P, F = data.F;
   Tile dst = m.tile(op.dst, "dst");
@@ -181,7 +181,7 @@ void exec(Machine& m, const TensorScalar& op) {
 }
 
 // dst = (data op0 operand0) op1 operand1, operand0 a scalar/[P, 1] and operand1 a full tile.
-void exec(Machine& m, const ScalarTensorTensor& op) {
+void exec(ExecState& m, const ScalarTensorTensor& op) {
   Tile data = m.tile(op.data, "data");
   Tile other = m.tile(op.operand1, "operand1");
   const int64_t P = data.P, F = data.F;
@@ -194,7 +194,7 @@ void exec(Machine& m, const ScalarTensorTensor& op) {
   dst.write_all(r);
 }
 
-void exec(Machine& m, const Reciprocal& op) {
+void exec(ExecState& m, const Reciprocal& op) {
   Tile data = m.tile(op.data, "data");
   std::vector<float> r = data.read_all();
   for (float& v : r) v = alu(AluOp::reciprocal, v, 0.0f);
@@ -205,7 +205,7 @@ void exec(Machine& m, const Reciprocal& op) {
 // Per partition: r_0 = op1(op0(data0[0], initial), data1[0]); r_i = op1(op0(data0[i], r_{i-1}),
 // data1[i]); reverse0 / reverse1 swap the operands of op0 / op1. The carry r is fp32 (each r_i is
 // rounded only where it is written to dst).
-void exec(Machine& m, const TensorTensorScan& op) {
+void exec(ExecState& m, const TensorTensorScan& op) {
   Tile d0 = m.tile(op.data0, "data0");
   Tile d1 = m.tile(op.data1, "data1");
   const int64_t P = d0.P, F = d0.F;
@@ -229,7 +229,7 @@ void exec(Machine& m, const TensorTensorScan& op) {
 
 // Reduces the trailing free dims named by `axis` (the verifier guarantees they are trailing and
 // contiguous), so each dst element folds one consecutive run of `group` data elements.
-void exec(Machine& m, const TensorReduce& op) {
+void exec(ExecState& m, const TensorReduce& op) {
   Tile data = m.tile(op.data, "data");
   const int64_t rank = static_cast<int64_t>(op.data.dims.size());
   int64_t group = 1;
@@ -259,7 +259,7 @@ void exec(Machine& m, const TensorReduce& op) {
 //   reduce: acc op row.
 // reduce_res (if given) receives the accumulators, negated when reduce_res_negate (the
 // accumulators themselves keep the un-negated value).
-void exec(Machine& m, const TensorScalarReduce& op) {
+void exec(ExecState& m, const TensorScalarReduce& op) {
   Tile data = m.tile(op.data, "data");
   const int64_t P = data.P, F = data.F;
   std::vector<float> y = data.read_all();
@@ -272,7 +272,7 @@ void exec(Machine& m, const TensorScalarReduce& op) {
   finish_tensor_scalar_reduce(m, op, folds.data(), P);
 }
 
-void finish_tensor_scalar_reduce(Machine& m, const TensorScalarReduce& op, const float* folds, int64_t P) {
+void finish_tensor_scalar_reduce(ExecState& m, const TensorScalarReduce& op, const float* folds, int64_t P) {
   const bool loads = op.reduce_cmd == ReduceCmd::load_reduce;
   const std::vector<float> init = loads ? m.column(op.reduce_init, P, "reduce_init") : std::vector<float>();
   for (int64_t p = 0; p < P; ++p)

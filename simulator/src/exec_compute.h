@@ -9,28 +9,28 @@
 
 namespace knit::sim {
 
-class Machine;
+class ExecState;
 
 // Bit-vector ALU ops work on raw 32-bit patterns instead of fp32 values.
 bool is_bitvec_op(ir::AluOp op);
 // A scalar operand as one value per partition; unused operands (unary ops) are not read.
-std::vector<float> scalar_column(Machine& m, const ir::Operand& o, ir::AluOp op, int64_t P, const char* what);
+std::vector<float> scalar_column(ExecState& m, const ir::Operand& o, ir::AluOp op, int64_t P, const char* what);
 // The bit-vector form: a [P, 1] tile's raw bits, or the immediate as a two's complement pattern.
-std::vector<uint32_t> scalar_column_bits(Machine& m, const ir::Operand& o, ir::AluOp op, int64_t P, const char* what);
+std::vector<uint32_t> scalar_column_bits(ExecState& m, const ir::Operand& o, ir::AluOp op, int64_t P, const char* what);
 // tensor_tensor on GpSimd's exact int32/uint32 path (rules in exec_compute.cpp).
-bool exact_int_path(Machine& m, const ir::TensorTensor& op);
+bool exact_int_path(ExecState& m, const ir::TensorTensor& op);
 
 // activation's row reduction: whether its reduce_cmd folds the row, and the accumulator update
 // and reduce_res read-out once the per-partition folds of the fp32 results are known.
 bool activation_folds(const ir::Activation& op);
 // activation_reduce is activation with reduce_cmd=reset_reduce: the instruction as that.
 ir::Activation as_activation(const ir::ActivationReduce& op);
-void finish_activation(Machine& m, const ir::Activation& op, const float* folds, int64_t P);
+void finish_activation(ExecState& m, const ir::Activation& op, const float* folds, int64_t P);
 // select_reduce / range_select (exec_select.cpp): the VectorE accumulator update per reduce_cmd
 // and the reduce_res read-out, given each partition's fold of the fp32 results.
-void finish_vector_reduce(Machine& m, ir::ReduceCmd cmd, ir::AluOp op, const float* rows, int64_t P,
+void finish_vector_reduce(ExecState& m, ir::ReduceCmd cmd, ir::AluOp op, const float* rows, int64_t P,
                           const std::optional<ir::View>& res);
 // tensor_scalar_reduce's accumulator update and read-out, given the per-partition folds.
-void finish_tensor_scalar_reduce(Machine& m, const ir::TensorScalarReduce& op, const float* folds, int64_t P);
+void finish_tensor_scalar_reduce(ExecState& m, const ir::TensorScalarReduce& op, const float* folds, int64_t P);
 
 }  // namespace knit::sim

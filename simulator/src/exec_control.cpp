@@ -2,7 +2,7 @@
 // program counter and are executed by Machine::control, never through exec.
 #include <cstdint>
 
-#include "machine.h"
+#include "exec_state.h"
 
 namespace knit::sim {
 
@@ -12,14 +12,14 @@ namespace {
 
 // Floor division and modulo (Python's // and %), as the register arithmetic of NkiScalar
 // kernels written in Python expects. Division by zero is a kernel error.
-int64_t floor_div(Machine& m, int64_t a, int64_t b) {
+int64_t floor_div(ExecState& m, int64_t a, int64_t b) {
   if (b == 0) m.fail("register-divide-by-zero", "register division by zero");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
-int64_t register_alu(Machine& m, AluOp op, int64_t a, int64_t b) {
+int64_t register_alu(ExecState& m, AluOp op, int64_t a, int64_t b) {
   switch (op) {
     case AluOp::add: return a + b;
     case AluOp::subtract: return a - b;
@@ -48,32 +48,32 @@ int64_t register_alu(Machine& m, AluOp op, int64_t a, int64_t b) {
 
 }  // namespace
 
-void exec(Machine& m, const RegisterMove& op) { m.set_reg(op.dst.id, m.value(op.src)); }
+void exec(ExecState& m, const RegisterMove& op) { m.set_reg(op.dst.id, m.value(op.src)); }
 
-void exec(Machine& m, const RegisterLoad& op) {
+void exec(ExecState& m, const RegisterLoad& op) {
   Tile src = m.tile(op.src, "src");
   m.set_reg(op.dst.id, src.read_int(0));
 }
 
-void exec(Machine& m, const RegisterStore& op) {
+void exec(ExecState& m, const RegisterStore& op) {
   Tile dst = m.tile(op.dst, "dst");
   dst.write_int(0, m.reg(op.src.id));
 }
 
-void exec(Machine& m, const RegisterAlu& op) {
+void exec(ExecState& m, const RegisterAlu& op) {
   m.set_reg(op.dst.id, register_alu(m, op.op, m.value(op.a), m.value(op.b)));
 }
 
-void exec(Machine&, const Loop&) { internal_error("loop executed as data"); }
-void exec(Machine&, const While&) { internal_error("while executed as data"); }
-void exec(Machine&, const If&) { internal_error("if executed as data"); }
-void exec(Machine&, const Else&) { internal_error("else executed as data"); }
-void exec(Machine&, const End&) { internal_error("end executed as data"); }
+void exec(ExecState&, const Loop&) { internal_error("loop executed as data"); }
+void exec(ExecState&, const While&) { internal_error("while executed as data"); }
+void exec(ExecState&, const If&) { internal_error("if executed as data"); }
+void exec(ExecState&, const Else&) { internal_error("else executed as data"); }
+void exec(ExecState&, const End&) { internal_error("end executed as data"); }
 
 // Grid-instance marker and synchronization: Machine::run_cores schedules the cores and moves
 // sendrecv's data before stepping past these.
-void exec(Machine&, const Program&) {}
-void exec(Machine&, const CoreBarrier&) {}
-void exec(Machine&, const SendRecv&) {}
+void exec(ExecState&, const Program&) {}
+void exec(ExecState&, const CoreBarrier&) {}
+void exec(ExecState&, const SendRecv&) {}
 
 }  // namespace knit::sim

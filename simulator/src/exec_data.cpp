@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "alu.h"
-#include "machine.h"
+#include "exec_state.h"
 #include "matmul.h"
 
 namespace knit::sim {
@@ -36,7 +36,7 @@ std::vector<int64_t> identity_order(int64_t n) {
 
 }  // namespace
 
-void exec(Machine& m, const DmaCopy& op) {
+void exec(ExecState& m, const DmaCopy& op) {
   Tile src = m.tile(op.src, "src", op.oob_mode);
   Tile dst = m.tile(op.dst, "dst", op.oob_mode);
   if (!src.any_skipped() && !dst.any_skipped()) {
@@ -54,7 +54,7 @@ void exec(Machine& m, const DmaCopy& op) {
 
 // Element by element (all sources of element i are read, then dst element i written), so a
 // scatter-add whose indices repeat accumulates every contribution when unique_indices=False.
-void exec(Machine& m, const DmaCompute& op) {
+void exec(ExecState& m, const DmaCompute& op) {
   std::vector<Tile> srcs;
   for (const View& v : op.srcs) srcs.push_back(m.tile(v, "srcs", op.oob_mode));
   Tile dst = m.tile(op.dst, "dst", op.oob_mode);
@@ -82,7 +82,7 @@ void exec(Machine& m, const DmaCompute& op) {
   }
 }
 
-void exec(Machine& m, const DmaTranspose& op) {
+void exec(ExecState& m, const DmaTranspose& op) {
   Tile src = m.tile(op.src, "src");
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<int64_t> sshape = op.src.shape();
@@ -109,7 +109,7 @@ void exec(Machine& m, const DmaTranspose& op) {
   copy_elements(src, dst, order);
 }
 
-void exec(Machine& m, const NcMatmul& op) {
+void exec(ExecState& m, const NcMatmul& op) {
   Tile stat = m.tile(op.stationary, "stationary");
   Tile mov = m.tile(op.moving, "moving");
   Tile dst = m.tile(op.dst, "dst");
@@ -123,7 +123,7 @@ void exec(Machine& m, const NcMatmul& op) {
   write_matmul_result(m, dst, partial, op.accumulate);
 }
 
-void exec(Machine& m, const NcTranspose& op) {
+void exec(ExecState& m, const NcTranspose& op) {
   Tile data = m.tile(op.data, "data");
   Tile dst = m.tile(op.dst, "dst");
   std::vector<int64_t> order(data.size());
@@ -132,13 +132,13 @@ void exec(Machine& m, const NcTranspose& op) {
   copy_elements(data, dst, order);
 }
 
-void exec(Machine& m, const TensorCopy& op) {
+void exec(ExecState& m, const TensorCopy& op) {
   Tile src = m.tile(op.src, "src");
   Tile dst = m.tile(op.dst, "dst");
   copy_elements(src, dst, identity_order(src.size()));
 }
 
-void exec(Machine& m, const TensorCopyPredicated& op) {
+void exec(ExecState& m, const TensorCopyPredicated& op) {
   Tile pred = m.tile(op.predicate, "predicate");
   Tile dst = m.tile(op.dst, "dst");
   std::vector<bool> take(pred.size());
@@ -158,13 +158,13 @@ void exec(Machine& m, const TensorCopyPredicated& op) {
   }
 }
 
-void exec(Machine& m, const Memset& op) {
+void exec(ExecState& m, const Memset& op) {
   Tile dst = m.tile(op.dst, "dst");
   const uint32_t bits = memset_bits(dst.dtype, op.value);
   for (int64_t i = 0; i < dst.size(); ++i) dst.write_bits(i, bits);
 }
 
-void exec(Machine& m, const NcStreamShuffle& op) {
+void exec(ExecState& m, const NcStreamShuffle& op) {
   Tile src = m.tile(op.src, "src");
   Tile dst = m.tile(op.dst, "dst");
   // Read every source row a mask entry names before writing (in-place shuffles are allowed).

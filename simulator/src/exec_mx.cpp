@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "alu.h"
-#include "machine.h"
+#include "exec_state.h"
+#include "knit/ir/numerics.h"
 #include "matmul.h"
 
 namespace knit::sim {
@@ -37,7 +38,7 @@ std::vector<float> dequantize_mx(const Tile& data, const Tile& scale) {
   return out;
 }
 
-void exec(Machine& m, const QuantizeMx& op) {
+void exec(ExecState& m, const QuantizeMx& op) {
   Tile src = m.tile(op.src, "src");
   Tile dst = m.tile(op.dst, "dst");
   Tile scale = m.tile(op.dst_scale, "dst_scale");
@@ -55,7 +56,7 @@ void exec(Machine& m, const QuantizeMx& op) {
     }
 }
 
-void exec(Machine& m, const NcMatmulMx& op) {
+void exec(ExecState& m, const NcMatmulMx& op) {
   Tile stat = m.tile(op.stationary, "stationary");
   Tile mov = m.tile(op.moving, "moving");
   Tile stat_scale = m.tile(op.stationary_scale, "stationary_scale");

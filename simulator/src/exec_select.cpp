@@ -9,7 +9,7 @@
 
 #include "alu.h"
 #include "exec_compute.h"
-#include "machine.h"
+#include "exec_state.h"
 
 namespace knit::sim {
 
@@ -73,7 +73,7 @@ Picked pick(const Tile& src, DType dst_dtype, std::vector<bool> take) {
 }  // namespace
 
 // Shared with the native path (exec_compute.h): the reduction of the rows, after dst is written.
-void finish_vector_reduce(Machine& m, ReduceCmd cmd, AluOp op, const float* rows, int64_t P,
+void finish_vector_reduce(ExecState& m, ReduceCmd cmd, AluOp op, const float* rows, int64_t P,
                           const std::optional<View>& res) {
   if (cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "load_reduce needs an initial value operand");
   std::vector<float> result(static_cast<size_t>(P));
@@ -88,7 +88,7 @@ void finish_vector_reduce(Machine& m, ReduceCmd cmd, AluOp op, const float* rows
 
 // dst = predicate ? on_true : on_false, predicate = (value != 0) xor reverse_pred. Knit:
 // reverse_pred is a logical not (NKI's "~predicate" on 0/1 masks), as in tensor_copy_predicated.
-void exec(Machine& m, const SelectReduce& op) {
+void exec(ExecState& m, const SelectReduce& op) {
   Tile pred = m.tile(op.predicate, "predicate");
   Tile on_true = m.tile(op.on_true, "on_true");
   Tile dst = m.tile(op.dst, "dst");
@@ -106,7 +106,7 @@ void exec(Machine& m, const SelectReduce& op) {
 // idx = range_start + j (fp32); keep on_true[p, j] iff comp_op0(idx, bound0[p]) and
 // comp_op1(idx, bound1[p]), else on_false_value (-FLT_MAX, which rounds to -inf in bf16/fp16/fp8
 // destinations); then a max-reduction into the VectorE accumulators.
-void exec(Machine& m, const RangeSelect& op) {
+void exec(ExecState& m, const RangeSelect& op) {
   Tile on_true = m.tile(op.on_true_tile, "on_true_tile");
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<float> b0 = m.column(Operand::of(op.bound0), dst.P, "bound0");
@@ -125,7 +125,7 @@ void exec(Machine& m, const RangeSelect& op) {
 }
 
 // dst[p, :] = (count, mean, var*count) of data[p, 0::2], then the same of data[p, 1::2].
-void exec(Machine& m, const BnStats& op) {
+void exec(ExecState& m, const BnStats& op) {
   Tile data = m.tile(op.data, "data");
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<float> x = data.read_all();
@@ -143,7 +143,7 @@ void exec(Machine& m, const BnStats& op) {
 
 // dst[p, :] = (mean, population variance) of the samples the (count, mean, var*count) triples
 // describe; bn_aggr(bn_stats(x)) gives x's per-partition mean and variance.
-void exec(Machine& m, const BnAggr& op) {
+void exec(ExecState& m, const BnAggr& op) {
   Tile data = m.tile(op.data, "data");
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<float> x = data.read_all();
@@ -157,7 +157,7 @@ void exec(Machine& m, const BnAggr& op) {
 }
 
 // The 8 largest values of each partition, descending; equal values keep their source order.
-void exec(Machine& m, const Max8& op) {
+void exec(ExecState& m, const Max8& op) {
   Tile src = m.tile(op.src, "src");
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<float> x = src.read_all();
@@ -172,7 +172,7 @@ void exec(Machine& m, const Max8& op) {
 
 // dst[p, k] = index (flattened free dims) of vals[p, k]'s first occurrence in data[p, :]; when
 // vals[p, k] repeats an earlier slot's value it takes the next occurrence. Missing: all ones.
-void exec(Machine& m, const NcFindIndex8& op) {
+void exec(ExecState& m, const NcFindIndex8& op) {
   Tile data = m.tile(op.data, "data");
   Tile vals = m.tile(op.vals, "vals");
   Tile dst = m.tile(op.dst, "dst");
@@ -192,7 +192,7 @@ void exec(Machine& m, const NcFindIndex8& op) {
 
 // dst[p, j] = value(p, j), cast like an integer store: saturating for integer dtypes, rounded
 // (int -> fp32 -> dst) for float dtypes.
-void exec(Machine& m, const Iota& op) {
+void exec(ExecState& m, const Iota& op) {
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<int64_t> free = free_affine_values(op.pattern, dst.F);
   for (int64_t p = 0; p < dst.P; ++p)
@@ -201,7 +201,7 @@ void exec(Machine& m, const Iota& op) {
 
 // dst = cmp_op(value(p, j), 0) ? on_true_tile : on_false_value. Same dtypes copy bits; otherwise
 // through fp32 with dst's rounding.
-void exec(Machine& m, const AffineSelect& op) {
+void exec(ExecState& m, const AffineSelect& op) {
   Tile on_true = m.tile(op.on_true_tile, "on_true_tile");
   Tile dst = m.tile(op.dst, "dst");
   const std::vector<int64_t> free = free_affine_values(op.pattern, dst.F);
@@ -222,7 +222,7 @@ void exec(Machine& m, const AffineSelect& op) {
 
 // dst[0, j] = op over partitions p = 0..P-1 (in order) of data[p, j]. Arithmetic ops in fp32
 // (average = sum / P); bitwise ops on the integer bit patterns.
-void exec(Machine& m, const TensorPartitionReduce& op) {
+void exec(ExecState& m, const TensorPartitionReduce& op) {
   Tile data = m.tile(op.data, "data");
   Tile dst = m.tile(op.dst, "dst");
   if (alu_class(op.op) == AluClass::Bitvec) {
@@ -250,7 +250,7 @@ void exec(Machine& m, const TensorPartitionReduce& op) {
 // i.e. an index is an element offset into the partition's flattened free dims (NKI's numpy
 // reference passes index * num_elem_per_idx). Knit: an index with idx + E beyond src_buffer's
 // free size is a runtime "out-of-bounds" error (undefined on hardware).
-void exec(Machine& m, const LocalGather& op) {
+void exec(ExecState& m, const LocalGather& op) {
   Tile src = m.tile(op.src_buffer, "src_buffer");
   Tile index = m.tile(op.index, "index");
   Tile dst = m.tile(op.dst, "dst");
@@ -276,7 +276,7 @@ void exec(Machine& m, const LocalGather& op) {
 
 // dst[p, j] = data[p, indices[p, j]] over data's flattened free dims; an index outside
 // [0, free size) is a runtime "out-of-bounds" error.
-void exec(Machine& m, const NcNGather& op) {
+void exec(ExecState& m, const NcNGather& op) {
   Tile data = m.tile(op.data, "data");
   Tile indices = m.tile(op.indices, "indices");
   Tile dst = m.tile(op.dst, "dst");

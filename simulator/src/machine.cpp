@@ -10,6 +10,7 @@
 #include "knit/codegen/allocate.h"
 #include "knit/codegen/lower.h"
 #include "knit/ir/liveness.h"
+#include "knit/ir/op_traits.h"
 #include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
 
@@ -95,11 +96,11 @@ void Tile::check_init(int64_t i) const {
   for (int b = 0; b < size; ++b) {
     if (mem_->init.get(offset_[i] + b)) continue;
     std::ostringstream msg;
-    msg << machine_->current().opcode_name() << " reads " << what_ << " element [" << (i / F) << ", " << (i % F)
-        << "] of tensor '" << machine_->kernel().tensor(tensor_).name
+    msg << state_->current().opcode_name() << " reads " << what_ << " element [" << (i / F) << ", " << (i % F)
+        << "] of tensor '" << state_->kernel().tensor(tensor_).name
         << "', which was never written (fresh tensors hold NaN / 4); write it first, e.g. with nisa.memset";
-    if (machine_->uninitialized_is_error()) machine_->fail("uninitialized-read", msg.str());
-    machine_->warn(msg.str());
+    if (state_->uninitialized_is_error()) state_->fail("uninitialized-read", msg.str());
+    state_->warn(msg.str());
     return;
   }
 }
@@ -214,8 +215,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
     for_each_register(inst, [&](const char*, int r) { max_reg = std::max(max_reg, r); });
-  regs_.assign(static_cast<size_t>(max_reg + 1), 0);
-  reg_set_.assign(static_cast<size_t>(max_reg + 1), 0);
+  reset_registers(max_reg + 1);
   for (size_t a = 0; a < args.size(); ++a) {
     const TensorDecl& t = kernel.tensor(kernel.params[a]);
     if (args[a].dtype != t.dtype || args[a].shape != t.shape ||
@@ -362,7 +362,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const Placement& pl = placement_[v.tensor];
   if (!pl.live) internal_error("tensor '" + t.name + "' used while not placed");
   Tile tile;
-  tile.machine_ = this;
+  tile.state_ = this;
   tile.mem_ = pl.mem;
   tile.dtype = v.dtype;
   tile.esize_ = dtype_size(v.dtype);
@@ -425,7 +425,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   return tile;
 }
 
-std::vector<float> Machine::column(const Operand& o, int64_t P, const char* what) {
+std::vector<float> ExecState::column(const Operand& o, int64_t P, const char* what) {
   if (o.is_tile()) {
     Tile t = tile(o.tile, what);
     std::vector<float> v(P);
@@ -435,15 +435,15 @@ std::vector<float> Machine::column(const Operand& o, int64_t P, const char* what
   return std::vector<float>(P, static_cast<float>(o.imm));
 }
 
-int32_t Machine::reg(int id) const {
+int32_t ExecState::reg(int id) const {
   if (!reg_set_[id])
-    fail("uninitialized-register", std::string(current_->opcode_name()) + " reads register r" + std::to_string(id) +
+    fail("uninitialized-register", std::string(current().opcode_name()) + " reads register r" + std::to_string(id) +
                                        ", which was never set; initialize it (nisa.register_alloc(value) or "
                                        "register_move / register_load)");
   return regs_[id];
 }
 
-void Machine::set_reg(int id, int64_t value) {
+void ExecState::set_reg(int id, int64_t value) {
   regs_[id] = static_cast<int32_t>(static_cast<uint32_t>(value));  // 32-bit, wrapping
   reg_set_[id] = 1;
 }
@@ -483,29 +483,7 @@ void Machine::execute(const Instruction& inst) {
 }
 
 bool Machine::overwrites_whole(const Instruction& inst, int id) const {
-  // Writers that store every element of their dst unconditionally (no predicate, no
-  // accumulation state, no skipped rows; a row fold's result is another operand).
-  switch (inst.opcode()) {
-    case Opcode::dma_copy:
-    case Opcode::tensor_copy:
-    case Opcode::tensor_tensor:
-    case Opcode::tensor_scalar:
-    case Opcode::scalar_tensor_tensor:
-    case Opcode::activation:
-    case Opcode::activation_reduce:
-    case Opcode::tensor_scalar_reduce:
-    case Opcode::tensor_reduce:
-    case Opcode::reciprocal:
-    case Opcode::tensor_tensor_scan:
-    case Opcode::select_reduce:
-    case Opcode::range_select:
-    case Opcode::affine_select:
-    case Opcode::iota:
-    case Opcode::memset:
-      break;
-    default:
-      return false;
-  }
+  if (!op_traits(inst.opcode()).writes_whole_dst) return false;
   const View whole = full_view(kernel_.tensor(id), id);
   bool dst_is_whole = false, other_use = false, indirect = false;
   for_each_view(inst, [&](const char* name, const View& v) {
@@ -594,7 +572,7 @@ size_t Machine::step(size_t pc) {
     fail("timing-only-data", "register_load reads a value from tensor data, which a timing-only run (shape "
                              "placeholders instead of arrays) does not have; pass real arrays");
   }
-  if (op == Opcode::loop || op == Opcode::while_ || op == Opcode::if_ || op == Opcode::else_ || op == Opcode::end) {
+  if (is_block(op)) {
     current_ = &inst;
     count_executed();
     for (int id : place_at_[pc])
@@ -633,12 +611,6 @@ void Machine::execute_at(size_t pc, const std::function<void(const std::vector<c
   current_ = &inst;
 }
 
-namespace {
-bool is_sync(const Instruction& inst) {
-  return inst.opcode() == Opcode::core_barrier || inst.opcode() == Opcode::sendrecv;
-}
-}  // namespace
-
 void Machine::run_cores() {
   const auto& body = kernel_.body;
   std::vector<Core> cores;
@@ -652,7 +624,7 @@ void Machine::run_cores() {
     bool all_done = true;
     for (Core& c : cores) {
       core_ = static_cast<int>(c.rank);
-      while (!c.done() && !is_sync(body[c.pc])) c.pc = step(c.pc);
+      while (!c.done() && !is_core_sync(body[c.pc].opcode())) c.pc = step(c.pc);
       all_done = all_done && c.done();
     }
     if (all_done) return;
@@ -744,12 +716,12 @@ void Machine::deadlock(const std::vector<Core>& cores) {
   msg << "\n  Every core in a core_barrier's cores must reach it, and each sendrecv needs the partner's "
          "sendrecv (send_to_rank / recv_from_rank swapped, same pipe_id).";
   current_ = first;
-  fail("deadlock", msg.str());
+  Machine::fail("deadlock", msg.str());
 }
 
 RunResult Machine::run() {
   bool multi_core = false;
-  for (const Instruction& inst : kernel_.body) multi_core = multi_core || is_sync(inst);
+  for (const Instruction& inst : kernel_.body) multi_core = multi_core || is_core_sync(inst.opcode());
   if (multi_core) {
     run_cores();
   } else {

@@ -21,7 +21,7 @@ std::vector<float> matmul_partials(const std::vector<float>& s, const std::vecto
   return partial;
 }
 
-void write_matmul_result(Machine& m, Tile& dst, const std::vector<float>& partial, Accumulate accumulate) {
+void write_matmul_result(ExecState& m, Tile& dst, const std::vector<float>& partial, Accumulate accumulate) {
   const std::string op(m.current().opcode_name());
   for (int64_t i = 0; i < dst.size(); ++i) {
     const bool add = accumulate == Accumulate::on || (accumulate == Accumulate::auto_ && dst.matmul_written(i));

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "machine.h"
+#include "exec_state.h"
 
 namespace knit::sim {
 
@@ -21,6 +21,6 @@ std::vector<float> dequantize_mx(const Tile& data, const Tile& scale);
 
 // Stores partial into the PSUM tile dst ([M, N], partition-major) as `accumulate` says, rounding
 // to dst's dtype and setting the matmul-written flags; warns where the add is undefined.
-void write_matmul_result(Machine& m, Tile& dst, const std::vector<float>& partial, ir::Accumulate accumulate);
+void write_matmul_result(ExecState& m, Tile& dst, const std::vector<float>& partial, ir::Accumulate accumulate);
 
 }  // namespace knit::sim

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "knit/ir/op_traits.h"
 #include "native/workers.h"
 
 namespace knit::sim {
@@ -144,8 +145,7 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
   std::vector<double> visible(program.kernel.body.size(), 0);  // per instruction of the running region
   auto is_core_sync = [&](const Executed& x) {
     if (x.region >= 0) return false;
-    const Opcode op = program.kernel.body[x.pc].opcode();
-    return op == Opcode::core_barrier || op == Opcode::sendrecv;
+    return ir::is_core_sync(program.kernel.body[x.pc].opcode());
   };
   for (size_t n = 0; n < executed.size(); ++n) {
     const Executed& x = executed[n];

@@ -27,17 +27,8 @@ inline constexpr ir::Buffer hbm = ir::Buffer::hbm;
 inline constexpr ir::Buffer private_hbm = ir::Buffer::hbm;
 inline constexpr ir::Buffer shared_hbm = ir::Buffer::shared_hbm;
 
-// nl.tile_size: hardware constants as plain integers.
-namespace tile_size {
-inline constexpr int64_t pmax = 128;
-inline constexpr int64_t psum_fmax = 512;
-inline constexpr int64_t psum_bank_fmax = 512;
-inline constexpr int64_t psum_bank_fmax_bytes = 2048;
-inline constexpr int64_t psum_num_banks = 8;
-inline constexpr int64_t gemm_stationary_fmax = 128;
-inline constexpr int64_t gemm_moving_fmax = 512;
-inline constexpr int64_t bn_stats_fmax = 512;
-}  // namespace tile_size
+// nl.tile_size: hardware constants as plain integers (defined in knit/ir/ir.h).
+namespace tile_size = ir::tile_size;
 
 // An operator usable as an ALU op (tensor_tensor, tensor_scalar, reductions) and/or an
 // activation function, like NKI's nl.* function objects (nl.exp, nl.add, nl.square ...).
@@ -48,30 +39,31 @@ struct Op {
 };
 
 namespace detail {
-constexpr int act_named_like(ir::AluOp a) {
-  switch (a) {
-    case ir::AluOp::square: return static_cast<int>(ir::ActFunc::square);
-    case ir::AluOp::relu: return static_cast<int>(ir::ActFunc::relu);
-    case ir::AluOp::abs: return static_cast<int>(ir::ActFunc::abs);
-    case ir::AluOp::rsqrt: return static_cast<int>(ir::ActFunc::rsqrt);
-    case ir::AluOp::reciprocal: return static_cast<int>(ir::ActFunc::reciprocal);
-    default: return -1;
-  }
+// The activation function named like ALU operator `alu` (nl::square is both), or -1.
+constexpr int act_named_like(std::string_view alu) {
+  constexpr std::string_view names[] = {
+#define KNIT_X(id, set, kind) #id,
+      KNIT_ACT_FUNCS(KNIT_X)
+#undef KNIT_X
+  };
+  for (size_t i = 0; i < std::size(names); ++i)
+    if (names[i] == alu) return static_cast<int>(i);
+  return -1;
 }
 }  // namespace detail
 
-#define KNIT_X(id, cls, red) \
-  inline constexpr Op id{static_cast<int>(ir::AluOp::id), detail::act_named_like(ir::AluOp::id), #id};
+// nl::add, nl::exp, ...: every ALU operator, then every activation function without an ALU
+// operator of its name.
+#define KNIT_X(id, cls, red) inline constexpr Op id{static_cast<int>(ir::AluOp::id), detail::act_named_like(#id), #id};
 KNIT_ALU_OPS(KNIT_X)
 #undef KNIT_X
-#define KNIT_ACT_ONLY(X)                                                                               \
-  X(copy) X(sigmoid) X(prelu) X(gelu) X(gelu_dx) X(gelu_apprx_tanh) X(gelu_apprx_sigmoid)              \
-  X(gelu_apprx_sigmoid_dx) X(silu) X(silu_dx) X(tanh) X(softplus) X(mish) X(erf) X(erf_dx) X(exp) X(sign) \
-  X(log) X(sin) X(arctan) X(sqrt)
-#define KNIT_X(id) inline constexpr Op id{-1, static_cast<int>(ir::ActFunc::id), #id};
-KNIT_ACT_ONLY(KNIT_X)
+#define KNIT_NL_ACT_act(id) inline constexpr Op id{-1, static_cast<int>(ir::ActFunc::id), #id};
+#define KNIT_NL_ACT_alu(id)
+#define KNIT_X(id, set, kind) KNIT_NL_ACT_##kind(id)
+KNIT_ACT_FUNCS(KNIT_X)
 #undef KNIT_X
-#undef KNIT_ACT_ONLY
+#undef KNIT_NL_ACT_alu
+#undef KNIT_NL_ACT_act
 
 inline ir::AluOp alu_op(const Op& op, const SourceLoc& loc) {
   if (op.alu < 0)

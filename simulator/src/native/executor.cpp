@@ -11,6 +11,7 @@
 #include "../exec_compute.h"
 #include "../machine.h"
 #include "../matmul.h"
+#include "knit/ir/op_traits.h"
 #include "knit/ir/view.h"
 #include "knit/jit/specializer.h"
 #include "knit/sim/native.h"
@@ -37,43 +38,6 @@ codegen::Specializer& native_specializer() {
 NativeCacheStats native_cache_stats() {
   const codegen::Specializer& s = native_specializer();
   return {s.modules_compiled(), s.modules_from_cache(), s.cache_entries_rejected(), s.cache_directory()};
-}
-
-bool natively_executable(Opcode op) {
-  switch (op) {
-    case Opcode::tensor_tensor:
-    case Opcode::tensor_scalar:
-    case Opcode::scalar_tensor_tensor:
-    case Opcode::reciprocal:
-    case Opcode::activation:
-    case Opcode::activation_reduce:
-    case Opcode::tensor_scalar_reduce:
-    case Opcode::tensor_copy:
-    case Opcode::dma_copy:
-    case Opcode::nc_transpose:
-    case Opcode::dma_transpose:
-    case Opcode::tensor_reduce:
-    case Opcode::memset:
-    case Opcode::tensor_copy_predicated:
-    case Opcode::select_reduce:
-    case Opcode::tensor_tensor_scan:
-    case Opcode::tensor_partition_reduce:
-    case Opcode::range_select:
-    case Opcode::iota:
-    case Opcode::affine_select:
-    case Opcode::bn_stats:
-    case Opcode::bn_aggr:
-    case Opcode::max8:
-    case Opcode::nc_matmul:
-    case Opcode::quantize_mx:
-    case Opcode::nc_matmul_mx:
-    case Opcode::dma_compute:
-    case Opcode::nc_stream_shuffle:
-    case Opcode::nc_n_gather:
-    case Opcode::local_gather:
-    case Opcode::nc_find_index8: return true;
-    default: return false;
-  }
 }
 
 namespace {
@@ -194,24 +158,6 @@ std::vector<Part> parts_of(const std::string& body, const std::string& shape, in
 
 }  // namespace
 
-namespace {
-
-// Register, grid and multi-core synchronization instructions move no tensor data of their own
-// (Machine::run_cores moves sendrecv's between the cores): nothing to compile, nothing to report.
-bool moves_no_data(Opcode op) {
-  switch (op) {
-    case Opcode::register_move:
-    case Opcode::register_load:
-    case Opcode::register_store:
-    case Opcode::register_alu:
-    case Opcode::program:
-    case Opcode::sendrecv:
-    case Opcode::core_barrier: return true;
-    default: return false;
-  }
-}
-
-}  // namespace
 
 bool NativeExecutor::warm(const Instruction& inst) {
   if (hot_) return true;
@@ -238,7 +184,9 @@ bool NativeExecutor::run(const Instruction& inst) {
     return run_rows(inst, op->dst.index_view() ? op->dst : op->src, {inst}, op->oob_mode, false, true);
   Plan p;
   if (const char* why = plan(inst, p)) {
-    if (moves_no_data(inst.opcode())) {
+    // Register, grid and multi-core synchronization instructions move no tensor data of their own
+    // (Machine::run_cores moves sendrecv's between the cores): nothing to compile, nothing to report.
+    if (!moves_tensor_data(inst.opcode())) {
       ++interpreted;
       return false;
     }
@@ -584,7 +532,7 @@ int64_t NativeExecutor::static_requests(std::vector<codegen::SpecializeRequest>&
     bool dynamic = false;
     for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
     if (dynamic) {
-      dynamic_instructions += natively_executable(inst.opcode());
+      dynamic_instructions += moves_tensor_data(inst.opcode());
       continue;
     }
     Plan p;

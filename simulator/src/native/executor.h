@@ -7,7 +7,8 @@
 // element (a read of never-written memory: the reference raises or warns with the index), and the
 // few layouts no body walks (plan.h, namespace why: more than 4 walk dims, dims that do not nest,
 // ...), which are an error unless the backend is jit_fallback (then the reference runs them).
-// Every opcode that moves tensor data has a body (`natively_executable`). The per-element
+// Every opcode that moves tensor data has a body (ir::moves_tensor_data; plan.h declares one
+// planner per op). The per-element
 // reference path is the definition; this one is an exact fast path of it.
 #pragma once
 
@@ -33,12 +34,10 @@ namespace knit::sim {
 
 class Machine;
 
-// Opcodes with a native body.
-bool natively_executable(ir::Opcode op);
-
 class NativeExecutor {
  public:
   explicit NativeExecutor(Machine& m);
+  struct Plan;  // the static part of running one instruction natively (plan.h)
   // Decides whether the kernel is worth compiling: when its static element work reaches the
   // threshold, prepare() now; otherwise instructions run on the reference executors until the
   // work done at run time reaches it (then prepare()). The threshold is the work at which
@@ -64,7 +63,6 @@ class NativeExecutor {
   std::vector<std::string> fallbacks;
 
  private:
-  struct Plan;
   // Why an instance goes to the reference executors; `diagnostic` when it is so that the
   // reference raises or warns with its exact message (not a limit of the native path).
   struct Refusal {

@@ -1,7 +1,9 @@
 // The planning half of the native path (internal to simulator/src/native): an instruction's
 // operands as byte-strided walks of their memories, the shape bytes a body is specialized on, and
-// the reasons an instruction is left to the reference executors. native/plan.cpp builds plans
-// (NativeExecutor::plan); executor.cpp runs them; rows.cpp runs indirect views row by row.
+// the reasons an instruction is left to the reference executors. NativeExecutor::plan (plan.cpp)
+// hands each instruction to its op's planner, plan_op, in the file of its family (plan_alu.cpp,
+// plan_data.cpp, plan_select.cpp, plan_reduce.cpp); executor.cpp runs the plans; rows.cpp runs
+// indirect views row by row.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include "../machine.h"
 #include "executor.h"
 #include "knit/ir/ir.h"
+#include "knit/ir/op_traits.h"
 #include "shapes.h"
 
 namespace knit::sim {
@@ -134,5 +137,42 @@ struct NativeExecutor::Plan {
   int64_t scratch_floats = 0;
   std::vector<OuterDim> outer;  // dims the executor walks around the body (element-wise maps only)
 };
+
+// Builds one instruction's plan: the operand machinery every op's planner shares.
+class Planner {
+ public:
+  Planner(Machine& m, const ir::Instruction& inst, NativeExecutor::Plan& out);
+  // A MapShape with no row fold and no second ALU stage.
+  static native::MapShape map_shape();
+  bool on_chip(const ir::View& v) const;
+  // Adds an operand (in data[] order); returns why its layout is not a strided walk (null: it is).
+  const char* add(const ir::View& v, bool written);
+  // The element-wise map body over dst and inputs a, b (either may be null). `a_axes` (a
+  // transpose): walk a with its dims permuted, dim k being a's dim a_axes[k]; its elements then
+  // pair with dst's in row-major order, across partitions. `affine` (iota, affine_select,
+  // range_select): a pseudo-operand whose "layout" is the affine index's per-partition and
+  // pattern steps; walked with the others, its steps become the shape's affine_step.
+  const char* map(native::MapShape s, const ir::View& dst, const ir::View* a, const ir::View* b,
+                  const ir::IntList* a_axes = nullptr, const Operand* affine = nullptr);
+  // The affine index of iota / affine_select (exec_select.cpp's free_affine_values): partition p
+  // steps by channel_multiplier, free element j by the pattern dims j decomposes into.
+  static Operand affine_index(const ir::View& dst, const ir::Pattern& pattern, int64_t channel_multiplier);
+  // The row body (bn_stats / bn_aggr / max8 / find_index8): each operand walks its own free dims
+  // (up to three after merging); find_index8's `vals` reads its first 8 free elements.
+  const char* row(native::RowKind kind, const ir::View& dst, const ir::View& data, const ir::View* vals = nullptr);
+  // The source of the gather kind, after map() planned dst and the walked operands: added as the
+  // last operand but not walked, each index addressing its partition's free elements (one strided
+  // run), so only its partition step and free element step go into `s` (map()'s shape).
+  const char* gather_source(native::MapShape& s, const ir::View& source);
+
+  Machine& m;
+  NativeExecutor::Plan& out;
+};
+
+// One planner per instruction (in the file of its family). Declared for every op; only those that
+// move tensor data (ir::moves_tensor_data) are called, and each of those must be defined.
+#define KNIT_X(type, name) const char* plan_op(Planner& p, const ir::type& op);
+KNIT_OPS(KNIT_X)
+#undef KNIT_X
 
 }  // namespace knit::sim

@@ -51,6 +51,19 @@ namespace knit::ir {
 
 constexpr int64_t kMaxPartitions = 128;
 
+// The tile limits NKI exposes as nl.tile_size, the same on every generation. The one copy:
+// nl::tile_size (C++), nl.tile_size (Python, through knit._core) and the verifier read it.
+namespace tile_size {
+inline constexpr int64_t pmax = kMaxPartitions;
+inline constexpr int64_t psum_fmax = 512;
+inline constexpr int64_t psum_bank_fmax = 512;
+inline constexpr int64_t psum_bank_fmax_bytes = 2048;
+inline constexpr int64_t psum_num_banks = 8;
+inline constexpr int64_t gemm_stationary_fmax = 128;
+inline constexpr int64_t gemm_moving_fmax = 512;
+inline constexpr int64_t bn_stats_fmax = 512;
+}  // namespace tile_size
+
 // One dimension of an access pattern: `num` elements `step` elements apart.
 struct ApDim {
   int64_t step = 0;

@@ -441,6 +441,9 @@ using OpVariant = std::variant<
 
 std::string_view opcode_name(Opcode op);
 std::optional<Opcode> parse_opcode(std::string_view name);
+// A default-constructed op of that opcode: every field at its NKI default, views unset.
+OpVariant default_op(Opcode op);
+constexpr size_t kNumOpcodes = std::variant_size_v<OpVariant> - 1;  // less the monostate
 
 struct Instruction {
   OpVariant op;

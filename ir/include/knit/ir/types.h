@@ -134,16 +134,30 @@ AluClass alu_class(AluOp op);
 bool alu_is_reduction(AluOp op);
 
 // ---- activation functions (nki-api.md §3.3) ---------------------------------------------------
-#define KNIT_ACT_FUNCS(X)                                                                       \
-  X(copy) X(square) X(sigmoid) X(relu) X(prelu) X(gelu) X(gelu_dx) X(gelu_apprx_tanh)            \
-  X(gelu_apprx_sigmoid) X(gelu_apprx_sigmoid_dx) X(silu) X(silu_dx) X(tanh) X(softplus) X(mish) \
-  X(erf) X(erf_dx) X(exp) X(abs) X(sign) X(log) X(sin) X(arctan) X(sqrt) X(rsqrt) X(reciprocal)
+// name, the ScalarE table set it loads (functions of one set share a table; `none`: plain
+// arithmetic, no table; the sets are Knit's estimate: exp with log, the gelu family, every other
+// function a set of its own), and whether nl.* has an ALU operator of the same name (`alu`: one
+// nl.square serves both) or the name is an activation function only (`act`).
+#define KNIT_ACT_FUNCS(X)                                                                   \
+  X(copy, none, act) X(square, none, alu) X(sigmoid, sigmoid, act) X(relu, none, alu)       \
+  X(prelu, prelu, act) X(gelu, gelu, act) X(gelu_dx, gelu, act) X(gelu_apprx_tanh, gelu, act) \
+  X(gelu_apprx_sigmoid, gelu, act) X(gelu_apprx_sigmoid_dx, gelu, act) X(silu, silu, act)   \
+  X(silu_dx, silu_dx, act) X(tanh, tanh, act) X(softplus, softplus, act) X(mish, mish, act) \
+  X(erf, erf, act) X(erf_dx, erf_dx, act) X(exp, exp, act) X(abs, none, alu)                \
+  X(sign, none, act) X(log, exp, act) X(sin, sin, act) X(arctan, arctan, act)               \
+  X(sqrt, sqrt, act) X(rsqrt, rsqrt, alu) X(reciprocal, reciprocal, alu)
 
 enum class ActFunc : uint8_t {
-#define KNIT_X(id) id,
+#define KNIT_X(id, set, kind) id,
   KNIT_ACT_FUNCS(KNIT_X)
 #undef KNIT_X
 };
+#define KNIT_X(...) +1
+constexpr int kNumActFuncs = 0 KNIT_ACT_FUNCS(KNIT_X);
+constexpr int kNumAluOps = 0 KNIT_ALU_OPS(KNIT_X);
+#undef KNIT_X
+// The ScalarE table set f loads (named by the set's first function), or nullopt for none.
+std::optional<ActFunc> act_table_set(ActFunc f);
 
 // ---- other instruction attributes ---------------------------------------------------------------
 #define KNIT_REDUCE_CMDS(X) X(idle) X(reset) X(reduce) X(reset_reduce) X(load_reduce)

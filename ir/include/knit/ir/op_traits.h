@@ -1,0 +1,163 @@
+// What each instruction is to the passes that schedule, time and run it: one row per KNIT_OPS
+// entry, in the same order. The lowering (engine queues, barriers), liveness, the machine
+// (control flow, whole-tile writes), the timing replay, the cost model and the native planner read
+// these columns instead of switching on opcodes.
+//
+// Adding an instruction adds its row here. A missing row, a row out of order or a row that leaves
+// out a column is a build error (the static_asserts below and the Required<> columns).
+#pragma once
+
+#include "knit/ir/ir.h"
+
+namespace knit::ir {
+
+// A column every row must give: it has no default, so leaving it out of a row does not compile.
+template <class T>
+struct Required {
+  T value;
+  constexpr Required(T v) : value(v) {}  // NOLINT(google-explicit-constructor): rows read as data
+  constexpr operator T() const { return value; }
+};
+
+// How the sequencer treats an instruction.
+enum class OpRole : uint8_t {
+  compute,    // moves tensor data on a compute engine's queue
+  dma,        // moves tensor data on a DMA queue
+  block,      // opens, splits or closes a loop / while / if block
+  scalar,     // register work and grid starts: the sequencer runs it between queue drains
+  core_sync,  // synchronizes cores (core_barrier, sendrecv)
+};
+
+// Where a block instruction stands in its block (match_blocks pairs them).
+enum class BlockPart : uint8_t { none, open, middle, close };
+
+// The cost formula family (simulator/src/cost.cpp documents each formula and its source). The
+// engine an instruction runs on picks the formulas; a rule that engine does not know counts there
+// as `stream` (an `engine=` operand may move an instruction to another engine).
+enum class CostRule : uint8_t {
+  stream,          // elements x per_element cycles (halved when all 16-bit if halves_16bit), MIN_II floor if floored
+  tensor_tensor,   // VectorE two-input: 1/elem for fast 16-bit or mixed PSUM/SBUF inputs, else 2/elem
+  perf_mode,       // VectorE one-input: DVE perf modes on 16-bit data (2x, 4x when contiguous SBUF)
+  predicated,      // VectorE predicated copy: 1/elem from PSUM, 2/elem otherwise, no floor
+  matmul,          // TensorE: moving free size per pass, fp32 at fp32_factor
+  pe_transpose,    // TensorE transpose: one pass per partition
+  partition_fold,  // GpSimd fold across partitions: scales with the partitions folded
+  index_stream,    // GpSimd index generation and gathers: one 32-bit lane per element
+  dma,             // DMA: bytes over descriptor-size-dependent bandwidth
+  dma_transpose,   // DMA through the transpose path (a fraction of the DMA bandwidth)
+  none,            // sequencer work, timed as a barrier
+};
+
+struct OpCost {
+  Required<CostRule> rule;
+  int per_element_num = 1, per_element_den = 1;  // stream: cycles per element, as a ratio
+  bool halves_16bit = false;                     // stream: twice as fast when every operand is 16-bit
+  bool floored = true;                           // stream: at least MIN_II cycles
+  int extra_cycles = 0;                          // stream: added after the floor (accumulator read-out)
+};
+
+// Chooses the engine from the operands when the opcode alone does not decide it.
+using EngineRule = Engine (*)(const Kernel&, const Instruction&);
+
+struct OpTraits {
+  Required<Opcode> opcode;
+  Required<OpRole> role;
+  Required<Engine> engine;  // default engine (an `engine=` operand overrides it); sync for sequencer work
+  EngineRule engine_rule;   // or null
+  BlockPart block;
+  // Stores every element of dst unconditionally (no predicate, no accumulation state, no skipped
+  // rows), so a dst written whole before any read needs no NaN fill.
+  Required<bool> writes_whole_dst;
+  OpCost cost;  // its rule is required, so a row cannot leave the cost out
+};
+
+Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst);  // by dtype and size
+Engine tensor_tensor_engine_of(const Kernel& k, const Instruction& inst);  // pow runs on GpSimd
+
+namespace op_traits_detail {
+using enum OpRole;
+using C = CostRule;
+constexpr Engine tensor = Engine::tensor, vector = Engine::vector, act = Engine::scalar, pool = Engine::gpsimd,
+                 dma_engine = Engine::dma, seq = Engine::sync;
+constexpr BlockPart no_block = BlockPart::none, open = BlockPart::open, middle = BlockPart::middle,
+                    close = BlockPart::close;
+constexpr OpCost sequencer{C::none};
+constexpr EngineRule by_opcode = nullptr;
+
+// clang-format off
+inline constexpr OpTraits kTable[] = {
+  // opcode                         role       engine      engine_rule              block     whole  cost
+  {Opcode::dma_copy,                dma,       dma_engine, by_opcode,               no_block, true,  {C::dma}},
+  {Opcode::dma_compute,             dma,       dma_engine, by_opcode,               no_block, false, {C::dma}},
+  {Opcode::nc_matmul,               compute,   tensor,     by_opcode,               no_block, false, {C::matmul}},
+  {Opcode::nc_transpose,            compute,   tensor,     nc_transpose_engine_of,  no_block, false, {C::pe_transpose}},
+  {Opcode::activation,              compute,   act,        by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::activation_reduce,       compute,   act,        by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::tensor_tensor,           compute,   vector,     tensor_tensor_engine_of, no_block, true,  {C::tensor_tensor}},
+  {Opcode::tensor_scalar,           compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}},
+  {Opcode::scalar_tensor_tensor,    compute,   vector,     by_opcode,               no_block, true,  {C::stream, 2, 1, false, false}},
+  {Opcode::tensor_reduce,           compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, true, false}},
+  {Opcode::tensor_partition_reduce, compute,   pool,       by_opcode,               no_block, false, {C::partition_fold}},
+  {Opcode::tensor_copy,             compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}},
+  {Opcode::tensor_copy_predicated,  compute,   vector,     by_opcode,               no_block, false, {C::predicated}},
+  {Opcode::memset,                  compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, true}},
+  {Opcode::iota,                    compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}},
+  {Opcode::affine_select,           compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}},
+  {Opcode::select_reduce,           compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::range_select,            compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::reciprocal,              compute,   vector,     by_opcode,               no_block, true,  {C::stream, 8}},
+  {Opcode::tensor_tensor_scan,      compute,   vector,     by_opcode,               no_block, true,  {C::stream, 2}},
+  {Opcode::tensor_scalar_reduce,    compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, false, true, 64}},
+  {Opcode::bn_stats,                compute,   vector,     by_opcode,               no_block, false, {C::stream}},
+  {Opcode::bn_aggr,                 compute,   vector,     by_opcode,               no_block, false, {C::stream, 13, 3}},
+  {Opcode::max8,                    compute,   vector,     by_opcode,               no_block, false, {C::stream}},
+  {Opcode::nc_find_index8,          compute,   vector,     by_opcode,               no_block, false, {C::stream}},
+  {Opcode::dma_transpose,           dma,       dma_engine, by_opcode,               no_block, false, {C::dma_transpose}},
+  {Opcode::register_move,           scalar,    seq,        by_opcode,               no_block, false, sequencer},
+  {Opcode::register_load,           scalar,    seq,        by_opcode,               no_block, false, sequencer},
+  {Opcode::register_store,          scalar,    seq,        by_opcode,               no_block, false, sequencer},
+  {Opcode::register_alu,            scalar,    seq,        by_opcode,               no_block, false, sequencer},
+  {Opcode::loop,                    block,     seq,        by_opcode,               open,     false, sequencer},
+  {Opcode::while_,                  block,     seq,        by_opcode,               open,     false, sequencer},
+  {Opcode::if_,                     block,     seq,        by_opcode,               open,     false, sequencer},
+  {Opcode::else_,                   block,     seq,        by_opcode,               middle,   false, sequencer},
+  {Opcode::end,                     block,     seq,        by_opcode,               close,    false, sequencer},
+  {Opcode::program,                 scalar,    seq,        by_opcode,               no_block, false, sequencer},
+  {Opcode::core_barrier,            core_sync, seq,        by_opcode,               no_block, false, sequencer},
+  {Opcode::sendrecv,                core_sync, seq,        by_opcode,               no_block, false, sequencer},
+  {Opcode::local_gather,            compute,   pool,       by_opcode,               no_block, false, {C::index_stream}},
+  {Opcode::nc_n_gather,             compute,   pool,       by_opcode,               no_block, false, {C::index_stream}},
+  {Opcode::nc_stream_shuffle,       compute,   vector,     by_opcode,               no_block, false, {C::stream}},
+  {Opcode::quantize_mx,             compute,   vector,     by_opcode,               no_block, false, {C::stream, 1, 4}},
+  {Opcode::nc_matmul_mx,            compute,   tensor,     by_opcode,               no_block, false, {C::matmul}},
+};
+// clang-format on
+
+constexpr bool rows_in_order() {
+  for (size_t i = 0; i < std::size(kTable); ++i)
+    if (static_cast<size_t>(static_cast<Opcode>(kTable[i].opcode)) != i) return false;
+  return true;
+}
+static_assert(std::size(kTable) == kNumOpcodes, "op_traits.h: every KNIT_OPS entry needs a row");
+static_assert(rows_in_order(), "op_traits.h: rows must follow the KNIT_OPS order");
+}  // namespace op_traits_detail
+
+constexpr const OpTraits& op_traits(Opcode op) { return op_traits_detail::kTable[static_cast<size_t>(op)]; }
+
+// The opcode of an op struct, at compile time (its index in the instruction variant).
+template <class Op, size_t I = 0>
+constexpr Opcode opcode_of() {
+  if constexpr (std::is_same_v<std::variant_alternative_t<I, OpVariant>, Op>) return static_cast<Opcode>(I);
+  else return opcode_of<Op, I + 1>();
+}
+
+constexpr bool moves_tensor_data(Opcode op) {
+  const OpRole r = op_traits(op).role;
+  return r == OpRole::compute || r == OpRole::dma;
+}
+constexpr CostRule cost_rule(Opcode op) { return op_traits(op).cost.rule; }
+constexpr bool is_dma(Opcode op) { return op_traits(op).role == OpRole::dma; }
+constexpr bool is_core_sync(Opcode op) { return op_traits(op).role == OpRole::core_sync; }
+constexpr bool is_block(Opcode op) { return op_traits(op).role == OpRole::block; }
+
+}  // namespace knit::ir

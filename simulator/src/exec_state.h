@@ -1,0 +1,138 @@
+// What an instruction's semantics see of the machine: the reference executors (exec_*.cpp) take an
+// ExecState, never the Machine. It gives an instruction's operands as Tiles (P partitions x F
+// elements, partition-major, with reads that decode to fp32 and check the initialized bitmap, and
+// writes that round to the view's dtype), per-partition scalar columns, the 32-bit registers, the
+// engine accumulators and the error and warning channel. Placement, liveness, queues, races,
+// cores and the native path stay behind it in Machine (machine.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "byte_flags.h"
+#include "knit/ir/ir.h"
+#include "zeroed_bytes.h"
+
+namespace knit::sim {
+
+struct Memory {
+  ZeroedBytes bytes;
+  ByteFlags init;        // 1 where the byte was ever written; empty: every byte was (arguments)
+  ByteFlags mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
+  // zero_bytes false: the caller fills every byte itself (a fresh HBM tensor's NaN fill).
+  void resize(size_t n, bool track_matmul = false, bool zero_bytes = true) {
+    bytes.reset(n, zero_bytes);
+    init.reset(n);
+    mm_written.reset(track_matmul ? n : 0);
+  }
+  // An argument's memory: `n` bytes the caller fills, all initialized (no bitmap to keep).
+  void resize_initialized(size_t n) {
+    bytes.reset(n, /*zero=*/false);
+    init.reset(0);
+    mm_written.reset(0);
+  }
+  // An argument no instruction writes: its caller's bytes, in place, all initialized.
+  void borrow_initialized(std::span<const uint8_t> in) {
+    bytes.borrow(in.data(), in.size());
+    init.reset(0);
+    mm_written.reset(0);
+  }
+  bool tracks_init() const { return init.size() != 0; }
+  bool tracks_matmul() const { return mm_written.size() != 0; }
+};
+
+class ExecState;
+
+class Tile {
+ public:
+  int64_t P = 0, F = 0;
+  ir::DType dtype = ir::DType::float32;
+
+  int64_t size() const { return P * F; }
+  int64_t at(int64_t p, int64_t j) const { return p * F + j; }
+
+  float read(int64_t i) const;
+  void write(int64_t i, float v);
+  uint32_t read_bits(int64_t i) const;
+  void write_bits(int64_t i, uint32_t bits);
+  int64_t read_int(int64_t i) const;
+  void write_int(int64_t i, int64_t v);
+  // Every element, in order: the "read all inputs, then write" pattern of the executors.
+  std::vector<float> read_all() const;
+  std::vector<uint32_t> read_all_bits() const;
+  void write_all(const std::vector<float>& values);
+  void write_all_bits(const std::vector<uint32_t>& bits);
+  // PSUM accumulation state: was element i last written by a matmul?
+  bool matmul_written(int64_t i) const;
+  // A matmul's write: stores v and sets the matmul-written flag.
+  void write_from_matmul(int64_t i, float v);
+  bool is_initialized(int64_t i) const;
+  // Marks element i written (initialized; matmul-written or not), as a write does; for the native
+  // path, whose bodies write the bytes themselves.
+  void mark_written(int64_t i, bool by_matmul);
+  // Elements of an indirect view whose row index was out of range under oob_mode=skip: the
+  // instruction must neither read nor write them.
+  bool skipped(int64_t i) const { return !skipped_.empty() && skipped_[i]; }
+  bool any_skipped() const { return !skipped_.empty(); }
+
+ private:
+  friend class Machine;
+  void check_init(int64_t i) const;
+
+  ExecState* state_ = nullptr;
+  Memory* mem_ = nullptr;
+  std::vector<int64_t> offset_;  // byte offset of element i in mem_
+  std::vector<uint8_t> skipped_;  // empty, or 1 per element dropped by oob_mode=skip
+  std::string what_;             // operand description for messages
+  int tensor_ = -1;
+  int esize_ = 4;  // dtype_size(dtype), looked up once per operand
+};
+
+class ExecState {
+ public:
+  virtual ~ExecState() = default;
+
+  // The operand `what` (e.g. "data1") of the current instruction, resolved to memory. An
+  // indirect view reads its index tensor here; an out-of-range row is an error, or with
+  // oob_mode=skip an element marked skipped.
+  virtual Tile tile(const ir::View& v, const char* what, ir::OobMode oob = ir::OobMode::error) = 0;
+  // A per-partition scalar operand: an immediate repeated P times, or a [P, 1] column's values.
+  std::vector<float> column(const ir::Operand& o, int64_t P, const char* what);
+
+  // 32-bit registers (register_* instructions, loop counters, dynamic offsets); reading one never
+  // set is an error.
+  int32_t reg(int id) const;
+  void set_reg(int id, int64_t value);
+  int32_t value(const ir::IntValue& v) const { return v.is_reg() ? reg(v.reg) : static_cast<int32_t>(v.imm); }
+
+  // Engine accumulator registers (nki-api.md §4.8): one fp32 per partition lane.
+  std::array<float, 128> scalar_acc{};
+  std::array<float, 128> vector_acc{};
+
+  virtual const ir::Kernel& kernel() const = 0;
+  virtual const ir::Instruction& current() const = 0;
+  virtual void warn(const std::string& message) = 0;
+  [[noreturn]] virtual void fail(const std::string& rule, const std::string& message) const = 0;
+  virtual bool uninitialized_is_error() const = 0;
+
+ protected:
+  void reset_registers(int count) {
+    regs_.assign(static_cast<size_t>(count), 0);
+    reg_set_.assign(static_cast<size_t>(count), 0);
+  }
+
+ private:
+  std::vector<int32_t> regs_;
+  std::vector<uint8_t> reg_set_;
+};
+
+// Instruction semantics, one overload per op (exec_*.cpp). Declared for every op; a missing one
+// does not link.
+#define KNIT_X(type, name) void exec(ExecState& m, const ir::type& op);
+KNIT_OPS(KNIT_X)
+#undef KNIT_X
+
+}  // namespace knit::sim
