@@ -98,23 +98,22 @@ class Evidence:
     problems: tuple = ()
 
 
-def evidence(counts=None, output_ok=None, output="", all_native=True):
+def evidence(counts=None, output_ok=None, output=""):
     """counts: a run's Compiled.last_run; output_ok / output: the check of its output and what it
-    was compared with ("same bytes as the reference backend"). all_native: the row measures the
+    was compared with ("same bytes as the reference backend"). The rows with counts measure the
     native path, so an instruction left to the reference executors (or none run natively) means
     the row does not measure what it says."""
     instructions, problems = "-", []
     if counts is not None:
         native, interpreted = counts["native"], counts["interpreted"]
         instructions = f"{native} / {interpreted}"
-        if all_native and native == 0:
+        if native == 0:
             problems.append("nothing ran natively")
-        elif all_native and interpreted:
+        elif interpreted:
             problems.append(f"{interpreted} instructions interpreted")
-    if output_ok is not None:
-        if not output_ok:
-            problems.append(f"output DIFFERS ({output})")
-        output = output if output_ok else f"DIFFERS: {output}"
+    if output_ok is not None and not output_ok:
+        problems.append(f"output check failed ({output})")
+        output = f"FAILED: {output}"
     return Evidence(instructions, output or "-", tuple(problems))
 
 
