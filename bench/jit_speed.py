@@ -710,7 +710,8 @@ def main():
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump([{"name": r.name, "knit": r.knit, "ratio": r.ratio, "verdict": r.verdict,
-                        "instructions": r.evidence.instructions, "output": r.evidence.output} for r in rows], f, indent=1)
+                        "instructions": r.evidence.instructions, "output": r.evidence.output} for r in rows],
+                      f, indent=1)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import time
 
+# bench/ is the script's folder, on sys.path
 import record
-from jit_speed import EXAMPLES, ROOT, fmt_time, machine_lines, same_bytes  # noqa: E402 (bench/ is the script's folder, on sys.path)
+from jit_speed import EXAMPLES, ROOT, fmt_time, machine_lines, same_bytes
 
 # name: (example module, kernel, shapes, dtype)
 CASES = {

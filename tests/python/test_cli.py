@@ -172,8 +172,9 @@ def test_profile_writes_a_perfetto_trace_and_a_plot(capsys, tmp_path):
 def knit_process(*argv, env=None):
     """`python -m knit ARGV` in a fresh process: (returncode, stdout). The cache commands need
     one: a process keeps the cache folder it first used, whatever KNIT_CACHE_DIR says later."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **(env or {}))
     done = subprocess.run([sys.executable, "-m", "knit", *argv], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **(env or {})))
+                          check=False, env=env)
     return done.returncode, done.stdout + done.stderr
 
 
