@@ -8,7 +8,11 @@ so that the machine's load, which moves by tens of percent on a shared VM, weigh
 alike), each in a fresh process with KNIT_BENCH_TREE naming the checkout measured; every run
 writes its own results file to bench/results/, named by that checkout's commit. Arguments
 after `--` go to jit_speed.py. Then, per benchmark, a table of each row's figure before and
-after (the best over the rounds) and after / before; a row met on one side only is marked.
+after (the best over the rounds), after / before, and each side's ratio against the baseline
+measured in its own run (less sensitive to the load than the times); a row met on one side only
+is marked. On a loaded machine one round is not enough: with the same build on both sides
+(bench/results/2026-12-05-9caeb20-before_after.txt, load average 8) single rows moved by
+0.7-5x; use several rounds and look at the ratios.
 The comparison itself is written to bench/results/ as well.
 
 A checkout is measured as it is: its python/knit with the extension built there (_core, _cppc)
@@ -68,18 +72,20 @@ def best(runs, key):
 
 def compare_jit_speed(before, after):
     b, a = best(before, lambda r: seconds(r["knit"])), best(after, lambda r: seconds(r["knit"]))
-    lines = [f"{'benchmark':<70}{'before':>10}{'after':>10}{'after/before':>14}  verdict before -> after"]
+    lines = [f"{'benchmark':<70}{'before':>10}{'after':>10}{'after/before':>14}{'ratio before':>17}"
+             f"{'ratio after':>17}  verdict before -> after"]
     for name, rb in b.items():
         ra = a.get(name)
         if ra is None:
             lines.append(f"{name:<70}{rb['knit']:>10}{'(no row)':>10}")
             continue
         tb, ta = seconds(rb["knit"]), seconds(ra["knit"])
-        ratio = f"{ta / tb:.2f}x" if tb and ta else "-"
+        change = f"{ta / tb:.2f}x" if tb and ta else "-"
         verdicts = rb["verdict"] if rb["verdict"] == ra["verdict"] else f"{rb['verdict']} -> {ra['verdict']}"
         if (rb["verdict"] == "met") != (ra["verdict"] == "met"):
             verdicts += "  << met before, not after" if rb["verdict"] == "met" else "  << met after, not before"
-        lines.append(f"{name:<70}{rb['knit']:>10}{ra['knit']:>10}{ratio:>14}  {verdicts}")
+        lines.append(f"{name:<70}{rb['knit']:>10}{ra['knit']:>10}{change:>14}{rb['ratio']:>17}{ra['ratio']:>17}"
+                     f"  {verdicts}")
     return lines
 
 

@@ -230,7 +230,7 @@ def bench_matmul(n, n_ref, repeats):
                              knit_s, torch_s, "torch", 3, ev))
 
     # The reference backend is too slow at n; measure it at n_ref to show the scale.
-    progress(f"matmul {n_ref}^3 bf16: JIT vs reference backend")
+    progress(f"matmul {n_ref}^3 bf16: jit-strict vs reference backend")
     lhsT, rhs = randn(n_ref, n_ref, dtype=ml_dtypes.bfloat16), randn(n_ref, n_ref, dtype=ml_dtypes.bfloat16)
     c = knit.compile(matmul_kernel, lhsT, rhs)
     # jit-strict: compiled whatever the size (at --quick's the default backend would interpret it).
