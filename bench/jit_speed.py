@@ -11,7 +11,8 @@ when its time meets the goal and its evidence holds: the JIT rows ran every inst
 Sections (every time is the best of --repeats runs, time.perf_counter):
   a. matmul (examples/kernels/python/matmul.py), bf16 inputs, fp32 PSUM: `c.run(backend="jit",
      check_races=False)` after one warm-up run, against torch.matmul on fp32 tensors of the same
-     shape (torch's default threads); plus the reference backend at a small size for scale.
+     shape (torch's default threads); plus jit-strict against the reference backend at a small size
+     for scale.
   b. softmax, RMSNorm, LayerNorm, tensor add: the JIT backend against the reference backend and
      against an eager NumPy-per-instruction interpreter (bench/numpy_eager.py, outputs checked
      allclose to Knit's before it is timed). Each eager row counts both sides' instructions and
