@@ -1,21 +1,30 @@
 """How fast Knit executes kernels on the CPU, each figure against a baseline measured in the same run.
 
-    PYTHONPATH=python:build/python python3 bench/jit_speed.py              # about 2 min on 2 cores
-    PYTHONPATH=python:build/python python3 bench/jit_speed.py --quick      # smaller sizes, fewer repeats
-    PYTHONPATH=python:build/python python3 bench/jit_speed.py --markdown   # table as Markdown
+    python3 bench/jit_speed.py              # about 2 min on 2 cores
+    python3 bench/jit_speed.py --quick      # smaller sizes, fewer repeats
+    python3 bench/jit_speed.py --markdown   # table as Markdown
+
+The output is also written to bench/results/ (bench/record.py). A row's verdict is "met" only
+when its time meets the goal and its evidence holds: the JIT rows ran every instruction natively
+(native / interpreted counts in the row) and their output matched the baseline's check.
 
 Sections (every time is the best of --repeats runs, time.perf_counter):
   a. matmul (examples/kernels/python/matmul.py), bf16 inputs, fp32 PSUM: `c.run(backend="jit",
      check_races=False)` after one warm-up run, against torch.matmul on fp32 tensors of the same
-     shape (torch's default threads); plus the reference backend at a small size for scale.
+     shape (torch's default threads); plus jit-strict against the reference backend at a small size
+     for scale.
   b. softmax, RMSNorm, LayerNorm, tensor add: the JIT backend against the reference backend and
      against an eager NumPy-per-instruction interpreter (bench/numpy_eager.py, outputs checked
-     allclose to Knit's before it is timed).
+     allclose to Knit's before it is timed). Each eager row counts both sides' instructions and
+     DMA bytes; diagnostic rows time tensor add on narrow tiles, where the fixed cost of an
+     instruction dominates, to split each side's time into per-instruction and per-byte costs.
   c. the same softmax and vector add in Triton's CPU interpreter (TRITON_INTERPRET=1), if Triton is
      installed.
   d. cold and warm start of each example kernel, each in a fresh subprocess sharing one new
      KNIT_CACHE_DIR: knit.compile + .program (lowering), then the first and a second run, with
-     KNIT_JIT_THRESHOLD=0 so that the first run compiles every body natively. The
+     KNIT_JIT_THRESHOLD=0 so that the first run compiles every body natively (its native /
+     interpreted counts are in the row, and its output is compared with the reference
+     backend's after the timings). The
      C++ examples (examples/kernels/cpp, at their knit-run shapes) add loading the file:
      Clang + the JIT, or the disk cache; each is started cold with an empty cache (against the
      <knit/knit.h> the build precompiled), cold again as an edited file, and warm.
@@ -36,11 +45,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/: record, numpy_eager
+import record  # noqa: E402
+
+ROOT = record.TREE  # the checkout measured: this one, or $KNIT_BENCH_TREE
 EXAMPLES = os.path.join(ROOT, "examples", "kernels", "python")
-for _p in (os.path.join(ROOT, "bench"), EXAMPLES, os.path.join(ROOT, "python")):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+record.use_tree(os.path.join("examples", "kernels", "python"))
 os.environ.setdefault("KNIT_PROGRESS", "0")  # no progress bar on stderr in the middle of the table
 
 import ml_dtypes  # noqa: E402
@@ -81,6 +91,34 @@ def fmt_time(s):
 
 
 @dataclass
+class Evidence:
+    """What a row's verdict rests on besides its time: the instructions Knit executed (native /
+    interpreted) and how its output was checked. Any problem makes the verdict "not met"."""
+    instructions: str = "-"
+    output: str = "-"
+    problems: tuple = ()
+
+
+def evidence(counts=None, output_ok=None, output=""):
+    """counts: a run's Compiled.last_run; output_ok / output: the check of its output and what it
+    was compared with ("same bytes as the reference backend"). The rows with counts measure the
+    native path, so an instruction left to the reference executors (or none run natively) means
+    the row does not measure what it says."""
+    instructions, problems = "-", []
+    if counts is not None:
+        native, interpreted = counts["native"], counts["interpreted"]
+        instructions = f"{native} / {interpreted}"
+        if native == 0:
+            problems.append("nothing ran natively")
+        elif interpreted:
+            problems.append(f"{interpreted} instructions interpreted")
+    if output_ok is not None and not output_ok:
+        problems.append(f"output check failed ({output})")
+        output = f"FAILED: {output}"
+    return Evidence(instructions, output or "-", tuple(problems))
+
+
+@dataclass
 class Row:
     name: str
     knit: str
@@ -88,6 +126,7 @@ class Row:
     ratio: str
     goal: str
     verdict: str
+    evidence: Evidence
     note: str = ""
 
 
@@ -95,8 +134,11 @@ def _factor(x):
     return f"{x:.0f}x" if x >= 100 else f"{x:.1f}x" if x >= 10 else f"{x:.2f}x"
 
 
-def _verdict(factor):
-    """factor = how many times faster Knit has to get to meet the goal (<= 1: met)."""
+def _verdict(factor, ev):
+    """factor = how many times faster Knit has to get to meet the goal (<= 1: met). A row whose
+    evidence fails is "not met" whatever its time: a fast wrong answer meets no goal."""
+    if ev.problems:
+        return "not met: " + "; ".join(ev.problems)
     return "met" if factor <= 1 else f"missed by {_factor(factor)}"
 
 
@@ -105,27 +147,37 @@ def _relative(speedup):
     return f"{_factor(speedup)} faster" if speedup >= 1 else f"{_factor(1 / speedup)} slower"
 
 
-def speedup_row(name, knit_s, base_s, base_name, goal, note=""):
+def speedup_row(name, knit_s, base_s, base_name, goal, ev, note=""):
     """Knit should be `goal` times faster than the baseline (goal None: for information)."""
     speedup = base_s / knit_s
     return Row(name, fmt_time(knit_s), f"{fmt_time(base_s)} {base_name}", _relative(speedup),
-               f">= {goal:g}x faster" if goal else "info", _verdict(goal / speedup) if goal else "-", note)
+               f">= {goal:g}x faster" if goal else "info", _verdict(goal / speedup, ev) if goal else "-", ev, note)
 
 
-def slowdown_row(name, knit_s, base_s, base_name, goal, note=""):
+def slowdown_row(name, knit_s, base_s, base_name, goal, ev, note=""):
     """Knit may take at most `goal` times the baseline's time."""
     slowdown = knit_s / base_s
     return Row(name, fmt_time(knit_s), f"{fmt_time(base_s)} {base_name}", _relative(1 / slowdown),
-               f"<= {goal:g}x slower", _verdict(slowdown / goal), note)
+               f"<= {goal:g}x slower", _verdict(slowdown / goal, ev), ev, note)
 
 
-def limit_row(name, knit_s, limit_s, note=""):
+def limit_row(name, knit_s, limit_s, ev, note=""):
     """Knit's time should be at most limit_s."""
-    return Row(name, fmt_time(knit_s), "-", "-", f"<= {limit_s * 1e3:g} ms", _verdict(knit_s / limit_s), note)
+    return Row(name, fmt_time(knit_s), "-", "-", f"<= {limit_s * 1e3:g} ms", _verdict(knit_s / limit_s, ev), ev,
+               note)
 
 
 def failed_row(name, why):
-    return Row(name, "-", "-", "-", "-", "not measured", why)
+    return Row(name, "-", "-", "-", "-", "not measured", Evidence(), why)
+
+
+def same_bytes(a, b):
+    """Outputs (an array or a tuple of arrays) identical byte for byte, shapes and dtypes too."""
+    a = a if isinstance(a, tuple) else (a,)
+    b = b if isinstance(b, tuple) else (b,)
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape and np.ascontiguousarray(x).tobytes() ==
+        np.ascontiguousarray(y).tobytes() for x, y in zip(a, b))
 
 
 # ---- inputs ----------------------------------------------------------------------------------
@@ -164,8 +216,8 @@ def bench_matmul(n, n_ref, repeats):
     c.program  # lower now, outside the timings
     progress(f"matmul {n}^3 bf16: JIT warm-up run")
     out = c.run(lhsT, rhs, backend="jit", check_races=False)
-    counts = c.last_run
     knit_s = best_of(repeats, lambda: c.run(lhsT, rhs, backend="jit", check_races=False))
+    counts = c.last_run  # of the last timed run
 
     # torch on fp32 copies of the same (bf16-representable) values: lhsT.T @ rhs.
     a = torch.from_numpy(lhsT.astype(np.float32)).T.contiguous()
@@ -174,59 +226,113 @@ def bench_matmul(n, n_ref, repeats):
     torch_s = best_of(repeats, lambda: torch.matmul(a, b))
     # Knit rounds the fp32 sums to bf16 on the way out: compare at bf16 precision.
     close = np.allclose(out.astype(np.float32), expect.numpy(), rtol=1e-2, atol=1e-2 * np.sqrt(n))
-    note = (f"{counts['native']} native / {counts['interpreted']} interpreted instructions; "
-            f"output {'allclose to' if close else 'DIFFERS from'} torch at bf16 precision")
+    ev = evidence(counts, close, "allclose to torch at bf16 precision")
     rows.append(slowdown_row(f"a. matmul {n}^3 bf16, JIT vs torch fp32 ({torch.get_num_threads()} threads)",
-                             knit_s, torch_s, "torch", 3, note))
+                             knit_s, torch_s, "torch", 3, ev))
 
     # The reference backend is too slow at n; measure it at n_ref to show the scale.
-    progress(f"matmul {n_ref}^3 bf16: JIT vs reference backend")
+    progress(f"matmul {n_ref}^3 bf16: jit-strict vs reference backend")
     lhsT, rhs = randn(n_ref, n_ref, dtype=ml_dtypes.bfloat16), randn(n_ref, n_ref, dtype=ml_dtypes.bfloat16)
     c = knit.compile(matmul_kernel, lhsT, rhs)
-    c.run(lhsT, rhs, backend="jit", check_races=False)
-    jit_s = best_of(repeats, lambda: c.run(lhsT, rhs, backend="jit", check_races=False))
+    # jit-strict: compiled whatever the size (at --quick's the default backend would interpret it).
+    out = c.run(lhsT, rhs, backend="jit-strict", check_races=False)
+    jit_s = best_of(repeats, lambda: c.run(lhsT, rhs, backend="jit-strict", check_races=False))
+    counts = c.last_run
+    ref_out = c.run(lhsT, rhs, backend="reference", check_races=False)
     ref_s = best_of(repeats, lambda: c.run(lhsT, rhs, backend="reference", check_races=False))
-    rows.append(speedup_row(f"a. matmul {n_ref}^3 bf16, JIT vs reference backend", jit_s, ref_s, "reference",
-                            None, "for scale; the reference backend is too slow at the size above"))
+    ev = evidence(counts, same_bytes(out, ref_out), "same bytes as the reference backend")
+    rows.append(speedup_row(f"a. matmul {n_ref}^3 bf16, jit-strict vs reference backend", jit_s, ref_s, "reference",
+                            None, ev, "for scale; the reference backend is too slow at the size above"))
     return rows
 
 
 # ---- b. row kernels against the reference backend and eager NumPy ---------------------------
 
 
-def bench_row_kernels(rows_n, cols_n, repeats):
-    """Returns (table rows, {label: JIT seconds}); section c reuses the JIT times."""
-    import knit
+def mib(n):
+    return f"{n / 2**20:.1f} MiB"
+
+
+def eager_comparison(c, counts, jit_s, kernel, args, repeats, backend="jit"):
+    """(eager seconds, evidence, note): the eager interpreter on the same inputs, checked allclose
+    to Knit's output `c` computed, and both sides' instruction counts and DMA bytes (None seconds:
+    the outputs differ, so the eager time would compare different work)."""
     import numpy_eager
 
-    rows, jit_times = [], {}
+    out = c.run(*args, backend=backend, check_races=False)
+    eager = numpy_eager.run(kernel, *args)
+    diff = float(np.max(np.abs(eager.astype(np.float64) - out.astype(np.float64))))
+    close = bool(np.allclose(eager, out, rtol=1e-4, atol=1e-5))
+    ev = evidence(counts, close, f"eager allclose to Knit, max |diff| {diff:.2g}")
+    if not close:
+        return None, ev, ""
+    eager_s = best_of(repeats, lambda: numpy_eager.run(kernel, *args))
+    tally = numpy_eager.count(kernel, *args)
+    knit_n = counts["native"] + counts["interpreted"]
+    note = (f"instructions: Knit {knit_n}, eager {tally['instructions']}; DMA bytes: Knit "
+            f"{mib(c.stats['dma_bytes'])}, eager {mib(tally['dma_bytes'])}; per instruction: Knit "
+            f"{fmt_time(jit_s / knit_n)}, eager {fmt_time(eager_s / tally['instructions'])}")
+    return eager_s, ev, note
+
+
+def bench_row_kernels(rows_n, cols_n, repeats):
+    """Returns (table rows, {label: JIT seconds}, {label: (JIT seconds, eager seconds, DMA bytes,
+    instructions)}): section c reuses the JIT times, bench_eager_split the eager figures."""
+    import knit
+
+    rows, jit_times, eager_times = [], {}, {}
     for label, kernel, args in norm_kernels(rows_n, cols_n):
         progress(f"{label} {rows_n}x{cols_n}: JIT, reference backend, eager NumPy")
         shape = f"{rows_n}x{cols_n} fp32"
         c = knit.compile(kernel, *args)
         out = c.run(*args, backend="jit", check_races=False)  # warm-up: compiles the instruction bodies
-        counts = c.last_run
         jit_s = best_of(repeats, lambda: c.run(*args, backend="jit", check_races=False))
+        counts = c.last_run
         jit_times[label] = jit_s
         ref_out = c.run(*args, backend="reference", check_races=False)
         ref_s = best_of(repeats, lambda: c.run(*args, backend="reference", check_races=False))
-        same = "bitwise equal" if np.array_equal(out, ref_out, equal_nan=True) else \
-            f"max |diff| {np.nanmax(np.abs(out - ref_out)):.2g}"
-        rows.append(speedup_row(f"b. {label} {shape}, JIT vs reference backend", jit_s, ref_s, "reference", 20,
-                                f"{counts['native']} native / {counts['interpreted']} interpreted "
-                                f"instructions; JIT and reference outputs {same}"))
+        ev = evidence(counts, same_bytes(out, ref_out), "same bytes as the reference backend")
+        rows.append(speedup_row(f"b. {label} {shape}, JIT vs reference backend", jit_s, ref_s, "reference", 20, ev))
 
         # Only an eager interpreter that computes the same thing is a fair baseline.
-        eager = numpy_eager.run(kernel, *args)
-        diff = float(np.max(np.abs(eager.astype(np.float64) - out.astype(np.float64))))
-        if not np.allclose(eager, out, rtol=1e-4, atol=1e-5):
-            rows.append(failed_row(f"b. {label} {shape}, JIT vs eager NumPy",
-                                   f"eager output differs from Knit's (max |diff| {diff:.2g})"))
+        eager_s, ev, note = eager_comparison(c, counts, jit_s, kernel, args, repeats)
+        if eager_s is None:
+            rows.append(failed_row(f"b. {label} {shape}, JIT vs eager NumPy", ev.output))
             continue
-        eager_s = best_of(repeats, lambda: numpy_eager.run(kernel, *args))
-        rows.append(speedup_row(f"b. {label} {shape}, JIT vs eager NumPy", jit_s, eager_s, "eager", 50,
-                                f"eager output allclose to Knit's (max |diff| {diff:.2g})"))
-    return rows, jit_times
+        rows.append(speedup_row(f"b. {label} {shape}, JIT vs eager NumPy", jit_s, eager_s, "eager", 50, ev, note))
+        eager_times[label] = (jit_s, eager_s, c.stats["dma_bytes"], counts["native"] + counts["interpreted"])
+    return rows, jit_times, eager_times
+
+
+def bench_eager_split(rows_n, cols_n, narrow, repeats, wide):
+    """Where the time against eager NumPy goes: tensor add on [rows_n, narrow] tiles runs as many
+    instructions as at [rows_n, cols_n] on almost no data, so its time per instruction is each
+    side's fixed cost of an instruction; what the wide run takes beyond that, per DMA byte, is
+    each side's cost of moving and computing data. `wide`: section b's tensor_add figures."""
+    import knit
+    from tensor_add import tensor_add_kernel
+
+    progress(f"tensor_add {rows_n}x{narrow}: fixed cost per instruction")
+    args = (randn(rows_n, narrow), randn(rows_n, narrow))
+    c = knit.compile(tensor_add_kernel, *args)
+    # jit-strict: compiled however small (the default backend would interpret a kernel this small).
+    c.run(*args, backend="jit-strict", check_races=False)
+    jit_s = best_of(repeats, lambda: c.run(*args, backend="jit-strict", check_races=False))
+    counts = c.last_run
+    eager_s, ev, note = eager_comparison(c, counts, jit_s, tensor_add_kernel, args, repeats, "jit-strict")
+    name = f"b. (diagnostic) tensor_add {rows_n}x{narrow} fp32, jit-strict vs eager NumPy"
+    if eager_s is None:
+        return [failed_row(name, ev.output)]
+    n = counts["native"] + counts["interpreted"]
+    if wide and wide[3] == n:
+        w_jit, w_eager, w_bytes, _ = wide
+        extra = w_bytes - c.stats["dma_bytes"]
+        note += (f". Split of the {rows_n}x{cols_n} run (same {n} instructions): Knit {fmt_time(jit_s / n)} per "
+                 f"instruction + {extra / (w_jit - jit_s) / 1e9:.1f} GB/s of DMA bytes, eager "
+                 f"{fmt_time(eager_s / n)} + {extra / (w_eager - eager_s) / 1e9:.1f} GB/s; fixed costs are "
+                 f"{100 * jit_s / w_jit:.0f}% of Knit's {rows_n}x{cols_n} time and "
+                 f"{100 * eager_s / w_eager:.0f}% of eager's")
+    return [speedup_row(name, jit_s, eager_s, "eager", None, ev, note)]
 
 
 # ---- c. Triton's interpreter -----------------------------------------------------------------
@@ -275,6 +381,7 @@ def triton_child(rows_n, cols_n, repeats):
 
 
 def bench_triton(rows_n, cols_n, repeats, jit_times):
+    """jit_times: {label: section b's JIT seconds}."""
     # Look for the package without importing it here: the interpreter flag must be set before import.
     if importlib.util.find_spec("triton") is None:
         return [failed_row("c. Triton interpreter", "Triton not installed: no module named 'triton' "
@@ -286,9 +393,10 @@ def bench_triton(rows_n, cols_n, repeats, jit_times):
     if r.returncode != 0:
         return [failed_row("c. Triton interpreter", "Triton run failed: " + r.stderr.strip().splitlines()[-1])]
     t = json.loads(r.stdout.strip().splitlines()[-1])
-    note = f"triton {t['version']}, TRITON_INTERPRET=1, same shape, fp32; Knit time from section b"
+    note = f"triton {t['version']}, TRITON_INTERPRET=1, same shape, fp32; Knit time and evidence from section b"
+    ev = Evidence(output="Triton's checked against torch")
     return [speedup_row(f"c. {label} {rows_n}x{cols_n}, Knit JIT vs Triton interpreter", jit_times[label], t[label],
-                        "triton", None, note) for label in ("softmax", "tensor_add")]
+                        "triton", None, ev, note) for label in ("softmax", "tensor_add")]
 
 
 # ---- d. cold and warm start ------------------------------------------------------------------
@@ -320,7 +428,8 @@ def cpp_kernel_and_args(path):
 def startup_child(name):
     """In a fresh process: import (not timed), then time loading a C++ file (if `name` is one),
     compile, lowering, the first run (which also prepares the JIT bodies) and a second run (data
-    only). Prints the seconds as JSON."""
+    only). Prints as JSON the seconds, both runs' native / interpreted counts, and whether the
+    output equals the reference backend's (run after the timings)."""
     t0 = time.perf_counter()
     import knit
 
@@ -344,10 +453,13 @@ def startup_child(name):
     t2 = time.perf_counter()
     c.run(*args, backend="jit", check_races=False)
     t3 = time.perf_counter()
-    c.run(*args, backend="jit", check_races=False)
+    first = dict(c.last_run)
+    out = c.run(*args, backend="jit", check_races=False)
     t4 = time.perf_counter()
+    second = dict(c.last_run)
+    same = same_bytes(out, c.run(*args, backend="reference", check_races=False))
     print(json.dumps({"import": t_import, "load": t_load, "compile": t1 - t0, "lower": t2 - t1, "first": t3 - t2,
-                      "second": t4 - t3, "counts": c.last_run}))
+                      "second": t4 - t3, "first_counts": first, "second_counts": second, "same": same}))
 
 
 def run_startup_child(name, cache_dir, attempts=3):
@@ -369,16 +481,22 @@ def run_startup_child(name, cache_dir, attempts=3):
 
 
 def startup_rows(name, phase, t, limit_s, cache_files):
+    """The row of one start. Its evidence is the first run's counts (a start that compiled nothing,
+    or left instructions to the reference executors, did not take the path to native code it
+    claims to time) and the output against the reference backend's."""
     # The JIT prepares an instruction's body on its first execution; the second run does the same
     # data work without it, so first - second estimates the preparation.
     prep = max(0.0, t["first"] - t["second"])
+    second = t["second_counts"]
     load = t["load"] or 0.0
     total = load + t["compile"] + t["lower"] + prep
     note = (f"{'load the C++ file ' + fmt_time(load) + ' + ' if t['load'] is not None else ''}"
             f"compile {fmt_time(t['compile'])} + lower {fmt_time(t['lower'])} + JIT prep ~{fmt_time(prep)} "
             f"(first run {fmt_time(t['first'])} - second {fmt_time(t['second'])}); import {fmt_time(t['import'])} "
-            f"not counted; {cache_files} file(s) in KNIT_CACHE_DIR after the run")
-    return limit_row(f"d. {phase} start {name}", total, limit_s, note)
+            f"not counted; {cache_files} file(s) in KNIT_CACHE_DIR after the run; second run "
+            f"{second['native']} native / {second['interpreted']} interpreted")
+    ev = evidence(t["first_counts"], t["same"], "same bytes as the reference backend")
+    return limit_row(f"d. {phase} start {name}", total, limit_s, ev, note)
 
 
 def count_files(path):
@@ -468,10 +586,14 @@ def bench_profile(k, m, n, repeats):
     name = f"e. knit.profile timing-only, matmul {k}x{m}x{n} bf16"
     note = (f"{executed} instructions executed; trace {fmt_time(t1 - t0)} + lower {fmt_time(t2 - t1)} "
             f"once, not counted; simulated {prof.latency_us / 1e3:.2f} ms on {prof.target}")
+    # No data to check in a timing-only run: the evidence is that every instruction was timed.
+    program_n = sum(c.stats["instructions"].values())
+    ev = Evidence(f"{executed} of {program_n} timed", "timing only, no data",
+                  () if executed >= program_n > 0 else (f"{executed} of the program's {program_n} instructions timed",))
     rows = [Row(name, fmt_time(wall), "-", f"{rate / 1e6:.2f} M instr/s", ">= 2 M instr/s",
-                _verdict(2e6 / rate), note),
+                _verdict(2e6 / rate, ev), ev, note),
             Row("e. same, first profile of the program (one run, costs computed)", fmt_time(first), "-",
-                f"{executed / first / 1e6:.2f} M instr/s", ">= 2 M instr/s", _verdict(2e6 * first / executed),
+                f"{executed / first / 1e6:.2f} M instr/s", ">= 2 M instr/s", _verdict(2e6 * first / executed, ev), ev,
                 "later profiles of the same compiled kernel reuse the per-instruction costs")]
 
     # Diagnostic: the C++ replay alone, without building the Python timeline (what knit.profile
@@ -479,8 +601,8 @@ def bench_profile(k, m, n, repeats):
     hosts, _, _ = Kernel._hosts(c, args, shapes_only=True)
     core = best_of(repeats, lambda: program.time(hosts, True, False))
     rows.append(Row("e. (diagnostic) same, C++ replay only, no timeline", fmt_time(core), "-",
-                    f"{executed / core / 1e6:.2f} M instr/s", ">= 2 M instr/s", _verdict(2e6 * core / executed),
-                    "EngineProgram.time(keep_timeline=False), the part knit.profile cannot avoid"))
+                    f"{executed / core / 1e6:.2f} M instr/s", ">= 2 M instr/s", _verdict(2e6 * core / executed, ev),
+                    ev, "EngineProgram.time(keep_timeline=False), the part knit.profile cannot avoid"))
     return rows
 
 
@@ -501,15 +623,15 @@ def machine_lines():
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return [f"machine: {cpu}, {os.cpu_count()} cores, load average {load}",
             f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads), knit {knit.__version__}",
+            f"({torch.get_num_threads()} threads), knit {knit.__version__} from {os.path.dirname(knit.__file__)}",
             f"taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"]
 
 
-COLUMNS = ("benchmark", "Knit", "baseline", "ratio", "goal", "met?")
+COLUMNS = ("benchmark", "Knit", "baseline", "ratio", "goal", "met?", "native / interpreted", "output")
 
 
 def cells(r):
-    return (r.name, r.knit, r.base, r.ratio, r.goal, r.verdict)
+    return (r.name, r.knit, r.base, r.ratio, r.goal, r.verdict, r.evidence.instructions, r.evidence.output)
 
 
 def print_text(header, rows, elapsed):
@@ -548,6 +670,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (about 30 s)")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--repeats", type=int, help="timed repeats per measurement (default 5, --quick 2)")
+    ap.add_argument("--sections", default="abcde", help="which sections to run (default abcde)")
+    ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON (bench/before_after.py reads it)")
     ap.add_argument("--child-startup", help=argparse.SUPPRESS)
     ap.add_argument("--child-triton", help=argparse.SUPPRESS)
     opts = ap.parse_args()
@@ -565,19 +689,30 @@ def main():
     cpp_files = sorted(f for f in os.listdir(CPP_EXAMPLES) if f.endswith(".cpp"))
     cpp_startup = ["softmax.cpp"] if opts.quick else cpp_files
 
-    start = time.perf_counter()
-    header = machine_lines() + [f"repeats: best of {repeats}" + (" (--quick)" if opts.quick else "")]
-    rows = bench_matmul(mm_n, mm_ref_n, repeats)
-    b_rows, jit_times = bench_row_kernels(rows_n, cols_n, repeats)
-    rows += b_rows
-    rows += bench_triton(rows_n, cols_n, repeats, jit_times)
-    rows += bench_startup(startup)
-    rows += bench_cpp_startup(cpp_startup)
-    rows += bench_profile(*prof_kmn, repeats)
-    elapsed = time.perf_counter() - start
-    # Other load on a shared machine inflates every time: say how busy it was by the end too.
-    header.append("load average at the end " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
-    (print_markdown if opts.markdown else print_text)(header, rows, elapsed)
+    with record.recorded("jit_speed"):
+        start = time.perf_counter()
+        header = machine_lines() + [f"repeats: best of {repeats}" + (" (--quick)" if opts.quick else "")]
+        sections, rows, jit_times, eager_times = opts.sections, [], {}, {}
+        if "a" in sections:
+            rows += bench_matmul(mm_n, mm_ref_n, repeats)
+        if "b" in sections:
+            b_rows, jit_times, eager_times = bench_row_kernels(rows_n, cols_n, repeats)
+            rows += b_rows + bench_eager_split(rows_n, cols_n, 8, repeats, eager_times.get("tensor_add"))
+        if "c" in sections and jit_times:
+            rows += bench_triton(rows_n, cols_n, repeats, jit_times)
+        if "d" in sections:
+            rows += bench_startup(startup) + bench_cpp_startup(cpp_startup)
+        if "e" in sections:
+            rows += bench_profile(*prof_kmn, repeats)
+        elapsed = time.perf_counter() - start
+        # Other load on a shared machine inflates every time: say how busy it was by the end too.
+        header.append("load average at the end " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+        (print_markdown if opts.markdown else print_text)(header, rows, elapsed)
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump([{"name": r.name, "knit": r.knit, "ratio": r.ratio, "verdict": r.verdict,
+                        "instructions": r.evidence.instructions, "output": r.evidence.output} for r in rows],
+                      f, indent=1)
 
 
 if __name__ == "__main__":

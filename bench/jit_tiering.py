@@ -2,8 +2,8 @@
 reference backend, compiled (jit-strict, cold and warm), and on the default backend, whose cost
 model (simulator/src/native/tiering.h) decides per run whether building the kernel's bodies pays.
 
-    PYTHONPATH=python python3 bench/jit_tiering.py              # about 1 min on 2 cores
-    PYTHONPATH=python python3 bench/jit_tiering.py --markdown
+    python3 bench/jit_tiering.py              # about 1 min on 2 cores
+    python3 bench/jit_tiering.py --markdown
 
 Every case runs in two fresh processes with KNIT_CACHE=0 (nothing compiled yet, in memory or on
 disk): one times the reference backend and then the default backend's first run (its decision:
@@ -14,6 +14,12 @@ jit-strict run that compiles every body (cold) and a second run (warm). From the
   build        cold - warm: building the kernel's bodies, which the model estimates per body
   default      the default backend's first run against the better of the two choices it had
                (the reference backend, or compiling cold): 1.0x is the right choice.
+  decision     from the default run's counts: compiled when any instruction ran natively
+  native / interpreted, output
+               the default run's instruction counts, and whether its output and the compiled
+               run's are the reference backend's bytes.
+
+The output is also written to bench/results/ (bench/record.py).
 """
 import argparse
 import json
@@ -22,7 +28,9 @@ import subprocess
 import sys
 import time
 
-from jit_speed import EXAMPLES, ROOT, fmt_time  # noqa: E402 (bench/ is the script's folder, on sys.path)
+# bench/ is the script's folder, on sys.path
+import record
+from jit_speed import EXAMPLES, ROOT, fmt_time, machine_lines, same_bytes
 
 # name: (example module, kernel, shapes, dtype)
 CASES = {
@@ -57,16 +65,22 @@ def child(name, mode):
     c = knit.compile(getattr(importlib.import_module(module), kernel), *args)
     c.program  # trace and lower outside the timings
 
+    outputs = {}
+
     def timed(backend):
         t = time.perf_counter()
-        c.run(*args, backend=backend, check_races=False)
+        outputs[backend] = c.run(*args, backend=backend, check_races=False)
         return time.perf_counter() - t
 
     if mode == "decide":
         out = {"reference": min(timed("reference"), timed("reference")), "default": timed("jit")}
-        out.update(work=c.last_run["work"], break_even=c.last_run["break_even"], native=c.last_run["native"])
+        out.update(work=c.last_run["work"], break_even=c.last_run["break_even"], native=c.last_run["native"],
+                   interpreted=c.last_run["interpreted"])
     else:
         out = {"cold": timed("jit-strict"), "warm": min(timed("jit-strict"), timed("jit-strict"))}
+        timed("reference")
+    # After the timings: the runs' outputs against the reference backend's.
+    out["same"] = all(same_bytes(o, outputs["reference"]) for o in outputs.values())
     print(json.dumps(out))
 
 
@@ -87,8 +101,15 @@ def main():
     opts = ap.parse_args()
     if opts.child:
         return child(*opts.child)
+    with record.recorded("jit_tiering"):
+        table(opts.markdown)
+
+
+def table(markdown):
+    for line in machine_lines():
+        print(line)
     header = ["case", "work", "reference", "ref ns/el", "compiled cold", "build", "warm", "warm ns/el",
-              "default 1st run", "decision", "default vs best"]
+              "default 1st run", "decision", "default vs best", "native / interpreted", "output"]
     rows = []
     for name in CASES:
         d, s = measure(name, "decide"), measure(name, "strict")
@@ -99,9 +120,10 @@ def main():
                      fmt_time(s["cold"]), fmt_time(s["cold"] - s["warm"]), fmt_time(s["warm"]),
                      f"{s['warm'] / work * 1e9:.2f}",
                      fmt_time(d["default"]), f"{decision} (break-even {d['break_even'] / 1e6:.2f} M)",
-                     f"{d['default'] / best:.2f}x"])
+                     f"{d['default'] / best:.2f}x", f"{d['native']} / {d['interpreted']}",
+                     "same bytes as reference" if d["same"] and s["same"] else "DIFFERS from reference"])
         print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
-    if opts.markdown:
+    if markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))
         for r in rows:

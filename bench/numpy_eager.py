@@ -14,6 +14,7 @@ instead of silently computing something different.
 
     import numpy_eager
     out = numpy_eager.run(softmax_kernel, x)      # a @nki.jit kernel or a plain function
+    numpy_eager.count(softmax_kernel, x)           # {"instructions": ISA calls, "dma_bytes": ...}
 """
 import contextlib
 import types
@@ -241,7 +242,7 @@ def _undecorated(kernel):
 
 
 @contextlib.contextmanager
-def _numpy_globals(fn):
+def _numpy_globals(fn, isa=nisa):
     """Point every global of fn's module that is knit / knit.language / knit.isa at the NumPy
     stand-ins for the duration of the call, then put the originals back (helper functions of the
     same module see the swap too, because they share the globals dict)."""
@@ -249,7 +250,8 @@ def _numpy_globals(fn):
     import knit.isa
     import knit.language
 
-    stand_in = {id(knit): nki, id(knit.language): nl, id(knit.isa): nisa}
+    top = nki if isa is nisa else types.SimpleNamespace(**dict(vars(nki), isa=isa))
+    stand_in = {id(knit): top, id(knit.language): nl, id(knit.isa): isa}
     g = fn.__globals__
     saved = {name: value for name, value in g.items() if id(value) in stand_in}
     try:
@@ -259,12 +261,30 @@ def _numpy_globals(fn):
         g.update(saved)
 
 
-def run(kernel, *arrays, **kwargs):
+def run(kernel, *arrays, _isa=nisa, **kwargs):
     """Run `kernel` eagerly on NumPy `arrays`; returns its result(s) as NumPy arrays."""
     fn = _undecorated(kernel)
     args = [Tensor(np.asarray(a), _Alloc("hbm")) if isinstance(a, np.ndarray) else a for a in arrays]
-    with _numpy_globals(fn):
+    with _numpy_globals(fn, _isa):
         out = fn(*args, **kwargs)
     if isinstance(out, (tuple, list)):
         return tuple(t.a for t in out)
     return out.a
+
+
+def count(kernel, *arrays, **kwargs):
+    """Runs `kernel` once as run() does and returns {"instructions": the ISA calls it made,
+    "dma_bytes": the bytes its dma_copy calls wrote}: the figures Knit's Compiled.last_run and
+    Compiled.stats["dma_bytes"] give for its own run (the timed runs use run(), uncounted)."""
+    tally = {"instructions": 0, "dma_bytes": 0}
+
+    def counted(name, fn):
+        def call(*args, **kw):
+            tally["instructions"] += 1
+            if name == "dma_copy":
+                tally["dma_bytes"] += (kw["dst"] if "dst" in kw else args[0]).a.nbytes
+            return fn(*args, **kw)
+        return call
+
+    run(kernel, *arrays, _isa=types.SimpleNamespace(**{n: counted(n, f) for n, f in vars(nisa).items()}), **kwargs)
+    return tally

@@ -62,9 +62,12 @@ def example(name):
 
 
 def test_run_checks_against_the_interpreter_and_the_files_reference(capsys, monkeypatch):
-    monkeypatch.setenv("KNIT_BACKEND", "jit")  # the check vs the interpreter is the JIT backend's
+    # jit-strict: the kernel compiles however small (the default jit backend would leave one this
+    # small on the reference executors, and the check would compare the interpreter with itself).
+    monkeypatch.setenv("KNIT_BACKEND", "jit-strict")
     code, out, err = run_main(capsys, "run", example("rmsnorm.py"), "--shape", "200x256", "--shape", "256")
     assert code == 0, out + err
+    assert "(jit-strict backend)" in out
     assert "inputs: 200x256 float32, 256 float32 (random, seed 0)" in out
     assert "check vs reference interpreter: PASS, identical bytes" in out
     assert "check output 0 vs reference() of the file: PASS" in out
@@ -75,6 +78,10 @@ def test_run_checks_against_the_interpreter_and_the_files_reference(capsys, monk
     kernel = sys.modules["knit_cli_rmsnorm"].rmsnorm_kernel  # the module `knit run` imported
     latency = knit.profile(kernel, x, w).latency_us
     assert f": {latency:.2f} us" in out
+    # What jit-strict ran for those inputs: every instruction natively.
+    c = knit.compile(kernel, x, w)
+    c.run(x, w)
+    assert c.last_run["backend"] == "jit-strict" and c.last_run["native"] > 0 and c.last_run["interpreted"] == 0
 
 
 def test_a_wrong_reference_fails_with_the_worst_element(capsys):
@@ -162,12 +169,49 @@ def test_profile_writes_a_perfetto_trace_and_a_plot(capsys, tmp_path):
     assert code == 0 and json.loads(out)["total_time"] * 1e6 == pytest.approx(functional, abs=0.006)
 
 
-def test_cache_info_and_clear(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("KNIT_CACHE_DIR", str(tmp_path / "cache"))
-    code, out, _ = run_main(capsys, "cache", "info")
-    assert code == 0 and "entries:" in out
-    code, out, _ = run_main(capsys, "cache", "clear")
-    assert code == 0 and re.match(r"removed \d+ cache entries", out)
+def knit_process(*argv, env=None):
+    """`python -m knit ARGV` in a fresh process: (returncode, stdout). The cache commands need
+    one: a process keeps the cache folder it first used, whatever KNIT_CACHE_DIR says later."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **(env or {}))
+    done = subprocess.run([sys.executable, "-m", "knit", *argv], capture_output=True, text=True, timeout=300,
+                          check=False, env=env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def cache_files(folder):
+    """{path: size} of every file under `folder`: what the cache commands must account for."""
+    return {os.path.join(d, n): os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(folder)
+            for n in names}
+
+
+def cache_info(env):
+    code, out = knit_process("cache", "info", env=env)
+    assert code == 0, out
+    return dict(line.split(": ", 1) for line in out.splitlines())
+
+
+def test_cache_info_and_clear(tmp_path, two_kernels):
+    """`cache info` counts what a run wrote (compiled bodies, the program) as the files on disk
+    say, and `cache clear` removes exactly those files."""
+    folder = tmp_path / "cache"
+    env = {"KNIT_CACHE_DIR": str(folder), "KNIT_BACKEND": "jit-strict"}
+    info = cache_info(env)
+    assert info["directory"].startswith(str(folder)), info
+    assert (info["entries"], info["programs"]) == ("0", "0"), info
+    code, out = knit_process("run", two_kernels + "::double", "--shape", "8x8", "--reference", "x0 * 2", env=env)
+    assert code == 0, out
+    files = cache_files(folder)
+    info = cache_info(env)
+    programs = [p for p in files if p.endswith(".knp")]
+    assert int(info["programs"]) == len(programs) == 1, (info, files)
+    assert int(info["program_bytes"]) == sum(files[p] for p in programs), (info, files)
+    assert int(info["entries"]) == len(files) - len(programs) > 0, (info, files)  # the bodies jit-strict compiled
+    assert int(info["bytes"]) == sum(files.values()) - int(info["program_bytes"]), (info, files)
+    code, out = knit_process("cache", "clear", env=env)
+    assert code == 0 and out.strip() == f"removed {len(files)} cache entries", out
+    assert cache_files(folder) == {}
+    info = cache_info(env)
+    assert (info["entries"], info["programs"]) == ("0", "0"), info
 
 
 def test_the_module_entry_point_and_help():

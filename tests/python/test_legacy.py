@@ -110,6 +110,10 @@ def test_legacy_example_simulate_kernel():
 
 
 def test_legacy_examples_run_as_scripts():
+    """Each script's __main__ runs its kernel on seed-0 fp32 inputs (CASES' shapes) and prints the
+    max abs error against its float64 reference: within the fp32 bound above, and for tensor_add
+    exactly NumPy's error (one correctly rounded fp32 add, the same on both)."""
+    import re
     import subprocess
 
     env = dict(os.environ, PYTHONPATH=os.path.join(_REPO, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -117,7 +121,18 @@ def test_legacy_examples_run_as_scripts():
         r = subprocess.run([sys.executable, os.path.join(_EXAMPLES, f"{name}.py")], capture_output=True, text=True,
                            env=env, timeout=300)
         assert r.returncode == 0, r.stderr
-        assert "max abs error" in r.stdout
+        printed = re.fullmatch(rf"legacy {name}: max abs error (\S+)", r.stdout.strip())
+        assert printed, r.stdout
+        _, _, make, tol = CASES[name]
+        inputs = make(np.random.default_rng(0))
+        x = [a.astype(np.float64) for a in inputs]
+        ref = np.asarray(example(name).reference(*x), dtype=np.float64)
+        err = float(printed.group(1))
+        if name == "tensor_add":
+            assert err == np.max(np.abs((inputs[0] + inputs[1]).astype(np.float64) - ref)), r.stdout
+        else:
+            n, mag = tol(x, ref)
+            assert 0.0 <= err <= np.max(n * U32 * mag + U32 * np.abs(ref)), r.stdout
 
 
 # ---- knit.compat --------------------------------------------------------------------------------------

@@ -3425,8 +3425,9 @@ def test_dynamic_views_overlapping_at_run_time():
 
 def test_race_checker_sees_native_instructions():
     """The race checker watches natively executed instructions as well: the matmul example's
-    program with its semaphore waits removed is the same `race` error on both backends (and
-    without the checker both backends compute the same bytes in program order)."""
+    program runs race-free under the checker with every instruction native, and with its
+    semaphore waits removed it is the same `race` error on both backends (and without the checker
+    both backends compute the same bytes in program order, natively on the jit backend)."""
     from test_codegen import without_waits  # the documented binary program format, decoded there
 
     path, name, make, kwargs, _ = EXAMPLE_CASES["matmul"]
@@ -3435,6 +3436,8 @@ def test_race_checker_sees_native_instructions():
     stripped = without_waits(c.program)
     specs = c.core.param_specs()
     hosts = [(dt, list(a.shape), np.ascontiguousarray(a).tobytes()) for (dt, _), a in zip(specs, inputs)]
+    *_, counts = c.program.run(hosts, True, "round_robin", 0, True, "jit")
+    assert counts["native"] > 0 and counts["interpreted"] == 0, counts
     outcomes = {}
     for backend in ("reference", "jit"):
         with pytest.raises(knit.KnitError) as info:
@@ -3442,11 +3445,11 @@ def test_race_checker_sees_native_instructions():
         outcomes[backend] = (info.value.rule, str(info.value))
         assert info.value.rule == "race", info.value
     assert outcomes["jit"] == outcomes["reference"]
-    raw = {backend: stripped.run(hosts, True, "program_order", 0, False, backend)[0]
-           for backend in ("reference", "jit")}
-    assert raw["jit"] == raw["reference"]
+    runs = {backend: stripped.run(hosts, True, "program_order", 0, False, backend) for backend in ("reference", "jit")}
+    assert runs["jit"][0] == runs["reference"][0]
+    assert (runs["jit"][3]["native"], runs["jit"][3]["interpreted"]) == (counts["native"], 0), runs["jit"][3]
     want = c.reference(*inputs)
-    assert_bytes_equal(want, np.frombuffer(raw["jit"][0][2], want.dtype).reshape(want.shape))
+    assert_bytes_equal(want, np.frombuffer(runs["jit"][0][0][2], want.dtype).reshape(want.shape))
 
 
 def test_two_core_kernel():

@@ -9,7 +9,9 @@ element-wise instructions over views of more walk dims than a compiled body has.
 The JIT backend must give the reference backend's outcome exactly: the same bytes, or the same
 error (rule, line and message). It runs as jit-fallback, because a skipped row that lies partly
 inside its tensor is one of the few cases the native path leaves to the reference executors.
-Every kernel compiles (KNIT_JIT_THRESHOLD=0), so the native path runs whatever the size.
+Every kernel compiles (KNIT_JIT_THRESHOLD=0), and every run that completes is checked, from
+`Compiled.last_run`, to have run natively: each instruction it did not is one of those few
+cases, listed in `fallbacks` with its reason (a run that ends in an error leaves no counts).
 """
 import collections
 
@@ -42,19 +44,40 @@ def index_tile(idx):
     return it
 
 
+# What the native path leaves to the reference executors in these kernels (simulator/src/native/
+# plan.h): a skipped row partly inside its tensor, and skipped rows moved within one tensor.
+ROW_FALLBACKS = ("an oob_mode=skip row lies partly inside its tensor",
+                 "it copies between rows of one tensor and skips out-of-range rows")
+
+
+def assert_ran_natively(counts, allowed=ROW_FALLBACKS):
+    """The run's instructions ran natively, except one per `fallbacks` entry whose reason is
+    `allowed` (every instruction of these kernels is on a line of its own and runs once)."""
+    assert counts["native"] > 0, f"nothing ran natively: {counts}"
+    reasons = [f.split(": ", 2)[2] for f in counts["fallbacks"]]
+    assert counts["interpreted"] == len(reasons), counts
+    assert all(r.startswith(allowed) for r in reasons), counts
+
+
 def assert_jit_matches_the_reference(kernel, *args):
-    """Compiles `kernel` and requires the same outcome from jit-fallback and reference; an example
-    whose view the verifier rejects statically is not this file's subject (hypothesis draws
-    another)."""
+    """Compiles `kernel` and requires the same outcome from jit-fallback and reference, and a
+    jit-fallback run that completes to have run natively; an example whose view the verifier
+    rejects statically is not this file's subject (hypothesis draws another)."""
     try:
         c = knit.compile(kernel, *args)
     except knit.NkiValidationError:
         assume(False)
-    assert outcome(c, args, "jit-fallback") == outcome(c, args, "reference")
+    got = outcome(c, args, "jit-fallback")
+    counts = c.last_run
+    assert got == outcome(c, args, "reference")
+    if got[0] == "ok":
+        assert_ran_natively(counts)
 
 
 def outcome(c, args, backend):
-    """('ok', output bytes) or ('error', rule, line, message) of one run."""
+    """('ok', output bytes) or ('error', rule, line, message) of one run; `c.last_run` is then
+    that run's counts, or None after an error."""
+    c.last_run = None
     try:
         outs = c.run(*args, backend=backend)
     except knit.KnitError as e:
@@ -185,10 +208,10 @@ def test_outputs_overlapping_inputs_match_the_reference(P, F, width, src_at, dst
 
     a = (np.random.default_rng(seed).standard_normal((P, F)) * 4).astype(dt)
     c = knit.compile(kernel, a)
-    assert outcome(c, (a,), "jit") == outcome(c, (a,), "reference")
-    assert c.last_run["backend"] == "reference"
-    c.run(a, backend="jit")
-    assert c.last_run["interpreted"] == 0, c.last_run
+    got = outcome(c, (a,), "jit")
+    counts = c.last_run
+    assert got == outcome(c, (a,), "reference")
+    assert_ran_natively(counts, allowed=())
 
 
 def _store_fold(fold):
@@ -256,6 +279,7 @@ def test_element_wise_walks_of_more_dims_than_a_body_match_the_reference(view, o
         c = knit.compile(kernel, a)
     except knit.NkiValidationError:
         assume(False)
-    assert outcome(c, (a,), "jit-strict") == outcome(c, (a,), "reference")
-    c.run(a, backend="jit-strict")
-    assert c.last_run["interpreted"] == 0, c.last_run
+    got = outcome(c, (a,), "jit-strict")
+    counts = c.last_run
+    assert got == outcome(c, (a,), "reference")
+    assert_ran_natively(counts, allowed=())
