@@ -165,3 +165,29 @@ def test_marks_are_used():
             if MARK.fullmatch(line.strip()):
                 rest = [l for l in lines[i + 1:] if l.strip()]
                 assert rest and rest[0].startswith("```"), f"{doc.relative_to(REPO)}:{i + 1}: mark not before a block"
+
+
+def slug(heading):
+    """GitHub's anchor for a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def test_links_resolve():
+    """Relative links between the docs point at files that exist, and #anchors at headings."""
+    bad = []
+    for doc in DOCS:
+        text = doc.read_text()
+        text = re.sub(r"```.*?```", "", text, flags=re.S)  # links inside code are not links
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                bad.append(f"{doc.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and file.suffix == ".md":
+                headings = re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", file.read_text(), flags=re.S), re.M)
+                if anchor not in {slug(h) for h in headings}:
+                    bad.append(f"{doc.relative_to(REPO)}: {target} (no such heading)")
+    assert bad == [], "broken links:\n" + "\n".join(bad)
