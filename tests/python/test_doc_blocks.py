@@ -93,13 +93,16 @@ def test_python_block(block, tmp_path, monkeypatch):
     (tmp_path / "examples").symlink_to(REPO / "examples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KNIT_PROGRESS", "0")
-    init = dict(previous) if block.mark == "continues" else None
-    for k in ("__name__", "__file__", "__builtins__"):
-        (init or {}).pop(k, None)
-    modules = set(sys.modules)
+    init = None
+    if block.mark == "continues":
+        init = {k: v for k, v in previous.items() if k not in ("__name__", "__file__", "__builtins__")}
+    modules, environ = set(sys.modules), dict(os.environ)
     try:
         _namespaces[block.doc] = runpy.run_path(str(script), init_globals=init, run_name="__main__")
     finally:
+        # A block may set environment switches (KNIT_UNINITIALIZED=warn, ...): restore them.
+        os.environ.clear()
+        os.environ.update(environ)
         # knit.compat.install() aliases `nki` modules; do not leak them into other tests.
         import knit.compat
 
