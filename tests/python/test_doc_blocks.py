@@ -1,9 +1,9 @@
 """The code blocks of README.md, bench/README.md and docs/*.md run, so the docs cannot rot.
 
-- ```python blocks run as scripts (each in a fresh namespace, from a temporary folder in which
-  `examples/` is the repository's). A block
-  right after `<!-- continues -->` runs in the namespace the previous Python block of the same
-  file left, so a page can build an example up step by step.
+- ```python blocks run as scripts, each in a fresh namespace, from a temporary folder in which
+  `examples/` is the repository's. A block right after `<!-- continues -->` runs in the
+  namespace the previous Python block of the same file left, so a page can build an example up
+  step by step.
 - ```sh blocks: each line that is a `knit ...` command runs as `python3 -m knit ...` from the
   repository root; other lines (`./dev`, `pip`, ...) are not run.
 - ```cpp blocks are C++ kernel files: they compile with knit.cpp.load (a file needs at least one
@@ -12,7 +12,8 @@
 - A block right after `<!-- fragment: why -->` is not complete on its own (a signature, a
   `...` body) and is skipped with that reason. Keep them few.
 - IR text blocks (```tir) parse and print back unchanged, unless marked `<!-- fragment -->`.
-Other fences (plain ```, ```text, ```cmake) are output or syntax and are not run."""
+Other fences (plain ```, ```text, ```cmake) are output or syntax and are not run. Relative links
+between the files must resolve (test_links_resolve)."""
 import os
 import re
 import runpy
