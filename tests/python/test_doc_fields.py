@@ -5,7 +5,8 @@ methods in ir/include/knit/ir/ops.h and ops_control.h (knit._core does not list 
 default the table gives is checked with the IR text printer itself: an instruction parsed with
 `field=<default>` must print without that field, because the printer leaves out exactly the
 fields equal to their defaults. A field the table lists without a default must print when given
-a view (or a register, for fields marked "(register)"), so it is a required operand.
+a view (or a register, for fields marked "(register)") and must not take `none` as its default,
+so it is a required operand.
 
 docs/architecture.md's instruction semantics table must have one row per op too."""
 import re
@@ -90,13 +91,16 @@ def test_fields_in_print_order(op):
     assert documented == OPS[op], f"docs/ir.md, {op}: fields {documented}, but ops.h prints {OPS[op]}"
 
 
-def printed(op, field, value):
-    """The instruction line the printer writes for `op field=value` (nothing else set)."""
+def printed(op, field, value, must_parse=True):
+    """The instruction line the printer writes for `op field=value` (nothing else set); None
+    when it does not parse and must_parse is False."""
     text = (f'kernel "k" target=trn2 {{\n  tensor %0 "t" sbuf float32[4, 4]\n'
             f"  {op} {field}={value}\n  return\n}}\n")
     try:
         out = _core.roundtrip_ir(text)
     except Exception as e:  # the parser's message names the op and field
+        if not must_parse:
+            return None
         pytest.fail(f"docs/ir.md, {op}.{field}={value}: does not parse: {e}")
     return out.splitlines()[2].strip()
 
@@ -111,6 +115,9 @@ def test_defaults(op):
             value = "r0" if kind == "register" else "%0@0[[4,4],[1,4]]"
             line = printed(op, field, value)
             assert f"{field}={value}" in line, f"docs/ir.md, {op}.{field}: has a default; the table should give it"
+            # An optional operand (std::optional<View>, Operand) takes `none` and omits it.
+            line = printed(op, field, "none", must_parse=False)
+            assert line is None or f"{field}=" in line, f"docs/ir.md, {op}.{field}: its default is none; the table should say {field}=none"
 
 
 def test_semantics_table_has_every_op():
