@@ -17,6 +17,7 @@ import numpy as np
 
 from . import isa, language as nl
 from ._dtypes import ALL, to_dtype
+from ._keywords import checked as _checked_by
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import user_error
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 _OPS = nl.OPS
+_checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
 _F32 = ALL["float32"]
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def _make_binary(op):
 
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"nl.{op.name}(x, y, dtype=None): element-wise, NKI dtype promotion unless dtype= is given."
-    return fn
+    return _checked(fn)
 
 
 def _unary(name, x, dtype, emit):
@@ -187,23 +189,27 @@ def _make_activation(op):
 
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"nl.{op.name}(x, dtype=None): the {op.name} activation function (Scalar Engine)."
-    return fn
+    return _checked(fn)
 
 
+@_checked
 def negative(x, dtype=None):
     return _unary("negative", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["multiply"], -1.0))
 
 
+@_checked
 def logical_not(x, dtype=None):
     """1 where x == 0, else 0 (logical xor with 1)."""
     return _unary("logical_not", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["logical_xor"], 1.0))
 
 
+@_checked
 def _invert(x, dtype=None):
     """Bitwise NOT of an integer tile."""
     return _unary("invert", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["invert"], None))
 
 
+@_checked
 def _reciprocal(x, dtype=None):
     """1 / x on the Vector Engine (more accurate than the activation table)."""
     return _unary("reciprocal", x, dtype, isa.reciprocal)
@@ -222,10 +228,12 @@ def _emit_cos(out, x):
     isa.activation(out, _OPS["sin"], arg)
 
 
+@_checked
 def cos(x, dtype=None):
     return _unary("cos", x, dtype, _emit_cos)
 
 
+@_checked
 def tan(x, dtype=None):
     """tan(x) = sin(x) / cos(x), in fp32."""
     def emit(out, x):
@@ -243,7 +251,7 @@ def _round_with(name, mod_op, divisor):
             out, x, _OPS[mod_op], divisor, _OPS["subtract"], x, reverse1=True))
 
     fn.__name__ = fn.__qualname__ = name
-    return fn
+    return _checked(fn)
 
 
 trunc = _round_with("trunc", "fmod", 1.0)  # fmod keeps x's sign: x - frac(x)
@@ -253,6 +261,7 @@ ceil = _round_with("ceil", "mod", -1.0)  # Python mod by -1 is in (-1, 0]
 # ---- data movement ------------------------------------------------------------------------------
 
 
+@_checked
 def load(src, dtype=None):
     """HBM view -> new SBUF tile (dim 0 becomes the partition dim), converting to dtype if given."""
     loc = user_location()
@@ -265,6 +274,7 @@ def load(src, dtype=None):
     return out
 
 
+@_checked
 def store(dst, value):
     """SBUF (or PSUM, through an SBUF copy) tile -> HBM view."""
     loc = user_location()
@@ -278,11 +288,13 @@ def store(dst, value):
     isa.dma_copy(dst, value)
 
 
+@_checked
 def _copy(x, dtype=None):
     """New SBUF tile with x's values (bit-exact when the dtype is unchanged)."""
     return _unary("copy", x, dtype, isa.tensor_copy)
 
 
+@_checked
 def transpose(x, dtype=None):
     """2-D [P, F] -> [F, P] (F <= 128) on the Tensor Engine, through PSUM, into SBUF."""
     loc = user_location()
@@ -299,6 +311,7 @@ def transpose(x, dtype=None):
     return out
 
 
+@_checked
 def load_transpose2d(src, dtype=None):
     """HBM [K, M] -> SBUF [M, K]: dma_transpose for 2-byte dtypes, else load + transpose."""
     loc = user_location()
@@ -312,6 +325,7 @@ def load_transpose2d(src, dtype=None):
     return out if dtype is None or to_dtype(dtype) == src.dtype else _copy(out, dtype)
 
 
+@_checked
 def matmul(x, y, transpose_x=False):
     """x @ y (x.T @ y when transpose_x) into a new fp32 PSUM tile [M, N]. Without transpose_x, x
     [M, K] is first transposed to [K, M] on the Tensor Engine."""
@@ -325,6 +339,7 @@ def matmul(x, y, transpose_x=False):
     return out
 
 
+@_checked
 def broadcast_to(x, shape, dtype=None):
     """Same rank; size-1 dims expand. Free dims (and any dim of an HBM tensor) become a stride-0
     view, so no data moves; an on-chip [1, ...] tile is copied to every partition with one DMA
@@ -352,6 +367,7 @@ def broadcast_to(x, shape, dtype=None):
     return _copy(view, dtype) if x.buffer.on_chip else load(view, dtype)
 
 
+@_checked
 def expand_dims(x, axis):
     """View with size-1 dims inserted at `axis` (an int or a sequence, positions in the result)."""
     loc = user_location()
@@ -363,6 +379,7 @@ def expand_dims(x, axis):
     return x
 
 
+@_checked
 def gather_flattened(data, indices, axis=0, dtype=None):
     """out[p, j] = data[p, indices[p, j]] over data's flattened free dims (uint32 indices)."""
     loc = user_location()
@@ -375,6 +392,7 @@ def gather_flattened(data, indices, axis=0, dtype=None):
     return out if dtype is None or to_dtype(dtype) == data.dtype else _copy(out, dtype)
 
 
+@_checked
 def where(condition, x, y, dtype=None):
     """x where condition (a 1.0/0.0 tile) is non-zero, else y; x and y are tiles of condition's
     shape, [P, 1] columns or numbers. y is copied in, then x is copied over it under the predicate."""
@@ -429,22 +447,27 @@ def _reduce(opname, x, axis, dtype, keepdims, what, negate=False):
     return out
 
 
+@_checked
 def sum(x, axis, dtype=None, keepdims=False):
     return _reduce("add", x, axis, dtype, keepdims, "sum")
 
 
+@_checked
 def max(x, axis, dtype=None, keepdims=False):
     return _reduce("maximum", x, axis, dtype, keepdims, "max")
 
 
+@_checked
 def min(x, axis, dtype=None, keepdims=False):
     return _reduce("minimum", x, axis, dtype, keepdims, "min")
 
 
+@_checked
 def prod(x, axis, dtype=None, keepdims=False):
     return _reduce("multiply", x, axis, dtype, keepdims, "prod")
 
 
+@_checked
 def all(x, axis, dtype=None):
     """1 where every reduced element is non-zero, else 0."""
     loc = user_location()
@@ -454,6 +477,7 @@ def all(x, axis, dtype=None):
     return _reduce("logical_and", x, axes, dtype, False, "all")
 
 
+@_checked
 def mean(x, axis, dtype=None, keepdims=False):
     """fp32 sum, then multiplied by 1/n (two fp32 roundings) into x's dtype or dtype."""
     loc = user_location()
@@ -464,6 +488,7 @@ def mean(x, axis, dtype=None, keepdims=False):
     return out
 
 
+@_checked
 def var(x, axis, dtype=None, keepdims=False):
     """Population variance mean(x^2) - mean(x)^2 in fp32. As in NKI G2, keepdims is ignored and
     the reduced dims are kept (size 1)."""
@@ -485,6 +510,7 @@ def var(x, axis, dtype=None, keepdims=False):
 # ---- composite wrappers ----------------------------------------------------------------------
 
 
+@_checked
 def softmax(x, axis=-1, dtype=None):
     """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (result in x's dtype or
     dtype): negated max (tensor_reduce), add + exp, sum, reciprocal, multiply."""
@@ -501,6 +527,7 @@ def softmax(x, axis=-1, dtype=None):
     return out
 
 
+@_checked
 def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
     """x / sqrt(sum(x^2)/n + epsilon) * w. w has x's shape, or broadcasts to it (a [1, F] or [F]
     HBM weight is loaded to every partition with a stride-0 DMA). Computed in compute_dtype

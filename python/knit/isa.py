@@ -7,9 +7,12 @@ import os
 
 from . import _trace
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, new_register  # noqa: F401
+from ._keywords import checked as _checked_by
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import NkiValidationError, user_error  # noqa: F401  (nisa.NkiValidationError)
+
+_checked = _checked_by("nisa")  # unknown keyword arguments are errors (knit/_keywords.py)
 
 
 class engine(enum.IntEnum):
@@ -61,17 +64,20 @@ _TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen
             "gen4": "trn3"}
 
 
+@_checked
 def target_from_env(default="trn2"):
     """The target named by NEURON_PLATFORM_TARGET_OVERRIDE (read at call time), else `default`."""
     value = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
     return _TARGETS.get(value, default)
 
 
+@_checked
 def get_nc_version():
     target = _trace.current().target if _trace.active() else target_from_env()
     return nc_version({"trn1": 2, "trn2": 3, "trn3": 4}[target])
 
 
+@_checked
 def get_nc_sub_version():
     return 0
 
@@ -139,8 +145,9 @@ def _handle(loc):
 
 
 # ---- instructions (nki-api.md §3) --------------------------------------------------------------
+@_checked
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
-             name=None, **kwargs):
+             name=None):
     loc = user_location()
     _emit_at(loc, "dma_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
@@ -148,8 +155,8 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None,
-                  **kwargs):
+@_checked
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None):
     loc = user_location()
     _emit_at(loc, "dma_transpose", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              axes=[int(a) for a in (axes or [])],
@@ -157,8 +164,9 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
 
 
+@_checked
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None, **kwargs):
+              accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
     _emit_at(loc, "nc_matmul", name, dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
@@ -168,38 +176,44 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
              perf_mode=str(getattr(perf_mode, "value", perf_mode)).replace("double_row_gen3", "double_row"))
 
 
-def nc_transpose(dst, data, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def nc_transpose(dst, data, engine=engine.unknown, name=None):
     loc = user_location()
     _emit_at(loc, "nc_transpose", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
+@_checked
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-               name=None, **kwargs):
+               name=None, *, alpha=0.0):
+    """dst = op(data * scale + bias); `alpha` (a Knit extension) is nl.prelu's slope."""
     loc = user_location()
     _emit_at(loc, "activation", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
              data=_tensor(data, "data", loc), bias=bias, scale=scale,
              reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
              reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
-             alpha=float(kwargs.get("alpha", 0.0)))
+             alpha=float(alpha))
 
 
-def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None, **kwargs):
+@_checked
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     loc = user_location()
     _emit_at(loc, "activation_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
              data=_tensor(data, "data", loc), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
              reduce_res=_tensor(reduce_res, "reduce_res", loc), bias=bias, scale=scale)
 
 
-def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_tensor", name, dst=_tensor(dst, "dst", loc), data1=_tensor(data1, "data1", loc),
              data2=_tensor(data2, "data2", loc), op=_op_name(op, "alu", "op", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
+@_checked
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
-                  engine=engine.unknown, name=None, **kwargs):
+                  engine=engine.unknown, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_scalar", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, reverse0=bool(reverse0),
@@ -207,8 +221,8 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None,
-                         **kwargs):
+@_checked
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
     loc = user_location()
     _emit_at(loc, "scalar_tensor_tensor", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, op1=_op_name(op1, "alu", "op1", loc),
@@ -219,31 +233,36 @@ def _axes(axis):
     return [int(a) for a in (axis if isinstance(axis, (tuple, list)) else [axis])]
 
 
-def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **kwargs):
+@_checked
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc), axis=_axes(axis), negate=bool(negate), keepdims=bool(keepdims))
 
 
-def tensor_partition_reduce(dst, op, data, name=None, **kwargs):
+@_checked
+def tensor_partition_reduce(dst, op, data, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_partition_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc))
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def tensor_copy(dst, src, engine=engine.unknown, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **kwargs):
+@_checked
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_copy_predicated", name, dst=_tensor(dst, "dst", loc), src=src,
              predicate=_tensor(predicate, "predicate", loc), reverse_pred=bool(reverse_pred))
 
 
-def memset(dst, value, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def memset(dst, value, engine=engine.unknown, name=None):
     loc = user_location()
     _emit_at(loc, "memset", name, dst=_tensor(dst, "dst", loc), value=float(value),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
@@ -253,14 +272,15 @@ def _pattern(pattern):
     return [[int(step), int(num)] for step, num in pattern]
 
 
-def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **kwargs):
+@_checked
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     loc = user_location()
     _emit_at(loc, "iota", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern), offset=int(offset),
              channel_multiplier=int(channel_multiplier))
 
 
-def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, *, offset=0, name=None,
-                  **kwargs):
+@_checked
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, *, offset=0, name=None):
     loc = user_location()
     _emit_at(loc, "affine_select", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern),
              channel_multiplier=int(channel_multiplier), on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
@@ -268,8 +288,9 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
              cmp_op=_op_name(cmp_op, "alu", "cmp_op", loc) if cmp_op is not None else "equal", offset=int(offset))
 
 
+@_checked
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
-                  reverse_pred=False, name=None, **kwargs):
+                  reverse_pred=False, name=None):
     loc = user_location()
     _emit_at(loc, "select_reduce", name, dst=_tensor(dst, "dst", loc), predicate=_tensor(predicate, "predicate", loc),
              on_true=_tensor(on_true, "on_true", loc), on_false=on_false, reduce_res=reduce_res,
@@ -278,9 +299,9 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
              reverse_pred=bool(reverse_pred))
 
 
+@_checked
 def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
-                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=-3.4028234663852886e38, name=None,
-                 **kwargs):
+                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=-3.4028234663852886e38, name=None):
     loc = user_location()
     _emit_at(loc, "range_select", name, dst=_tensor(dst, "dst", loc),
              on_true_tile=_tensor(on_true_tile, "on_true_tile", loc), comp_op0=_op_name(comp_op0, "alu", "comp_op0", loc),
@@ -291,21 +312,23 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
              range_start=float(range_start), on_false_value=float(on_false_value))
 
 
-def reciprocal(dst, data, name=None, **kwargs):
+@_checked
+def reciprocal(dst, data, name=None):
     loc = user_location()
     _emit_at(loc, "reciprocal", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None, **kwargs):
+@_checked
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_tensor_scan", name, dst=_tensor(dst, "dst", loc), data0=_tensor(data0, "data0", loc),
              data1=_tensor(data1, "data1", loc), initial=initial, op0=_op_name(op0, "alu", "op0", loc),
              op1=_op_name(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
 
 
+@_checked
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
-                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None,
-                         **kwargs):
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
     loc = user_location()
     _emit_at(loc, "tensor_scalar_reduce", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0,
@@ -314,49 +337,56 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
              reduce_res_negate=bool(reduce_res_negate))
 
 
-def bn_stats(dst, data, name=None, **kwargs):
+@_checked
+def bn_stats(dst, data, name=None):
     loc = user_location()
     _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
-def bn_aggr(dst, data, name=None, **kwargs):
+@_checked
+def bn_aggr(dst, data, name=None):
     loc = user_location()
     _emit_at(loc, "bn_aggr", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
-def max8(dst, src, name=None, **kwargs):
+@_checked
+def max8(dst, src, name=None):
     loc = user_location()
     _emit_at(loc, "max8", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
-def nc_find_index8(dst, data, vals, name=None, **kwargs):
+@_checked
+def nc_find_index8(dst, data, vals, name=None):
     loc = user_location()
     _emit_at(loc, "nc_find_index8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              vals=_tensor(vals, "vals", loc))
 
 
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None, **kwargs):
+@_checked
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
     loc = user_location()
     _emit_at(loc, "local_gather", name, dst=_tensor(dst, "dst", loc), src_buffer=_tensor(src_buffer, "src_buffer", loc),
              index=_tensor(index, "index", loc), num_elem_per_idx=int(num_elem_per_idx),
              num_valid_indices=-1 if num_valid_indices is None else int(num_valid_indices))
 
 
-def nc_n_gather(dst, data, indices, name=None, **kwargs):
+@_checked
+def nc_n_gather(dst, data, indices, name=None):
     loc = user_location()
     _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              indices=_tensor(indices, "indices", loc))
 
 
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kwargs):
+@_checked
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     loc = user_location()
     _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              shuffle_mask=[int(m) for m in shuffle_mask])
 
 
 # ---- DMA compute (nki-api.md §3.6) --------------------------------------------------------------
-def dma_compute(dst, srcs, reduce_op=None, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None,
-                **kwargs):
+@_checked
+def dma_compute(dst, srcs, reduce_op=None, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
     """dst = sum(srcs) in fp32 on a DMA queue. An indirect dst (and srcs[0] the same rows) makes it a
     scatter-add. NKI 0.2's argument order (dst, srcs, scales, reduce_op) is accepted too."""
     loc = user_location()
@@ -379,7 +409,8 @@ def _default_add():
 
 
 # ---- registers (nki-api.md §3.7) ----------------------------------------------------------------
-def register_alloc(x=None, name=None, **kwargs):
+@_checked
+def register_alloc(x=None, name=None):
     """A new 32-bit register, set to `x` (an int or a register) when given."""
     loc = user_location()
     reg = VirtualRegister(new_register())
@@ -394,20 +425,23 @@ def _register(r, what, loc):
     return ("reg", r.id)
 
 
-def register_move(dst, src=None, imm=None, name=None, **kwargs):
+@_checked
+def register_move(dst, src=None, imm=None, name=None):
     """dst = src (an int or a register); NKI 0.2 spelled the immediate `imm=`."""
     loc = user_location()
     value = imm if src is None else src
     _emit_at(loc, "register_move", name, dst=_register(dst, "dst", loc), src=int_operand(value, "src", loc))
 
 
-def register_load(dst, src, name=None, **kwargs):
+@_checked
+def register_load(dst, src, name=None):
     """dst = the single element of tensor `src` (int32)."""
     loc = user_location()
     _emit_at(loc, "register_load", name, dst=_register(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
-def register_store(dst, src, name=None, **kwargs):
+@_checked
+def register_store(dst, src, name=None):
     """The single element of tensor `dst` = register `src`."""
     loc = user_location()
     value = src if isinstance(src, VirtualRegister) else None
@@ -416,25 +450,29 @@ def register_store(dst, src, name=None, **kwargs):
     _emit_at(loc, "register_store", name, dst=_tensor(dst, "dst", loc), src=("reg", value.id))
 
 
-def scalar_load(src, name=None, **kwargs):
+@_checked
+def scalar_load(src, name=None):
     """G3: an NkiScalar holding the single element of `src`."""
     reg = VirtualRegister(new_register())
     register_load(reg, src, name=name)
     return reg
 
 
-def scalar_store(dst, value, name=None, **kwargs):
+@_checked
+def scalar_store(dst, value, name=None):
     """G3: writes an NkiScalar (or int) into the single element of `dst`."""
     register_store(dst, value, name=name)
-def quantize_mx(dst, src, dst_scale, name=None, **kwargs):
+@_checked
+def quantize_mx(dst, src, dst_scale, name=None):
     """trn3: src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words + dst_scale [P/8, F/4] e8m0 scales."""
     loc = user_location()
     _emit_at(loc, "quantize_mx", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              dst_scale=_tensor(dst_scale, "dst_scale", loc))
 
 
+@_checked
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
-                 accumulate=None, name=None, **kwargs):
+                 accumulate=None, name=None):
     """trn3: dst[M, N] (+)= dequantized stationary [P, M].T @ moving [P, N], contracting 4P values."""
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
@@ -452,7 +490,8 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 2
 
 
-def core_barrier(data, cores, engine=engine.gpsimd, name=None, **kwargs):
+@_checked
+def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """Waits until every core in `cores` (e.g. (0, 1)) reaches its core_barrier. Cores are the
     instances of a kernel launched on a grid (kernel[2](...)); rank = nl.program_id(0)."""
     loc = user_location()
@@ -460,31 +499,10 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None, **kwargs):
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None, **kwargs):
+@_checked
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
     """Sends this core's SBUF `src` to core send_to_rank and receives core recv_from_rank's src
     into `dst`; the partner core calls sendrecv with the ranks swapped and the same pipe_id."""
     loc = user_location()
     _emit_at(loc, "sendrecv", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              send_to_rank=int(send_to_rank), recv_from_rank=int(recv_from_rank), pipe_id=int(pipe_id))
-
-
-def _reject_legacy_keywords(fn):
-    """G1's mask= has no meaning in the current API; silently computing everything would give
-    wrong answers, so it is an error that points to the legacy facade."""
-    import functools
-
-    @functools.wraps(fn)
-    def checked(*args, **kwargs):
-        if kwargs.get("mask") is not None:
-            raise user_error("unsupported", f"{fn.__name__}(mask=...) is the legacy (neuronxcc.nki) API; "
-                             "use knit.legacy / knit.compat for it, or slice the operands", user_location())
-        return fn(*args, **kwargs)
-
-    return checked
-
-
-for _name in [n for n, f in list(globals().items()) if callable(f) and getattr(f, "__module__", None) == __name__
-              and not n.startswith("_") and not isinstance(f, type) and n not in ("get_nc_version",
-                                                                                   "get_nc_sub_version",
-                                                                                   "target_from_env")]:
-    globals()[_name] = _reject_legacy_keywords(globals()[_name])

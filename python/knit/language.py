@@ -8,9 +8,12 @@ import numpy as np
 from . import _trace
 from ._dtypes import ALL as _ALL_DTYPES, dtype, storage_dtype, to_dtype
 from ._register import NkiScalar, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
+from ._keywords import checked as _checked_by
 from ._source import user_location
 from ._tensor import NkiTensor, ds
 from .errors import user_error
+
+_checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
 
 # ---- dtypes -----------------------------------------------------------------------------------
 bool_ = _ALL_DTYPES["bool"]
@@ -43,14 +46,29 @@ shared_hbm = _Buffer("shared_hbm", False)
 _BUFFERS = {"sbuf": sbuf, "psum": psum, "hbm": hbm, "shared_hbm": shared_hbm}
 
 
+@_checked
 def buffer_named(name):
     return _BUFFERS[name]
 
 
-def is_hbm(b): return b in (hbm, shared_hbm)
-def is_sbuf(b): return b is sbuf
-def is_psum(b): return b is psum
-def is_on_chip(b): return b in (sbuf, psum)
+@_checked
+def is_hbm(b):
+    return b in (hbm, shared_hbm)
+
+
+@_checked
+def is_sbuf(b):
+    return b is sbuf
+
+
+@_checked
+def is_psum(b):
+    return b is psum
+
+
+@_checked
+def is_on_chip(b):
+    return b in (sbuf, psum)
 
 
 class tile_size:
@@ -103,7 +121,8 @@ def _new_tensor(shape, dtype_, buffer, name, address, loc):
     return NkiTensor(trace.builder.full_view(tid))
 
 
-def ndarray(shape, dtype, buffer=sbuf, name="", address=None, **kwargs):
+@_checked
+def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
     """An uninitialized tensor (fresh contents are NaN / 4 in the simulator)."""
     return _new_tensor(shape, dtype, buffer, name, address, user_location())
 
@@ -118,27 +137,33 @@ def _filled(shape, dtype_, buffer, name, value, loc):
     return t
 
 
-def zeros(shape, dtype, buffer=sbuf, name="", **kwargs):
+@_checked
+def zeros(shape, dtype, buffer=sbuf, name=""):
     return _filled(shape, dtype, buffer, name, 0, user_location())
 
 
-def ones(shape, dtype, buffer=sbuf, name="", **kwargs):
+@_checked
+def ones(shape, dtype, buffer=sbuf, name=""):
     return _filled(shape, dtype, buffer, name, 1, user_location())
 
 
-def full(shape, fill_value, dtype, buffer=sbuf, name="", **kwargs):
+@_checked
+def full(shape, fill_value, dtype, buffer=sbuf, name=""):
     return _filled(shape, dtype, buffer, name, fill_value, user_location())
 
 
-def zeros_like(x, dtype=None, buffer=None, name="", **kwargs):
+@_checked
+def zeros_like(x, dtype=None, buffer=None, name=""):
     return _filled(x.shape, dtype or x.dtype, buffer or x.buffer, name, 0, user_location())
 
 
-def empty_like(x, dtype=None, buffer=None, name="", **kwargs):
+@_checked
+def empty_like(x, dtype=None, buffer=None, name=""):
     return _new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
 
 
-def shared_constant(constant, dtype=None, **kwargs):
+@_checked
+def shared_constant(constant, dtype=None):
     """A constant baked into the kernel (a NumPy array or the path of a .npy file). Knit passes it
     to the kernel as a hidden read-only HBM argument."""
     loc = user_location()
@@ -152,13 +177,16 @@ def shared_constant(constant, dtype=None, **kwargs):
     return NkiTensor(trace.builder.full_view(tid))
 
 
-def shared_identity_matrix(n, dtype=uint8, dst=None, **kwargs):
+@_checked
+def shared_identity_matrix(n, dtype=uint8, dst=None):
     return shared_constant(np.eye(int(n), dtype=to_dtype(dtype).numpy))
 
 
 # ---- loops and SPMD ---------------------------------------------------------------------------
-def affine_range(*args, **kwargs):
-    return range(*args)
+@_checked
+def affine_range(start, stop=None, step=1):
+    """A loop the tracer unrolls: Python's range (NKI 0.7: a deprecated alias of range)."""
+    return range(start) if stop is None else range(start, stop, step)
 
 
 sequential_range = static_range = affine_range
@@ -176,6 +204,7 @@ def _block(opname, label=None, **fields):
     return close
 
 
+@_checked
 def dynamic_range(start, stop=None, step=1):
     """An on-device loop: the body is traced once and runs on the device; the loop variable is a
     register. start / stop may be ints or registers; step is a positive int."""
@@ -191,7 +220,8 @@ def dynamic_range(start, stop=None, step=1):
     close()  # not reached after `break` / an error: the verifier then reports the open loop
 
 
-def fori_loop(lower, upper, body_fun, step=1, unroll=False, **kwargs):
+@_checked
+def fori_loop(lower, upper, body_fun, step=1, unroll=False):
     """Runs body_fun(i) for i in [lower, upper) by step on the device (body traced once, i a
     register). unroll=True with int bounds unrolls at trace time instead (i a Python int)."""
     if unroll:
@@ -205,6 +235,7 @@ def fori_loop(lower, upper, body_fun, step=1, unroll=False, **kwargs):
         body_fun(i)
 
 
+@_checked
 def while_loop(init, body_fun):
     """Runs body_fun(cond) while the condition register is non-zero (checked before each
     iteration); body_fun returns the next condition (a register or an int). Returns the register."""
@@ -223,6 +254,7 @@ def while_loop(init, body_fun):
     return cond
 
 
+@_checked
 def if_else(cond, then_fn, else_fn=None):
     """A runtime branch on a register (non-zero = true). A Python bool/int is decided while
     tracing, as NKI does."""
@@ -241,6 +273,7 @@ def if_else(cond, then_fn, else_fn=None):
     return None
 
 
+@_checked
 @contextlib.contextmanager
 def no_reorder():
     """Keep program order (Knit's interpreter always does)."""
@@ -251,6 +284,7 @@ class NKIObject:
     """Base class of kernel configuration objects (plain Python objects while tracing)."""
 
 
+@_checked
 def program_id(axis=0):
     """This instance's index along grid dim `axis` (instances are numbered row-major)."""
     trace = _trace.current()
@@ -261,6 +295,7 @@ def program_id(axis=0):
     return index % grid[int(axis)]
 
 
+@_checked
 def num_programs(axes=0):
     """Instances along grid dim `axes` (an int), or their product over a tuple of dims / None."""
     trace = _trace.current()
@@ -272,11 +307,13 @@ def num_programs(axes=0):
     return n
 
 
+@_checked
 def program_ndim():
     return _trace.current().grid_ndim
 
 
-def device_print(print_prefix, tensor, **kwargs):
+@_checked
+def device_print(print_prefix, tensor):
     """Prints `tensor`'s values at this point of the kernel when the simulation finishes: the
     values are copied into a hidden output here and printed, with the prefix, after the run."""
     from . import isa

@@ -614,4 +614,5 @@ def unsupported(qualified_name):
         raise user_error("unsupported", f"{qualified_name} is not supported by Knit's legacy API yet", user_location())
 
     fn.__name__ = qualified_name.rsplit(".", 1)[-1]
+    fn.__knit_unsupported__ = True  # rejects every call, whatever its arguments
     return fn

@@ -19,6 +19,7 @@ import numpy as _np
 from .. import _source, _trace
 from .. import language as _knl
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
+from .._keywords import checked as _checked_by
 from .._source import user_location as _loc
 from .._tensor import ds  # noqa: F401
 from ..errors import user_error as _user_error
@@ -26,6 +27,8 @@ from . import _ops
 from ._index import IndexExpr, MGridResult, Predicate, arange, mgrid  # noqa: F401
 from ._tensor import (BlockTensor, LegacyTensor, MaskedTile, Pending, alloc as _alloc, emit as _emit, flush as _flush,  # noqa: F401
                       psum, sbuf, wrap as _wrap)
+
+_checked = _checked_by("nl", current_api=False)  # unknown keyword arguments are errors
 
 # ---- dtypes / buffers / constants (shared with knit.language) ------------------------------------------
 bool_ = _knl.bool_
@@ -66,6 +69,7 @@ class nc(int):
     """``nl.nc(n)``: a logical-core launch-grid dim (the simulator runs every instance in order)."""
 
 
+@_checked
 def spmd_dim(*dims):
     n = 1
     for d in dims:
@@ -74,9 +78,10 @@ def spmd_dim(*dims):
 
 
 # ---- loops and SPMD ---------------------------------------------------------------------------------
-def affine_range(*args, **kwargs):
+@_checked
+def affine_range(start, stop=None, step=1):
     """G1 parallel loop; Knit runs every loop in order (sequential semantics are always correct)."""
-    return range(*args)
+    return range(start) if stop is None else range(start, stop, step)
 
 
 sequential_range = static_range = affine_range
@@ -86,6 +91,7 @@ def _grid():
     return _trace.current().__dict__.get("_legacy_grid") or ()
 
 
+@_checked
 def program_id(axis=0):
     trace = _trace.current()
     grid = _grid()
@@ -94,6 +100,7 @@ def program_id(axis=0):
     return int(_np.unravel_index(trace.program_id, grid)[int(axis)])
 
 
+@_checked
 def num_programs(axes=None):
     grid = _grid()
     if axes is None:
@@ -108,6 +115,7 @@ def num_programs(axes=None):
     return n
 
 
+@_checked
 def program_ndim():
     return len(_grid())
 
@@ -182,61 +190,71 @@ def _create(shape, dtype, buffer, name, loc, value=None):
     return BlockTensor(blocks, tiles, tile_shape, dtype, buffer)
 
 
-def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def ndarray(shape, dtype, *, buffer=None, name=""):
     """An uninitialized tensor (the simulator fills fresh memory with NaN / 4)."""
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc)
 
 
-def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def zeros(shape, dtype, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc, 0)
 
 
-def ones(shape, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def ones(shape, dtype, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc, 1)
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def full(shape, fill_value, dtype, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc, fill_value)
 
 
-def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def empty_like(a, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc)
 
 
-def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def zeros_like(a, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, 0)
 
 
-def ones_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def ones_like(a, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, 1)
 
 
-def full_like(a, fill_value, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def full_like(a, fill_value, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, fill_value)
 
 
-def shared_constant(constant, dtype=None, **kwargs):
+@_checked
+def shared_constant(constant, dtype=None):
     _flush()
     return _wrap(_knl.shared_constant(constant, dtype=dtype))
 
 
-def shared_identity_matrix(n, dtype=uint8, **kwargs):
+@_checked
+def shared_identity_matrix(n, dtype=uint8):
     _flush()
     return _wrap(_knl.shared_identity_matrix(n, dtype=dtype))
 
@@ -250,7 +268,8 @@ def _in_hbm(x, what, does, hint, loc):
     return t
 
 
-def load(src, *, mask=None, dtype=None, **kwargs):
+@_checked
+def load(src, *, mask=None, dtype=None):
     """HBM -> a new SBUF tile (dim 0 of the indexed view is the partition dim)."""
     loc = _loc()
     _flush()
@@ -263,7 +282,8 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc, fn, kind="dma", mask=region)
 
 
-def store(dst, value, *, mask=None, **kwargs):
+@_checked
+def store(dst, value, *, mask=None):
     """value (an SBUF/PSUM tile or a number) -> HBM view `dst`."""
     loc = _loc()
     _flush()
@@ -272,7 +292,8 @@ def store(dst, value, *, mask=None, **kwargs):
     _ops.assign(dst, value, loc, _ops.mask_region(mask, loc))
 
 
-def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+@_checked
+def atomic_rmw(dst, value, op, *, mask=None):
     """HBM read-modify-write ``dst = op(dst, value)``; G1 has op=np.add only. With an index tile in
     dst (``t[idx_tile, i_f]``) rows that repeat accumulate, like ``np.add.at``."""
     loc = _loc()
@@ -295,7 +316,8 @@ def _pe_transpose(x, loc):
     return out
 
 
-def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+@_checked
+def load_transpose2d(src, *, mask=None, dtype=None):
     """HBM [K, M] -> SBUF [M, K] (a load and a TensorE transpose)."""
     loc = _loc()
     _flush()
@@ -313,7 +335,8 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
                         lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, src), mask=region)
 
 
-def _copy(src, *, mask=None, dtype=None, **kwargs):
+@_checked
+def _copy(src, *, mask=None, dtype=None):
     """A new SBUF tile with src's contents (cast to dtype)."""
     loc = _loc()
     _flush()
@@ -324,11 +347,13 @@ def _copy(src, *, mask=None, dtype=None, **kwargs):
                         lambda dst, **kw: _ops.copy_into(dst, src, loc, region), mask=region)
 
 
-def static_cast(x, dtype, **kwargs):
+@_checked
+def static_cast(x, dtype):
     return copy(x, dtype=dtype)
 
 
-def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+@_checked
+def matmul(x, y, *, transpose_x=False, mask=None):
     """``x @ y`` (or ``x.T @ y`` with transpose_x=True) as an fp32 PSUM tile; ``psum += nl.matmul(...)``
     accumulates into an existing PSUM tile."""
     loc = _loc()
@@ -357,7 +382,8 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
                         mask=_ops.matmul_region(region, x_region, y_region))
 
 
-def transpose(x, *, dtype=None, mask=None, **kwargs):
+@_checked
+def transpose(x, *, dtype=None, mask=None):
     """2-D partition <-> free transpose into a new SBUF tile."""
     loc = _loc()
     _flush()
@@ -375,13 +401,15 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
                         lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, x), mask=region)
 
 
-def broadcast_to(src, *, shape, **kwargs):
+@_checked
+def broadcast_to(src, *, shape):
     """A view of src broadcast to `shape` (free dims of size 1 only)."""
     loc = _loc()
     _flush()
     return _ops.broadcast(_ops.tensor_arg(src, "src", loc), tuple(int(s) for s in shape), loc)
 
 
+@_checked
 def expand_dims(data, axis):
     loc = _loc()
     _flush()
@@ -391,7 +419,8 @@ def expand_dims(data, axis):
     return t
 
 
-def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+@_checked
+def where(condition, x, y, *, dtype=None, mask=None):
     """Element-wise ``condition ? x : y`` (a copy of y, then a predicated copy of x)."""
     loc = _loc()
     _flush()
@@ -413,7 +442,8 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     return _ops.pending(cond.shape, d, sbuf, loc, fn, mask=region)
 
 
-def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
+@_checked
+def gather_flattened(data, indices, *, mask=None, dtype=None):
     loc = _loc()
     _flush()
     data, indices = _ops.tensor_arg(data, "data", loc), _ops.tensor_arg(indices, "indices", loc)
@@ -423,7 +453,8 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
                         mask=region)
 
 
-def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+@_checked
+def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None):
     """softmax over all free dims: max-reduce, exp(x - max) with a running sum, reciprocal, scale."""
     loc = _loc()
     _flush()
@@ -452,7 +483,8 @@ def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
     return _ops.pending(x.shape, dtype or x.dtype, sbuf, loc, fn, mask=region)
 
 
-def device_print(prefix, x, *, mask=None, **kwargs):
+@_checked
+def device_print(prefix, x, *, mask=None):
     """Prints x's values when the simulation finishes."""
     loc = _loc()
     _flush()
@@ -500,7 +532,8 @@ def _current_value(target, frame):
         return None
 
 
-def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+@_checked
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
     """G1: ``b = nl.loop_reduce(x, op, loop_indices)`` in a loop is ``b = op(x, b)``: the statement's
     target is both the destination and the other input. Knit unrolls every loop, so each iteration
     applies op to the target tile in place (masked-off elements keep their value); loop_indices only
@@ -524,7 +557,8 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     return acc
 
 
-def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+@_checked
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False):
     """G1 reduction of x across the launch-grid instances along program_axes. Knit traces the
     instances one after another into one kernel, so an instance cannot see the values of later
     ones: only a grid of one instance along those axes (where the reduction is x itself) works."""
@@ -538,45 +572,48 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
     return copy(x, dtype=dtype, mask=mask)
 
 
-def _delegate(name, nargs=1, fill=None):
-    """An nl.* function the current API (knit.language) implements: same computation, G1 signature
-    (keyword-only dtype/mask), the result as a G1 tile. With a mask it runs on the masked box of
-    its first `nargs` (tile) arguments; `fill` replaces masked-off input elements of a
-    non-rectangular mask (0 for rms_norm's sum of squares)."""
+def _run_current(name, args, nargs, fill, dtype, mask, options):
+    """nl.<name> of the current API (knit.language) on `args`, the result as a G1 tile. With a
+    mask it runs on the masked box of the first `nargs` (tile) arguments; `fill` replaces
+    masked-off input elements of a non-rectangular mask (0 for rms_norm's sum of squares)."""
+    loc = _loc()
+    _flush()
+    impl = getattr(_knl, name)
+    mask, tiles = _ops.unmask(mask, *args[:nargs], shape=getattr(args[0], "shape", None), loc=loc)
+    tiles = [_ops.tensor_arg(a, "x", loc) for a in tiles]
+    rest = args[nargs:]
+    region = _ops.mask_region(mask, loc)
+    if not region.masked:
+        return _wrap(impl(*tiles, *rest, dtype=dtype, **options))
+    out_dtype = _to_dtype(dtype or options.get("compute_dtype") or tiles[0].dtype)
 
-    def fn(*args, dtype=None, mask=None, **kwargs):
-        loc = _loc()
-        _flush()
-        impl = getattr(_knl, name, None)
-        if impl is None:
-            raise _user_error("unsupported", f"nl.{name} is not supported by Knit yet", loc)
-        mask, tiles = _ops.unmask(mask, *args[:nargs], shape=getattr(args[0], "shape", None), loc=loc)
-        tiles = [_ops.tensor_arg(a, "x", loc) for a in tiles]
-        rest = args[nargs:]
-        region = _ops.mask_region(mask, loc)
-        if not region.masked:
-            return _wrap(impl(*tiles, *rest, dtype=dtype, **kwargs))
-        out_dtype = _to_dtype(dtype or kwargs.get("compute_dtype") or tiles[0].dtype)
+    def run(dst, *ts):
+        _ops.copy_into(dst, _wrap(impl(*ts, *rest, **options)), loc)
 
-        def run(dst, *ts):
-            _ops.copy_into(dst, _wrap(impl(*ts, *rest, **kwargs)), loc)
+    return _ops.pending(tiles[0].shape, out_dtype, sbuf, loc,
+                        lambda dst, **kw: _ops.run_masked(region, loc, run, dst, *tiles, fill=fill), mask=region)
 
-        return _ops.pending(tiles[0].shape, out_dtype, sbuf, loc,
-                            lambda dst, **kw: _ops.run_masked(region, loc, run, dst, *tiles, fill=fill), mask=region)
+
+def _delegate(name):
+    """A unary nl.* function the current API implements (cos, floor, ...), with the G1 signature
+    (keyword-only dtype / mask)."""
+
+    def fn(x, *, dtype=None, mask=None):
+        return _run_current(name, (x,), 1, None, dtype, mask, {})
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
-def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+@_checked
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None):
     """x / sqrt(sum(x^2, axis) / n + epsilon) * w (knit.language.rms_norm); with a mask, masked-off
     elements take no part in the sum (n is still the divisor, as G1 takes it from the caller)."""
     w_tile = w.tile if isinstance(w, MaskedTile) else w
     if mask is not None and isinstance(w_tile, LegacyTensor) and not w_tile.buffer.on_chip and w_tile.ndim < x.ndim:
         w_tile = w_tile.reshape((1,) * (x.ndim - w_tile.ndim) + tuple(w_tile.shape))  # clip it like x
         w = w_tile if not isinstance(w, MaskedTile) else MaskedTile(w_tile, w.predicate)
-    return _delegate("rms_norm", 2, fill=0.0)(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype,
-                                              mask=mask)
+    return _run_current("rms_norm", (x, w, axis, n, epsilon), 2, 0.0, dtype, mask, {"compute_dtype": compute_dtype})
 
 
 # ---- operators: element-wise, reductions (usable as op= of nki.isa calls) -------------------------------
@@ -598,7 +635,7 @@ _PY_BINARY = {"add": _np.add, "subtract": _np.subtract, "multiply": _np.multiply
 
 
 def _binary(name):
-    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+    def fn(x, y, *, dtype=None, mask=None):
         loc = _loc()
         _flush()
         mask, (x, y) = _ops.unmask(mask, x, y, loc=loc)
@@ -618,11 +655,11 @@ def _binary(name):
                             mask=region)
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
 def _unary(name):
-    def fn(x, *, dtype=None, mask=None, **kwargs):
+    def fn(x, *, dtype=None, mask=None):
         loc = _loc()
         _flush()
         mask, (x,) = _ops.unmask(mask, x, loc=loc)
@@ -633,11 +670,11 @@ def _unary(name):
                             mask=region)
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
 def _reduction(name, alu):
-    def fn(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    def fn(x, axis, *, dtype=None, mask=None, keepdims=False):
         loc = _loc()
         _flush()
         mask, (x,) = _ops.unmask(mask, x, loc=loc)
@@ -687,7 +724,7 @@ def _reduction(name, alu):
         return _ops.pending(shape, d, sbuf, loc, emit_fn, mask=region)
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
 _BINARY_NAMES = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "abs_max",
