@@ -2,8 +2,8 @@
 result with nl.ndarray (SBUF; PSUM for matmul) and lowers to knit.isa instructions; every Knit
 call made from here reports errors at the kernel's own line (user_location skips this package).
 
-Element-wise calls are the ``fn`` of the operator objects in ``knit.language.OPS``: ``nl.add(x, y)``,
-``nl.exp(x)`` and ``op=nl.add`` are the same object. ``nl.sum`` / ``nl.max`` / ``nl.min`` are
+Element-wise calls (``FUNCTIONS``) become the functions of knit.language's operator objects:
+``nl.add(x, y)``, ``nl.exp(x)`` and ``op=nl.add`` are the same object. ``nl.sum`` / ``nl.max`` / ``nl.min`` are
 reductions; ``nl.maximum`` / ``nl.minimum`` are the element-wise operators.
 
 Not provided: ``dropout`` (Knit has no random-number instruction) and ``prelu`` / ``bypass`` /
@@ -15,11 +15,15 @@ import numbers
 
 import numpy as np
 
-from . import isa, language as nl
+from . import isa
+from ._buffers import psum, sbuf
 from ._dtypes import ALL, to_dtype
 from ._keywords import checked as _checked_by
+from ._operators import OPS as _OPS
+from ._promotion import promote as _promote
 from ._source import user_location
-from ._tensor import NkiTensor
+from ._tensor import NkiTensor, binary as _binary, dtype_of as _dtype_of, is_column as _is_column, new_tile, \
+    scalar_unary
 from .errors import user_error
 
 __all__ = [
@@ -29,16 +33,15 @@ __all__ = [
     "negative", "logical_not", "cos", "tan", "ceil", "floor", "trunc",
 ]
 
-_OPS = nl.OPS
 _checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
 _F32 = ALL["float32"]
 
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _tile(shape, dtype, name, buffer=None):
+def _tile(shape, dtype, name, buffer=sbuf):
     """A new (uninitialized) tile, SBUF unless `buffer` says otherwise."""
-    return nl.ndarray(tuple(shape), dtype, buffer=buffer or nl.sbuf, name=name)
+    return new_tile(shape, dtype, name, buffer)
 
 
 def _dt(dtype, default):
@@ -49,16 +52,6 @@ def _need_tensor(x, what, loc):
     if not isinstance(x, NkiTensor):
         raise user_error("operand", f"nl.{what} needs a tensor, got {type(x).__name__}", loc)
     return x
-
-
-def _is_number(v):
-    return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, complex)
-
-
-def _is_column(c, partitions):
-    """c is a [P, 1] tile (every free dim 1) with `partitions` partitions."""
-    return (isinstance(c, NkiTensor) and c.ndim >= 2 and c.shape[0] == partitions
-            and builtins.all(s == 1 for s in c.shape[1:]))
 
 
 def _expand(t, shape):
@@ -81,89 +74,12 @@ def _fit(v, shape, what, loc):
                      f"[{shape[0]}, 1] column", loc)
 
 
-# ---- dtype promotion (nki-api.md §4.5) --------------------------------------------------------
-
-_FLOAT_BITS = {"float8_e4m3": (4, 3), "float8_e4m3fn": (4, 3), "float8_e5m2": (5, 2), "bfloat16": (8, 7), "float16": (5, 10),
-               "tfloat32": (8, 10), "float32": (8, 23)}
-
-
-def _holds(big, small):
-    (be, bm), (se, sm) = _FLOAT_BITS[big], _FLOAT_BITS[small]
-    return be >= se and bm >= sm
-
-
-def _promote(a, b):
-    """nl.* binary result dtype: (float, int) -> the float; two floats -> the one holding both,
-    else the first of bf16, fp16, fp32 that does (fp16+bf16 -> fp32, e4m3+e5m2 -> bf16); two
-    ints -> NumPy's rule, with fp32 where that needs 64 bits (int32+uint32 -> fp32)."""
-    a, b = to_dtype(a), to_dtype(b)
-    na, nb = str(a), str(b)
-    if na == nb:
-        return a
-    fa, fb = na in _FLOAT_BITS, nb in _FLOAT_BITS
-    if fa != fb:
-        return a if fa else b
-    if fa:
-        if "tfloat32" in (na, nb):
-            return _F32
-        for c in (na, nb, "bfloat16", "float16", "float32"):
-            if _holds(c, na) and _holds(c, nb):
-                return ALL[c]
-    r = np.promote_types(a.numpy, b.numpy)
-    return _F32 if r.itemsize > 4 else to_dtype(r)
-
-
-def _dtype_of(v):
-    """A tile's dtype; a weak Python scalar counts as bool -> uint8, int -> int32, float -> fp32;
-    a NumPy scalar keeps its type when Knit has it."""
-    if isinstance(v, NkiTensor):
-        return v.dtype
-    if isinstance(v, np.generic):
-        try:
-            return to_dtype(v.dtype)
-        except TypeError:
-            pass
-    if isinstance(v, (bool, np.bool_)):
-        return ALL["uint8"]
-    if isinstance(v, numbers.Integral):
-        return ALL["int32"]
-    return _F32
-
-
 # ---- element-wise -------------------------------------------------------------------------------
 
 _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "equal",
            "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "abs_max",
            "abs_min"]
-
-
-def _binary(op, x, y, dtype):
-    """G2 rules: equal shapes -> tensor_tensor; a number or a [P, 1] column on either side ->
-    tensor_scalar (reverse0 when it is the left operand); anything else is an error."""
-    loc = user_location()
-    for v, what in ((x, "x"), (y, "y")):
-        if not isinstance(v, NkiTensor) and not _is_number(v):
-            raise user_error("operand", f"nl.{op.name}: {what} must be a tensor or a number, got "
-                             f"{type(v).__name__}", loc)
-    if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
-        raise user_error("operand", f"nl.{op.name} needs at least one tensor operand", loc)
-    out_dtype = _dt(dtype, _promote(_dtype_of(x), _dtype_of(y)))
-    if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.shape == y.shape:
-        out = _tile(x.shape, out_dtype, op.name)
-        isa.tensor_tensor(out, x, y, op)
-        return out
-    if isinstance(x, NkiTensor) and (_is_number(y) or _is_column(y, x.shape[0])):
-        data, operand, reverse = x, y, False
-    elif isinstance(y, NkiTensor) and (_is_number(x) or _is_column(x, y.shape[0])):
-        data, operand, reverse = y, x, True
-    else:
-        raise user_error("broadcast", f"nl.{op.name}: operand shapes {x.shape} and {y.shape} do not match; "
-                         "element-wise operands need equal shapes, or one may be a number or a [P, 1] column "
-                         "(broadcast other size-1 free dims explicitly with nl.broadcast_to)", loc)
-    out = _tile(data.shape, out_dtype, op.name)
-    isa.tensor_scalar(out, data, op, operand if isinstance(operand, NkiTensor) else float(operand), reverse0=reverse)
-    return out
 
 
 def _make_binary(op):
@@ -194,7 +110,7 @@ def _make_activation(op):
 
 @_checked
 def negative(x, dtype=None):
-    return _unary("negative", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["multiply"], -1.0))
+    return scalar_unary("negative", x, "multiply", -1.0, dtype)
 
 
 @_checked
@@ -206,7 +122,7 @@ def logical_not(x, dtype=None):
 @_checked
 def _invert(x, dtype=None):
     """Bitwise NOT of an integer tile."""
-    return _unary("invert", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["invert"], None))
+    return scalar_unary("invert", x, "invert", None, dtype)
 
 
 @_checked
@@ -283,7 +199,7 @@ def store(dst, value):
     if dst.buffer.on_chip:
         raise user_error("buffer", f"nl.store writes HBM, but dst is in {dst.buffer.name}; use nl.copy or "
                          "nisa.tensor_copy between on-chip tiles", loc)
-    if value.buffer is nl.psum:
+    if value.buffer is psum:
         value = _copy(value)
     isa.dma_copy(dst, value)
 
@@ -301,10 +217,10 @@ def transpose(x, dtype=None):
     _need_tensor(x, "transpose", loc)
     if x.ndim != 2:
         raise user_error("transpose-shape", f"nl.transpose needs a 2-D tile, got shape {x.shape}", loc)
-    if x.buffer is nl.psum:
+    if x.buffer is psum:
         x = _copy(x)
     p, f = x.shape
-    staged = _tile((f, p), x.dtype, "transpose_psum", buffer=nl.psum)
+    staged = _tile((f, p), x.dtype, "transpose_psum", buffer=psum)
     isa.nc_transpose(staged, x)
     out = _tile((f, p), _dt(dtype, x.dtype), "transpose")
     isa.tensor_copy(out, staged)
@@ -334,7 +250,7 @@ def matmul(x, y, transpose_x=False):
     _need_tensor(y, "matmul", loc)
     if not transpose_x:
         x = transpose(x)
-    out = _tile((math.prod(x.shape[1:]), math.prod(y.shape[1:])), _F32, "matmul", buffer=nl.psum)
+    out = _tile((math.prod(x.shape[1:]), math.prod(y.shape[1:])), _F32, "matmul", buffer=psum)
     isa.nc_matmul(out, x, y)
     return out
 
@@ -351,7 +267,7 @@ def broadcast_to(x, shape, dtype=None):
         raise user_error("broadcast", f"nl.broadcast_to: cannot broadcast shape {x.shape} to {shape}; the rank "
                          "must match and each dim must be equal or 1", loc)
     if shape[0] != x.shape[0] and x.buffer.on_chip:
-        src = _copy(x) if x.buffer is nl.psum else x
+        src = _copy(x) if x.buffer is psum else x
         src = src.expand_dim(1).broadcast(1, shape[0])  # [1, P, free...]: partition p reads row 0
         for d in range(1, x.ndim):
             if x.shape[d] != shape[d]:
@@ -557,12 +473,8 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
 
 # ---- operator objects as calls --------------------------------------------------------------
 
-_OPS["copy"].fn = _copy
-_OPS["invert"].fn = _invert
-_OPS["reciprocal"].fn = _reciprocal
-for _name in _BINARY:
-    _OPS[_name].fn = _make_binary(_OPS[_name])
-for _op in _OPS.values():  # every other activation function (prelu needs its alpha: operator only)
-    if _op.fn is None and _op.act is not None and _op.name != "prelu":
-        _op.fn = _make_activation(_op)
-del _name, _op
+# The element-wise function of each operator that has one (prelu needs its alpha: operator only).
+FUNCTIONS = {"copy": _copy, "invert": _invert, "reciprocal": _reciprocal}
+FUNCTIONS.update({name: _make_binary(_OPS[name]) for name in _BINARY})
+FUNCTIONS.update({op.name: _make_activation(op) for op in _OPS.values()
+                  if op.name not in FUNCTIONS and op.act is not None and op.name != "prelu"})

@@ -8,6 +8,7 @@ import os
 from . import _trace
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, new_register  # noqa: F401
 from ._keywords import checked as _checked_by
+from ._operators import OPS as _OPS, Op as _Op
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import NkiValidationError, user_error  # noqa: F401  (nisa.NkiValidationError)
@@ -93,13 +94,11 @@ def _enum_name(value, cls, what, loc):
 
 def _op_name(op, kind, what, loc):
     """ALU op or activation function name of an nl.* operator (or a NumPy ufunc, legacy style)."""
-    from .language import OPS, Op
-
     if op is None:
         return "bypass" if kind == "alu" else "copy"
     given = op
-    if not isinstance(op, Op):
-        op = _NUMPY_OPS.get(getattr(op, "__name__", None)) and OPS.get(_NUMPY_OPS[op.__name__])
+    if not isinstance(op, _Op):
+        op = _NUMPY_OPS.get(getattr(op, "__name__", None)) and _OPS.get(_NUMPY_OPS[op.__name__])
     name = getattr(op, kind, None) if op is not None else None
     if name is None:
         op = given
@@ -397,15 +396,9 @@ def dma_compute(dst, srcs, reduce_op=None, scales=None, unique_indices=True, oob
         raise user_error("operand", "srcs must be a non-empty list of tensors", loc)
     views = [_tensor(s, f"srcs[{k}]", loc)._view for k, s in enumerate(srcs)]
     _emit_at(loc, "dma_compute", name, dst=_tensor(dst, "dst", loc), srcs=views,
-             reduce_op=_op_name(reduce_op if reduce_op is not None else _default_add(), "alu", "reduce_op", loc),
+             reduce_op=_op_name(reduce_op if reduce_op is not None else _OPS["add"], "alu", "reduce_op", loc),
              scales=[float(x) for x in (scales or [])], unique_indices=bool(unique_indices),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
-
-
-def _default_add():
-    from .language import add
-
-    return add
 
 
 # ---- registers (nki-api.md §3.7) ----------------------------------------------------------------

@@ -5,12 +5,17 @@ import numbers
 
 import numpy as np
 
-from . import _trace
-from ._dtypes import ALL as _ALL_DTYPES, dtype, storage_dtype, to_dtype
-from ._register import NkiScalar, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
+from . import _trace, _wrappers, isa
+from ._buffers import Buffer as _Buffer, buffer_named, hbm, psum, sbuf, shared_hbm  # noqa: F401
+from ._dtypes import ALL as _ALL_DTYPES, dtype, to_dtype
 from ._keywords import checked as _checked_by
+from ._operators import Op, operator_table
+from ._register import NkiScalar, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
 from ._source import user_location
-from ._tensor import NkiTensor, ds
+from ._tensor import NkiTensor, ds, new_tensor
+from ._wrappers import (  # noqa: F401  (the nl.* convenience wrappers)
+    all, broadcast_to, ceil, cos, expand_dims, floor, gather_flattened, load, load_transpose2d, logical_not, matmul,
+    max, mean, min, negative, prod, rms_norm, softmax, store, sum, tan, transpose, trunc, var, where)
 from .errors import user_error
 
 _checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
@@ -29,26 +34,7 @@ float4_e2m1fn_x4 = _ALL_DTYPES["float4_e2m1fn_x4"]
 
 
 # ---- buffers ----------------------------------------------------------------------------------
-class _Buffer:
-    __slots__ = ("name", "on_chip")
-
-    def __init__(self, name, on_chip):
-        self.name, self.on_chip = name, on_chip
-
-    def __repr__(self):
-        return f"nl.{self.name}"
-
-
-sbuf = _Buffer("sbuf", True)
-psum = _Buffer("psum", True)
-hbm = private_hbm = _Buffer("hbm", False)
-shared_hbm = _Buffer("shared_hbm", False)
-_BUFFERS = {"sbuf": sbuf, "psum": psum, "hbm": hbm, "shared_hbm": shared_hbm}
-
-
-@_checked
-def buffer_named(name):
-    return _BUFFERS[name]
+private_hbm = hbm
 
 
 @_checked
@@ -85,54 +71,16 @@ class tile_size:
 
 
 # ---- tensor creation --------------------------------------------------------------------------
-def _check_buffer(buffer, loc):
-    if isinstance(buffer, _Buffer):
-        return buffer
-    raise user_error(
-        "buffer",
-        f"buffer={buffer!r} is not a Knit buffer; pass nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm "
-        "(string buffer names were removed in NKI 0.3)",
-        loc,
-    )
-
-
-def _new_tensor(shape, dtype_, buffer, name, address, loc):
-    trace = _trace.current()
-    buffer = _check_buffer(buffer, loc)
-    if isinstance(shape, numbers.Integral):
-        shape = (shape,)
-    shape = [int(s) for s in shape]
-    dtype_ = storage_dtype(dtype_)
-    # Launch-grid instances share named shared_hbm tensors (NKI: equal names alias the same
-    # memory across cores), so every instance writes its part of one output.
-    # Unnamed ones are matched by their order of creation within the instance.
-    shared_key = None
-    if buffer is shared_hbm:
-        trace.shared_created += 1
-        shared_key = (name or f"#{trace.shared_created}", tuple(shape), str(dtype_))
-    if shared_key in trace.shared_tensors:
-        return NkiTensor(trace.builder.full_view(trace.shared_tensors[shared_key]))
-    trace.tensor_count += 1
-    addr = None if address is None else [int(a) for a in address]
-    tid = _trace.core_call(trace.builder.add_tensor, name or f"t{trace.tensor_count}", buffer.name, str(dtype_),
-                           shape, addr, loc)
-    if shared_key:
-        trace.shared_tensors[shared_key] = tid
-    return NkiTensor(trace.builder.full_view(tid))
-
-
 @_checked
 def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
     """An uninitialized tensor (fresh contents are NaN / 4 in the simulator)."""
-    return _new_tensor(shape, dtype, buffer, name, address, user_location())
+    return new_tensor(shape, dtype, buffer, name, address, user_location())
 
 
 def _filled(shape, dtype_, buffer, name, value, loc):
-    t = _new_tensor(shape, dtype_, buffer, name, None, loc)
+    t = new_tensor(shape, dtype_, buffer, name, None, loc)
     if not t.buffer.on_chip:
         raise user_error("buffer", "nl.zeros/ones/full create on-chip tiles; fill HBM tensors with dma_copy", loc)
-    from . import isa
-
     isa._emit_at(loc, "memset", dst=t, value=value)
     return t
 
@@ -159,7 +107,7 @@ def zeros_like(x, dtype=None, buffer=None, name=""):
 
 @_checked
 def empty_like(x, dtype=None, buffer=None, name=""):
-    return _new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
+    return new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
 
 
 @_checked
@@ -316,56 +264,20 @@ def program_ndim():
 def device_print(print_prefix, tensor):
     """Prints `tensor`'s values at this point of the kernel when the simulation finishes: the
     values are copied into a hidden output here and printed, with the prefix, after the run."""
-    from . import isa
-
     trace = _trace.current()
     loc = user_location()
     src = tensor
     if tensor.buffer is psum:
-        src = _new_tensor(tensor.shape, tensor.dtype, sbuf, "device_print_tile", None, loc)
+        src = new_tensor(tensor.shape, tensor.dtype, sbuf, "device_print_tile", None, loc)
         isa._emit_at(loc, "tensor_copy", dst=src, src=tensor)
-    out = _new_tensor(tensor.shape, tensor.dtype, shared_hbm, f"device_print:{print_prefix}", None, loc)
+    out = new_tensor(tensor.shape, tensor.dtype, shared_hbm, f"device_print:{print_prefix}", None, loc)
     isa._emit_at(loc, "dma_copy", dst=out, src=src)
     trace.prints.append((str(print_prefix), out._view.tensor))
 
 
 # ---- operators --------------------------------------------------------------------------------
-class Op:
-    """An NKI operator object (nl.add, nl.exp, ...): usable as `op=` of ISA instructions (an ALU op
-    and/or an activation function) and callable as the element-wise nl.* wrapper."""
-
-    __slots__ = ("name", "alu", "act", "fn")
-
-    def __init__(self, name, alu=None, act=None):
-        self.name, self.alu, self.act, self.fn = name, alu, act, None
-
-    def __call__(self, *args, **kwargs):
-        if self.fn is None:
-            raise user_error("unsupported", f"nl.{self.name}(...) as a function is not supported yet", user_location())
-        return self.fn(*args, **kwargs)
-
-    def __repr__(self):
-        return f"nl.{self.name}"
-
-
-_ALU_ONLY = [
-    "bypass", "invert", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "add",
-    "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "greater_equal", "greater",
-    "less_equal", "less", "logical_and", "logical_or", "logical_xor", "power", "abs_max", "abs_min", "fmod",
-    "mod", "average",
-]
-_BOTH = ["abs", "square", "relu", "rsqrt", "reciprocal"]
-_ACT_ONLY = [
-    "copy", "sigmoid", "prelu", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
-    "gelu_apprx_sigmoid_dx", "silu", "silu_dx", "tanh", "softplus", "mish", "erf", "erf_dx", "exp", "sign",
-    "log", "sin", "arctan", "sqrt",
-]
-OPS = {}
-for _n in _ALU_ONLY:
-    OPS[_n] = Op(_n, alu=_n)
-for _n in _BOTH:
-    OPS[_n] = Op(_n, alu=_n, act=_n)
-for _n in _ACT_ONLY:
-    OPS[_n] = Op(_n, act=_n)
+# Every operator object (usable as op= of knit.isa calls), each callable as its element-wise
+# function when it has one (knit/_operators.py, knit/_wrappers.py).
+OPS = operator_table(_wrappers.FUNCTIONS)
 globals().update(OPS)
-from ._wrappers import *  # noqa: E402,F401,F403  (nl.load/store/matmul/... and element-wise calls)
+

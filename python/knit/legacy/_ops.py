@@ -11,7 +11,9 @@ import numbers
 import numpy as np
 
 from .. import _core
+from .._buffers import hbm
 from .._dtypes import ALL, to_dtype
+from .._operators import OPS
 from .._tensor import NkiTensor
 from .._source import user_location
 from ..errors import user_error
@@ -181,11 +183,9 @@ def partition_broadcast(t, partitions, loc):
     """A new SBUF tile holding `partitions` copies of the one-partition tile `t` (bit-exact, any
     dtype): the row goes to an HBM scratch tensor and comes back through a stride-0 DMA (on-chip
     views cannot repeat a partition)."""
-    from .. import language as _knl
-
     if t.buffer is psum:
         t = to_sbuf(t, loc)
-    scratch = alloc(t.shape, t.dtype, _knl.hbm, loc, "partition_broadcast")
+    scratch = alloc(t.shape, t.dtype, hbm, loc, "partition_broadcast")
     emit(loc, "dma_copy", dst=scratch, src=t)
     out = alloc((partitions,) + tuple(t.shape[1:]), t.dtype, sbuf, loc)
     emit(loc, "dma_copy", dst=out, src=scratch._derive_at(loc, _core.view_broadcast, 0, partitions))
@@ -496,8 +496,6 @@ _ALU_UNARY = {"negative": ("multiply", -1.0), "invert": ("bitwise_xor", -1), "lo
 
 def unary_into(dst, x, name, loc, region=None):
     """dst = f(x) for an nl.* unary function name."""
-    from ..language import OPS
-
     x = tensor_arg(x, "x", loc)
     if x.size != dst.size:
         x = broadcast(x, dst.shape, loc)

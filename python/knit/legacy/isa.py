@@ -18,6 +18,7 @@ from ..errors import NkiValidationError, user_error as _user_error  # noqa: F401
 from . import _ops
 from . import _index
 from ._index import IndexExpr as _IndexExpr, Predicate as _Predicate
+from .language import _split_shape
 from ._tensor import alloc as _alloc, emit as _emit, flush as _flush, op_name as _op, psum as _psum, sbuf as _sbuf
 
 _checked = _checked_by("nisa", current_api=False)  # unknown keyword arguments are errors
@@ -370,8 +371,6 @@ def reciprocal(data, *, dtype=None, mask=None, engine=0):
 @_checked
 def memset(shape, value, dtype, *, mask=None, engine=0):
     """A new tile of `shape` filled with `value`."""
-    from .language import _split_shape
-
     loc = _loc()
     _flush()
     blocks, tile_shape = _split_shape(shape, loc)

@@ -18,12 +18,14 @@ import numpy as _np
 
 from .. import _source, _trace
 from .. import language as _knl
+from .._buffers import Buffer as _Buffer
+from .._operators import KINDS as _KINDS, Op
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._keywords import checked as _checked_by
 from .._source import user_location as _loc
 from .._tensor import ds  # noqa: F401
 from ..errors import user_error as _user_error
-from . import _ops
+from . import _ops, _tensor
 from ._index import IndexExpr, MGridResult, Predicate, arange, mgrid  # noqa: F401
 from ._tensor import (BlockTensor, LegacyTensor, MaskedTile, Pending, alloc as _alloc, emit as _emit, flush as _flush,  # noqa: F401
                       psum, sbuf, wrap as _wrap)
@@ -124,7 +126,7 @@ def program_ndim():
 def _buffer(buffer, loc):
     if buffer is None:
         return sbuf
-    if isinstance(buffer, _knl._Buffer):
+    if isinstance(buffer, _Buffer):
         return buffer
     knit_buffer = getattr(buffer, "_knit_buffer", None)  # ncc.sbuf.mod_alloc(...) & co.
     if knit_buffer is not None:
@@ -617,9 +619,6 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, ma
 
 
 # ---- operators: element-wise, reductions (usable as op= of nki.isa calls) -------------------------------
-Op = _knl.Op
-
-
 def _shape_of(*xs):
     shapes = [x.shape for x in xs if _ops.is_tensor(x)]
     out = shapes[0]
@@ -740,22 +739,20 @@ _REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multip
 
 OPS = {}
 for _n in _BINARY_NAMES:
-    OPS[_n] = Op(_n, alu=_n)
-    OPS[_n].fn = _binary(_n)
+    OPS[_n] = Op(_n, alu=_n, fn=_binary(_n))
 for _n in _UNARY_NAMES:
-    _k = _knl.OPS.get(_n)
-    OPS[_n] = Op(_n, alu=_k.alu if _k else None, act=_k.act if _k else None)
-    OPS[_n].fn = _unary(_n)
+    _alu, _act = _KINDS.get(_n, (None, None))
+    OPS[_n] = Op(_n, alu=_alu, act=_act, fn=_unary(_n))
 for _n, _alu in _REDUCTIONS.items():
-    OPS[_n] = Op(_n, alu=_alu)
-    OPS[_n].fn = _reduction(_n, _alu)
+    OPS[_n] = Op(_n, alu=_alu, fn=_reduction(_n, _alu))
 for _n in ["prelu", "bypass", "average"]:  # operator-only constants
-    _k = _knl.OPS[_n]
-    OPS[_n] = Op(_n, alu=_k.alu, act=_k.act)
-OPS["copy"] = Op("copy", act="copy")  # nl.copy: the copy function and the identity activation
-OPS["copy"].fn = _copy
+    OPS[_n] = Op(_n, *_KINDS[_n])
+OPS["copy"] = Op("copy", act="copy", fn=_copy)  # nl.copy: the copy function and the identity activation
 for _n in ["cos", "tan", "ceil", "floor", "trunc"]:  # computed by knit.language from other instructions
-    OPS[_n] = Op(_n)
-    OPS[_n].fn = _delegate(_n)
+    OPS[_n] = Op(_n, fn=_delegate(_n))
 globals().update(OPS)
-del _n, _alu, _k
+del _n, _alu, _act
+
+# A tile's operators (t + u, t[...] = v, t.astype(d), ...) are these calls (see _tensor.bind_calls).
+_tensor.bind_calls(assign=_ops.assign, broadcast=_ops.broadcast, binary_into=_ops.binary_into,
+                   **{name: op.fn for name, op in OPS.items() if op.fn is not None})
