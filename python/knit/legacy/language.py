@@ -428,8 +428,8 @@ def where(condition, x, y, *, dtype=None, mask=None):
     _flush()
     mask, (condition, x, y) = _ops.unmask(mask, condition, x, y, shape=getattr(condition, "shape", None), loc=loc)
     cond = _ops.tensor_arg(condition, "condition", loc)
+    d = _ops.out_dtype(dtype, x, y)  # before operand() makes NumPy scalars Python's
     x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
-    d = _ops.out_dtype(dtype, *[v for v in (x, y)])
     region = _ops.mask_region(mask, loc)
 
     def predicated(dst, cond, src):
@@ -638,6 +638,7 @@ def _binary(name):
         loc = _loc()
         _flush()
         mask, (x, y) = _ops.unmask(mask, x, y, loc=loc)
+        typed = (x, y)  # NumPy scalars keep their dtype in the promotion (operand() makes them Python's)
         x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
         if not _ops.is_tensor(x) and not _ops.is_tensor(y):
             if name in _PY_BINARY:
@@ -648,7 +649,7 @@ def _binary(name):
         except Exception:
             raise _user_error("operand-shape", f"nl.{name}: shapes {[getattr(v, 'shape', ()) for v in (x, y)]} "
                               "do not broadcast", loc) from None
-        d = _to_dtype(dtype) if dtype is not None else (bool_ if name in _BOOL_OUT else _ops.out_dtype(None, x, y))
+        d = _to_dtype(dtype) if dtype is not None else (bool_ if name in _BOOL_OUT else _ops.out_dtype(None, *typed))
         region = _ops.mask_region(mask, loc)
         return _ops.pending(shape, d, sbuf, loc, lambda dst, **kw: _ops.binary_into(dst, x, y, name, loc, region),
                             mask=region)
