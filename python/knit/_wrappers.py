@@ -428,15 +428,22 @@ def var(x, axis, dtype=None, keepdims=False):
 
 @_checked
 def softmax(x, axis=-1, dtype=None):
-    """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (result in x's dtype or
-    dtype): negated max (tensor_reduce), add + exp, sum, reciprocal, multiply."""
+    """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (the result in x's dtype or
+    dtype); the one lowering of both API generations. Over all free dims (one max per partition,
+    a [P, 1] column): the negated max (tensor_reduce), exp with it as bias and the row sums in one
+    activation_reduce, reciprocal, multiply. Over some free dims only, the negated max is added by
+    a broadcast tensor_tensor and the exps are summed by a second tensor_reduce."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "softmax", loc)
     neg_max = _reduce("maximum", x, axes, _F32, True, "softmax_negmax", negate=True)
     e = _tile(x.shape, _F32, "softmax_exp")
-    isa.tensor_tensor(e, x, _expand(neg_max, x.shape), _OPS["add"])
-    isa.activation(e, _OPS["exp"], e)
-    total = _reduce("add", e, axes, _F32, True, "softmax_sum")
+    if axes == list(range(1, x.ndim)):
+        total = _tile(neg_max.shape, _F32, "softmax_sum")
+        isa.activation_reduce(e, _OPS["exp"], x, _OPS["add"], total, bias=neg_max)
+    else:
+        isa.tensor_tensor(e, x, _expand(neg_max, x.shape), _OPS["add"])
+        isa.activation(e, _OPS["exp"], e)
+        total = _reduce("add", e, axes, _F32, True, "softmax_sum")
     isa.reciprocal(total, total)
     out = _tile(x.shape, _dt(dtype, x.dtype), "softmax")
     isa.tensor_tensor(out, e, _expand(total, x.shape), _OPS["multiply"])

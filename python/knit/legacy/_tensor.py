@@ -48,40 +48,12 @@ def bind_calls(**calls):
 
 
 # ---- instruction emission (explicit source location) ---------------------------------------------
-# Field defaults matching knit.isa's dst-first functions; legacy calls emit with the location of
-# the user's call that created the instruction (deferred results are emitted later).
-_DEFAULTS = {
-    "dma_copy": {"oob_mode": "error", "dge_mode": "unknown", "engine": "unknown"},
-    "dma_transpose": {"axes": [], "dge_mode": "unknown", "oob_mode": "error"},
-    "dma_compute": {"reduce_op": "add", "scales": [], "unique_indices": True, "oob_mode": "error"},
-    "nc_matmul": {"is_stationary_onezero": False, "is_moving_onezero": False, "is_transpose": False,
-                  "accumulate": "auto", "tile_position": [], "tile_size": [], "perf_mode": "none"},
-    "nc_transpose": {"engine": "unknown"},
-    "activation": {"bias": None, "scale": 1.0, "reduce_op": "bypass", "reduce_res": None, "reduce_cmd": "idle",
-                   "alpha": 0.0},
-    "activation_reduce": {"bias": None, "scale": 1.0},
-    "tensor_tensor": {"engine": "unknown"},
-    "tensor_scalar": {"reverse0": False, "op1": "bypass", "operand1": None, "reverse1": False, "engine": "unknown"},
-    "scalar_tensor_tensor": {"reverse0": False, "reverse1": False},
-    "tensor_reduce": {"negate": False, "keepdims": False},
-    "tensor_copy": {"engine": "unknown"},
-    "tensor_copy_predicated": {"reverse_pred": False},
-    "memset": {"engine": "unknown"},
-    "iota": {"offset": 0, "channel_multiplier": 0},
-    "affine_select": {"cmp_op": "equal", "offset": 0},
-    "select_reduce": {"reduce_res": None, "reduce_cmd": "idle", "reduce_op": "maximum", "reverse_pred": False},
-    "tensor_tensor_scan": {"reverse0": False, "reverse1": False},
-    "tensor_scalar_reduce": {"reduce_res": None, "reverse0": False, "reduce_cmd": "reset_reduce",
-                             "reduce_init": None, "reduce_res_negate": False},
-    "local_gather": {"num_elem_per_idx": 1, "num_valid_indices": -1},
-}
-
-
+# Legacy calls emit with the location of the user's call that created the instruction (deferred
+# results are emitted later). Fields they leave out take the instruction's defaults from the op
+# table (ir/ops.h): the builder fills every field it is not given.
 def emit(loc, opname, **fields):
     """Appends one Knit instruction at the user's `loc` (verified at once)."""
-    merged = dict(_DEFAULTS.get(opname, {}))
-    merged.update(fields)
-    _isa._emit_at(loc, opname, None, **merged)
+    _isa._emit_at(loc, opname, None, **fields)
 
 
 def op_name(op, kind, what, loc):

@@ -457,32 +457,9 @@ def gather_flattened(data, indices, *, mask=None, dtype=None):
 
 @_checked
 def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None):
-    """softmax over all free dims: max-reduce, exp(x - max) with a running sum, reciprocal, scale."""
-    loc = _loc()
-    _flush()
-    mask, (x,) = _ops.unmask(mask, x, loc=loc)
-    x = _ops.tensor_arg(x, "x", loc)
-    axes = _ops.reduce_axes(axis, x.ndim, loc)
-    if axes != list(range(1, x.ndim)):
-        raise _user_error("unsupported", f"nl.softmax over axis={axis} of a {x.ndim}-D tile: Knit reduces over all "
-                          "free dims only (axis=1 for a 2-D tile)", loc)
-    region = _ops.mask_region(mask, loc)  # masked-off elements take no part and stay zero
-
-    def softmax_into(dst, x):
-        P = x.shape[0]
-        neg_max = _alloc((P, 1), _F32, sbuf, loc)
-        _emit(loc, "tensor_reduce", dst=neg_max, op="maximum", data=x, axis=axes, negate=True, keepdims=True)
-        exps = _alloc(x.shape, _F32, sbuf, loc)
-        total = _alloc((P, 1), _F32, sbuf, loc)
-        _emit(loc, "activation_reduce", dst=exps, op="exp", data=x, reduce_op="add", reduce_res=total, bias=neg_max)
-        inv = _alloc((P, 1), _F32, sbuf, loc)
-        _emit(loc, "reciprocal", dst=inv, data=total)
-        _emit(loc, "tensor_scalar", dst=dst, data=exps, op0="multiply", operand0=inv)
-
-    def fn(dst, **kw):
-        _ops.run_masked(region, loc, softmax_into, dst, x, fill=float("-inf"))
-
-    return _ops.pending(x.shape, dtype or x.dtype, sbuf, loc, fn, mask=region)
+    """knit.language.softmax (fp32 math; compute_dtype is accepted and has no effect); with a mask,
+    masked-off elements take no part and the result there is zero."""
+    return _run_current("softmax", (x, axis), 1, float("-inf"), dtype, mask, {})
 
 
 @_checked
@@ -589,8 +566,8 @@ def _run_current(name, args, nargs, fill, dtype, mask, options):
         return _wrap(impl(*tiles, *rest, dtype=dtype, **options))
     out_dtype = _to_dtype(dtype or options.get("compute_dtype") or tiles[0].dtype)
 
-    def run(dst, *ts):
-        _ops.copy_into(dst, _wrap(impl(*ts, *rest, **options)), loc)
+    def run(dst, *ts):  # computed in dst's dtype, so the copy is exact (one rounding, as unmasked)
+        _ops.copy_into(dst, _wrap(impl(*ts, *rest, dtype=out_dtype, **options)), loc)
 
     return _ops.pending(tiles[0].shape, out_dtype, sbuf, loc,
                         lambda dst, **kw: _ops.run_masked(region, loc, run, dst, *tiles, fill=fill), mask=region)
