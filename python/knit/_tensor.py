@@ -356,7 +356,8 @@ class NkiTensor:
                 names.append(n)
                 split_shape.append(size)
         if len(src_pattern) != self.ndim:
-            raise user_error("view-rearrange", f"src_pattern names {len(src_pattern)} dims, tensor has {self.ndim}", loc)
+            raise user_error("view-rearrange", f"src_pattern names {len(src_pattern)} dims, tensor has {self.ndim}",
+                             loc)
         t = self._derive_at(loc, _core.view_reshape, split_shape)
         flat_dst = [n for e in dst_pattern for n in (e if isinstance(e, (tuple, list)) else [e])]
         if sorted(flat_dst) != sorted(names):

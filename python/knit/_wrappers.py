@@ -9,12 +9,15 @@ reductions; ``nl.maximum`` / ``nl.minimum`` are the element-wise operators.
 Not provided: ``dropout`` (Knit has no random-number instruction) and ``prelu`` / ``bypass`` /
 ``average`` as calls (operator-only objects, nki-api.md §2.12).
 """
+from __future__ import annotations
+
 import builtins
 import math
-import numbers
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
+from . import _types as _t
 from . import isa
 from ._buffers import psum, sbuf
 from ._dtypes import ALL, to_dtype
@@ -22,9 +25,14 @@ from ._keywords import checked as _checked_by
 from ._operators import OPS as _OPS
 from ._promotion import promote as _promote
 from ._source import user_location
-from ._tensor import NkiTensor, binary as _binary, dtype_of as _dtype_of, is_column as _is_column, new_tile, \
-    scalar_unary
+from ._tensor import NkiTensor, new_tile, scalar_unary
+from ._tensor import binary as _binary
+from ._tensor import dtype_of as _dtype_of
+from ._tensor import is_column as _is_column
 from .errors import user_error
+
+if _TYPE_CHECKING:  # typing's names are not part of the module's API
+    from typing import Optional, Sequence, Union
 
 __all__ = [
     "load", "store", "load_transpose2d", "matmul", "transpose", "broadcast_to", "expand_dims",
@@ -83,7 +91,7 @@ _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power
 
 
 def _make_binary(op):
-    def fn(x, y, dtype=None):
+    def fn(x: Union[NkiTensor, float], y: Union[NkiTensor, float], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
         return _binary(op, x, y, dtype)
 
     fn.__name__ = fn.__qualname__ = op.name
@@ -100,7 +108,7 @@ def _unary(name, x, dtype, emit):
 
 
 def _make_activation(op):
-    def fn(x, dtype=None):
+    def fn(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
         return _unary(op.name, x, dtype, lambda out, x: isa.activation(out, op, x))
 
     fn.__name__ = fn.__qualname__ = op.name
@@ -109,24 +117,24 @@ def _make_activation(op):
 
 
 @_checked
-def negative(x, dtype=None):
+def negative(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     return scalar_unary("negative", x, "multiply", -1.0, dtype)
 
 
 @_checked
-def logical_not(x, dtype=None):
+def logical_not(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """1 where x == 0, else 0 (logical xor with 1)."""
     return _unary("logical_not", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["logical_xor"], 1.0))
 
 
 @_checked
-def _invert(x, dtype=None):
+def _invert(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """Bitwise NOT of an integer tile."""
     return scalar_unary("invert", x, "invert", None, dtype)
 
 
 @_checked
-def _reciprocal(x, dtype=None):
+def _reciprocal(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """1 / x on the Vector Engine (more accurate than the activation table)."""
     return _unary("reciprocal", x, dtype, isa.reciprocal)
 
@@ -145,12 +153,12 @@ def _emit_cos(out, x):
 
 
 @_checked
-def cos(x, dtype=None):
+def cos(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     return _unary("cos", x, dtype, _emit_cos)
 
 
 @_checked
-def tan(x, dtype=None):
+def tan(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """tan(x) = sin(x) / cos(x), in fp32."""
     def emit(out, x):
         s, c = _tile(x.shape, _F32, "tan_sin"), _tile(x.shape, _F32, "tan_cos")
@@ -162,7 +170,7 @@ def tan(x, dtype=None):
 
 def _round_with(name, mod_op, divisor):
     """x - (x mod_op divisor) in one scalar_tensor_tensor; exact in fp32."""
-    def fn(x, dtype=None):
+    def fn(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
         return _unary(name, x, dtype, lambda out, x: isa.scalar_tensor_tensor(
             out, x, _OPS[mod_op], divisor, _OPS["subtract"], x, reverse1=True))
 
@@ -178,7 +186,7 @@ ceil = _round_with("ceil", "mod", -1.0)  # Python mod by -1 is in (-1, 0]
 
 
 @_checked
-def load(src, dtype=None):
+def load(src: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """HBM view -> new SBUF tile (dim 0 becomes the partition dim), converting to dtype if given."""
     loc = user_location()
     _need_tensor(src, "load", loc)
@@ -191,7 +199,7 @@ def load(src, dtype=None):
 
 
 @_checked
-def store(dst, value):
+def store(dst: NkiTensor, value: NkiTensor) -> None:
     """SBUF (or PSUM, through an SBUF copy) tile -> HBM view."""
     loc = user_location()
     _need_tensor(dst, "store", loc)
@@ -205,13 +213,13 @@ def store(dst, value):
 
 
 @_checked
-def _copy(x, dtype=None):
+def _copy(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """New SBUF tile with x's values (bit-exact when the dtype is unchanged)."""
     return _unary("copy", x, dtype, isa.tensor_copy)
 
 
 @_checked
-def transpose(x, dtype=None):
+def transpose(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """2-D [P, F] -> [F, P] (F <= 128) on the Tensor Engine, through PSUM, into SBUF."""
     loc = user_location()
     _need_tensor(x, "transpose", loc)
@@ -228,7 +236,7 @@ def transpose(x, dtype=None):
 
 
 @_checked
-def load_transpose2d(src, dtype=None):
+def load_transpose2d(src: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """HBM [K, M] -> SBUF [M, K]: dma_transpose for 2-byte dtypes, else load + transpose."""
     loc = user_location()
     _need_tensor(src, "load_transpose2d", loc)
@@ -242,7 +250,7 @@ def load_transpose2d(src, dtype=None):
 
 
 @_checked
-def matmul(x, y, transpose_x=False):
+def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
     """x @ y (x.T @ y when transpose_x) into a new fp32 PSUM tile [M, N]. Without transpose_x, x
     [M, K] is first transposed to [K, M] on the Tensor Engine."""
     loc = user_location()
@@ -256,7 +264,7 @@ def matmul(x, y, transpose_x=False):
 
 
 @_checked
-def broadcast_to(x, shape, dtype=None):
+def broadcast_to(x: NkiTensor, shape: Sequence[int], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """Same rank; size-1 dims expand. Free dims (and any dim of an HBM tensor) become a stride-0
     view, so no data moves; an on-chip [1, ...] tile is copied to every partition with one DMA
     from a stride-0 source into a new SBUF tile. With dtype= the result is a converted copy."""
@@ -284,11 +292,11 @@ def broadcast_to(x, shape, dtype=None):
 
 
 @_checked
-def expand_dims(x, axis):
+def expand_dims(x: NkiTensor, axis: Union[int, Sequence[int]]) -> NkiTensor:
     """View with size-1 dims inserted at `axis` (an int or a sequence, positions in the result)."""
     loc = user_location()
     _need_tensor(x, "expand_dims", loc)
-    axes = list(axis) if isinstance(axis, (tuple, list)) else [axis]
+    axes: list = list(axis) if isinstance(axis, (tuple, list)) else [axis]
     ndim = x.ndim + len(axes)
     for a in sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axes):
         x = x.expand_dim(a)
@@ -296,7 +304,8 @@ def expand_dims(x, axis):
 
 
 @_checked
-def gather_flattened(data, indices, axis=0, dtype=None):
+def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0,
+                     dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """out[p, j] = data[p, indices[p, j]] over data's flattened free dims (uint32 indices)."""
     loc = user_location()
     _need_tensor(data, "gather_flattened", loc)
@@ -309,7 +318,8 @@ def gather_flattened(data, indices, axis=0, dtype=None):
 
 
 @_checked
-def where(condition, x, y, dtype=None):
+def where(condition: NkiTensor, x: Union[NkiTensor, float], y: Union[NkiTensor, float],
+          dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """x where condition (a 1.0/0.0 tile) is non-zero, else y; x and y are tiles of condition's
     shape, [P, 1] columns or numbers. y is copied in, then x is copied over it under the predicate."""
     loc = user_location()
@@ -364,27 +374,27 @@ def _reduce(opname, x, axis, dtype, keepdims, what, negate=False):
 
 
 @_checked
-def sum(x, axis, dtype=None, keepdims=False):
+def sum(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("add", x, axis, dtype, keepdims, "sum")
 
 
 @_checked
-def max(x, axis, dtype=None, keepdims=False):
+def max(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("maximum", x, axis, dtype, keepdims, "max")
 
 
 @_checked
-def min(x, axis, dtype=None, keepdims=False):
+def min(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("minimum", x, axis, dtype, keepdims, "min")
 
 
 @_checked
-def prod(x, axis, dtype=None, keepdims=False):
+def prod(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("multiply", x, axis, dtype, keepdims, "prod")
 
 
 @_checked
-def all(x, axis, dtype=None):
+def all(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """1 where every reduced element is non-zero, else 0."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "all", loc)
@@ -394,7 +404,7 @@ def all(x, axis, dtype=None):
 
 
 @_checked
-def mean(x, axis, dtype=None, keepdims=False):
+def mean(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     """fp32 sum, then multiplied by 1/n (two fp32 roundings) into x's dtype or dtype."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "mean", loc)
@@ -405,7 +415,7 @@ def mean(x, axis, dtype=None, keepdims=False):
 
 
 @_checked
-def var(x, axis, dtype=None, keepdims=False):
+def var(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     """Population variance mean(x^2) - mean(x)^2 in fp32. As in NKI G2, keepdims is ignored and
     the reduced dims are kept (size 1)."""
     loc = user_location()
@@ -427,7 +437,7 @@ def var(x, axis, dtype=None, keepdims=False):
 
 
 @_checked
-def softmax(x, axis=-1, dtype=None):
+def softmax(x: NkiTensor, axis: _t.AxisLike = -1, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (the result in x's dtype or
     dtype); the one lowering of both API generations. Over all free dims (one max per partition,
     a [P, 1] column): the negated max (tensor_reduce), exp with it as bias and the row sums in one
@@ -451,7 +461,8 @@ def softmax(x, axis=-1, dtype=None):
 
 
 @_checked
-def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
+def rms_norm(x: NkiTensor, w: NkiTensor, axis: _t.AxisLike, n: float, epsilon: float = 1e-06,
+             dtype: Optional[_t.DTypeLike] = None, compute_dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """x / sqrt(sum(x^2)/n + epsilon) * w. w has x's shape, or broadcasts to it (a [1, F] or [F]
     HBM weight is loaded to every partition with a stride-0 DMA). Computed in compute_dtype
     (fp32 by default); the result is in dtype, else compute_dtype, else x's dtype."""

@@ -1,22 +1,58 @@
 """knit.language (``import knit.language as nl``): NKI's nki.language — buffers, dtypes, tensor
 creation, tile sizes, loops, SPMD ids, operators and the nl.* convenience wrappers."""
+from __future__ import annotations
+
 import contextlib
 import numbers
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
 from . import _trace, _wrappers, isa
-from ._buffers import Buffer as _Buffer, buffer_named, hbm, psum, sbuf, shared_hbm  # noqa: F401
-from ._dtypes import ALL as _ALL_DTYPES, dtype, to_dtype
+from . import _types as _t
+from ._buffers import Buffer as _Buffer  # noqa: F401
+from ._buffers import buffer_named, hbm, psum, sbuf, shared_hbm  # noqa: F401  (nl.hbm, ...)
+from ._dtypes import ALL as _ALL_DTYPES
+from ._dtypes import dtype as dtype
+from ._dtypes import to_dtype
 from ._keywords import checked as _checked_by
-from ._operators import Op, operator_table
-from ._register import NkiScalar, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
+from ._operators import Op as Op
+from ._operators import operator_table
+from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
 from ._source import user_location
-from ._tensor import NkiTensor, ds, new_tensor
+from ._tensor import NkiTensor, new_tensor
+from ._tensor import ds as ds
 from ._wrappers import (  # noqa: F401  (the nl.* convenience wrappers)
-    all, broadcast_to, ceil, cos, expand_dims, floor, gather_flattened, load, load_transpose2d, logical_not, matmul,
-    max, mean, min, negative, prod, rms_norm, softmax, store, sum, tan, transpose, trunc, var, where)
+    all,
+    broadcast_to,
+    ceil,
+    cos,
+    expand_dims,
+    floor,
+    gather_flattened,
+    load,
+    load_transpose2d,
+    logical_not,
+    matmul,
+    max,
+    mean,
+    min,
+    negative,
+    prod,
+    rms_norm,
+    softmax,
+    store,
+    sum,
+    tan,
+    transpose,
+    trunc,
+    var,
+    where,
+)
 from .errors import user_error
+
+if _TYPE_CHECKING:  # typing's names are not part of the module's API
+    from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 _checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
 
@@ -38,22 +74,22 @@ private_hbm = hbm
 
 
 @_checked
-def is_hbm(b):
+def is_hbm(b: object) -> bool:
     return b in (hbm, shared_hbm)
 
 
 @_checked
-def is_sbuf(b):
+def is_sbuf(b: object) -> bool:
     return b is sbuf
 
 
 @_checked
-def is_psum(b):
+def is_psum(b: object) -> bool:
     return b is psum
 
 
 @_checked
-def is_on_chip(b):
+def is_on_chip(b: object) -> bool:
     return b in (sbuf, psum)
 
 
@@ -72,7 +108,8 @@ class tile_size:
 
 # ---- tensor creation --------------------------------------------------------------------------
 @_checked
-def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
+def ndarray(shape: _t.ShapeLike, dtype: _t.DTypeLike, buffer: _Buffer = sbuf, name: str = "",
+            address: Optional[Sequence[int]] = None) -> NkiTensor:
     """An uninitialized tensor (fresh contents are NaN / 4 in the simulator)."""
     return new_tensor(shape, dtype, buffer, name, address, user_location())
 
@@ -86,32 +123,35 @@ def _filled(shape, dtype_, buffer, name, value, loc):
 
 
 @_checked
-def zeros(shape, dtype, buffer=sbuf, name=""):
+def zeros(shape: _t.ShapeLike, dtype: _t.DTypeLike, buffer: _Buffer = sbuf, name: str = "") -> NkiTensor:
     return _filled(shape, dtype, buffer, name, 0, user_location())
 
 
 @_checked
-def ones(shape, dtype, buffer=sbuf, name=""):
+def ones(shape: _t.ShapeLike, dtype: _t.DTypeLike, buffer: _Buffer = sbuf, name: str = "") -> NkiTensor:
     return _filled(shape, dtype, buffer, name, 1, user_location())
 
 
 @_checked
-def full(shape, fill_value, dtype, buffer=sbuf, name=""):
+def full(shape: _t.ShapeLike, fill_value: float, dtype: _t.DTypeLike, buffer: _Buffer = sbuf,
+         name: str = "") -> NkiTensor:
     return _filled(shape, dtype, buffer, name, fill_value, user_location())
 
 
 @_checked
-def zeros_like(x, dtype=None, buffer=None, name=""):
+def zeros_like(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None, buffer: Optional[_Buffer] = None,
+               name: str = "") -> NkiTensor:
     return _filled(x.shape, dtype or x.dtype, buffer or x.buffer, name, 0, user_location())
 
 
 @_checked
-def empty_like(x, dtype=None, buffer=None, name=""):
+def empty_like(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None, buffer: Optional[_Buffer] = None,
+               name: str = "") -> NkiTensor:
     return new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
 
 
 @_checked
-def shared_constant(constant, dtype=None):
+def shared_constant(constant: Union[np.ndarray, str], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """A constant baked into the kernel (a NumPy array or the path of a .npy file). Knit passes it
     to the kernel as a hidden read-only HBM argument."""
     loc = user_location()
@@ -126,13 +166,13 @@ def shared_constant(constant, dtype=None):
 
 
 @_checked
-def shared_identity_matrix(n, dtype=uint8, dst=None):
+def shared_identity_matrix(n: int, dtype: _t.DTypeLike = uint8, dst: object = None) -> NkiTensor:
     return shared_constant(np.eye(int(n), dtype=to_dtype(dtype).numpy))
 
 
 # ---- loops and SPMD ---------------------------------------------------------------------------
 @_checked
-def affine_range(start, stop=None, step=1):
+def affine_range(start: int, stop: Optional[int] = None, step: int = 1) -> range:
     """A loop the tracer unrolls: Python's range (NKI 0.7: a deprecated alias of range)."""
     return range(start) if stop is None else range(start, stop, step)
 
@@ -153,7 +193,7 @@ def _block(opname, label=None, **fields):
 
 
 @_checked
-def dynamic_range(start, stop=None, step=1):
+def dynamic_range(start: _t.IntLike, stop: Optional[_t.IntLike] = None, step: int = 1) -> Iterator[VirtualRegister]:
     """An on-device loop: the body is traced once and runs on the device; the loop variable is a
     register. start / stop may be ints or registers; step is a positive int."""
     loc = user_location()
@@ -169,7 +209,8 @@ def dynamic_range(start, stop=None, step=1):
 
 
 @_checked
-def fori_loop(lower, upper, body_fun, step=1, unroll=False):
+def fori_loop(lower: _t.IntLike, upper: _t.IntLike, body_fun: Callable[[Any], Any], step: int = 1,
+              unroll: bool = False) -> None:
     """Runs body_fun(i) for i in [lower, upper) by step on the device (body traced once, i a
     register). unroll=True with int bounds unrolls at trace time instead (i a Python int)."""
     if unroll:
@@ -179,12 +220,12 @@ def fori_loop(lower, upper, body_fun, step=1, unroll=False):
         for i in range(lower, upper, step):
             body_fun(i)
         return
-    for i in dynamic_range(lower, upper, step):
-        body_fun(i)
+    for reg in dynamic_range(lower, upper, step):
+        body_fun(reg)
 
 
 @_checked
-def while_loop(init, body_fun):
+def while_loop(init: _t.IntLike, body_fun: Callable[[Any], Any]) -> VirtualRegister:
     """Runs body_fun(cond) while the condition register is non-zero (checked before each
     iteration); body_fun returns the next condition (a register or an int). Returns the register."""
     loc = user_location()
@@ -203,11 +244,10 @@ def while_loop(init, body_fun):
 
 
 @_checked
-def if_else(cond, then_fn, else_fn=None):
+def if_else(cond: _t.IntLike, then_fn: Callable[[], Any], else_fn: Optional[Callable[[], Any]] = None) -> Any:
     """A runtime branch on a register (non-zero = true). A Python bool/int is decided while
     tracing, as NKI does."""
-    loc = user_location()
-    if not is_runtime(cond):
+    if not isinstance(cond, RegExpr):  # decided while tracing
         if cond:
             return then_fn()
         return else_fn() if else_fn is not None else None
@@ -223,7 +263,7 @@ def if_else(cond, then_fn, else_fn=None):
 
 @_checked
 @contextlib.contextmanager
-def no_reorder():
+def no_reorder() -> Iterator[None]:
     """Keep program order (Knit's interpreter always does)."""
     yield
 
@@ -233,7 +273,7 @@ class NKIObject:
 
 
 @_checked
-def program_id(axis=0):
+def program_id(axis: int = 0) -> int:
     """This instance's index along grid dim `axis` (instances are numbered row-major)."""
     trace = _trace.current()
     grid = trace.grid or (trace.num_programs,)
@@ -244,7 +284,7 @@ def program_id(axis=0):
 
 
 @_checked
-def num_programs(axes=0):
+def num_programs(axes: Union[int, Sequence[int], None] = 0) -> int:
     """Instances along grid dim `axes` (an int), or their product over a tuple of dims / None."""
     trace = _trace.current()
     grid = trace.grid or (trace.num_programs,)
@@ -256,12 +296,12 @@ def num_programs(axes=0):
 
 
 @_checked
-def program_ndim():
+def program_ndim() -> int:
     return _trace.current().grid_ndim
 
 
 @_checked
-def device_print(print_prefix, tensor):
+def device_print(print_prefix: str, tensor: NkiTensor) -> None:
     """Prints `tensor`'s values at this point of the kernel when the simulation finishes: the
     values are copied into a hidden output here and printed, with the prefix, after the run."""
     trace = _trace.current()

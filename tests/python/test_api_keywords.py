@@ -5,15 +5,14 @@ TypeError that names it, suggests the closest valid name, is raised before any i
 emitted and points at the kernel's line."""
 import inspect
 
-import numpy as np
-import pytest
-
 import knit
 import knit.isa as nisa
 import knit.language as nl
 import knit.legacy as legacy
 import knit.legacy.isa as lisa
 import knit.legacy.language as lnl
+import numpy as np
+import pytest
 from knit._keywords import IGNORED, UnknownKeywordError
 
 BOGUS = "knit_bogus_keyword"
@@ -49,8 +48,9 @@ def test_every_api_function_is_checked():
     for label, module in MODULES.items():
         for name in dir(module):
             fn = getattr(module, name)
-            if (name.startswith("_") or not inspect.isfunction(fn) or getattr(fn, "__module__", "") not in (module.__name__, "knit._wrappers")
-                    or getattr(fn, "__knit_unsupported__", False)):
+            own = getattr(fn, "__module__", "") in (module.__name__, "knit._wrappers")
+            unsupported = getattr(fn, "__knit_unsupported__", False)
+            if name.startswith("_") or not inspect.isfunction(fn) or not own or unsupported:
                 continue
             assert hasattr(fn, "__knit_keywords__"), f"{label}.{name} does not check its keywords"
 
