@@ -144,3 +144,32 @@ def test_documented_extras_still_work():
 
     a = np.array([[-2.0, 4.0]], np.float32)
     assert np.array_equal(_run(kernel, a), np.array([[-1.0, 4.0]], np.float32))
+
+
+def test_operator_names_are_the_cores():
+    """knit/_operators.py names each operator's ALU op and activation function as the C++ op table
+    does (an unknown name would be a ValueError from the builder, not a verifier rule)."""
+    from knit._operators import OPS
+
+    unknown = []
+
+    def kernel(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        u = nl.ndarray(a.shape, a.dtype)
+        for op in OPS.values():
+            for kind, emit in (("alu", lambda: nisa.tensor_tensor(u, t, t, op)),
+                               ("act", lambda: nisa.activation(u, op, t))):
+                if getattr(op, kind) is None:
+                    continue
+                try:
+                    emit()
+                except knit.KnitError:
+                    pass  # a verifier rule (e.g. a bit-vector op on floats): the name itself was known
+                except ValueError:
+                    unknown.append((op.name, kind))
+        nl.store(out, t)
+        return out
+
+    knit.compile(kernel, np.ones((4, 8), np.float32))
+    assert not unknown
