@@ -1,9 +1,12 @@
-"""The knit package's modules import each other in one direction only: the module-level import
-graph (every `import` / `from ... import`, at module level or inside a function) has no cycle.
+"""The knit package's modules import each other in one direction only: the import graph (every
+`import` / `from ... import`, at module level or inside a function) has no cycle.
 
-A cycle makes the import order decide which names exist when a module runs, and hides which
-layer a piece of code belongs to (docs/architecture.md: _core and the leaf modules at the
-bottom, knit.isa / knit.language / the legacy facade above them, the runners on top)."""
+A cycle makes the import order decide which names exist when a module runs, and hides which layer
+a piece of code belongs to. The layers, bottom up: the C++ extensions and the leaf modules
+(_source, errors, _dtypes, _trace, _register, _operators, _buffers, _promotion, _keywords,
+_version); _tensor (tensors, views, element-wise arithmetic); knit.isa; _wrappers; knit.language;
+the legacy facade (its tile operators reach the G1 calls through legacy._tensor.bind_calls); the
+runners (_kernel, profile, benchmark, cli, torch) and the package itself."""
 import ast
 import os
 

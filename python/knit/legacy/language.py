@@ -80,13 +80,8 @@ def spmd_dim(*dims):
 
 
 # ---- loops and SPMD ---------------------------------------------------------------------------------
-@_checked
-def affine_range(start, stop=None, step=1):
-    """G1 parallel loop; Knit runs every loop in order (sequential semantics are always correct)."""
-    return range(start) if stop is None else range(start, stop, step)
-
-
-sequential_range = static_range = affine_range
+# G1's parallel loops: Knit runs every loop in order (sequential semantics are always correct).
+affine_range = sequential_range = static_range = _knl.affine_range
 
 
 def _grid():
