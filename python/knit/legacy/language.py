@@ -346,7 +346,7 @@ def _copy(src, *, mask=None, dtype=None):
 
 @_checked
 def static_cast(x, dtype):
-    return copy(x, dtype=dtype)
+    return _copy(x, dtype=dtype)
 
 
 @_checked
@@ -525,7 +525,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
                           "b = nl.loop_reduce(x, op, loop_indices=[i])", loc)
     acc = _current_value(target, frame)
     if acc is None:
-        return copy(x, dtype=dtype, mask=mask)
+        return _copy(x, dtype=dtype, mask=mask)
     acc = _ops.tensor_arg(acc, "the loop_reduce accumulator", loc)
     _ops.binary_into(acc, x, acc, opn, loc, _ops.mask_region(mask, loc))
     return acc
@@ -543,7 +543,7 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
                           "the instances one after another, so no instance sees a later one's values; reduce "
                           "through a shared_hbm tensor in a second kernel instead", loc)
     _ops.op_name(op, "alu", "op", loc)
-    return copy(x, dtype=dtype, mask=mask)
+    return _copy(x, dtype=dtype, mask=mask)
 
 
 def _run_current(name, args, nargs, fill, dtype, mask, options):
