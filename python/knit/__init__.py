@@ -10,9 +10,9 @@ from . import cache, isa, language, typing  # noqa: F401
 from ._kernel import Compiled, Kernel, compile, jit, simulate, simulate_kernel  # noqa: F401
 from .benchmark import Benchmark, benchmark  # noqa: F401
 from .profile import Profile, profile  # noqa: F401
+from ._version import __version__  # noqa: F401
 from .errors import JitFallbackWarning, KnitError, KnitRuntimeError, NkiValidationError  # noqa: F401
 
 __all__ = ["jit", "simulate", "simulate_kernel", "compile", "Kernel", "Compiled", "language", "isa", "typing", "cache",
            "KnitError", "NkiValidationError", "KnitRuntimeError", "profile", "Profile", "benchmark", "Benchmark"]
-__version__ = "0.1.0"
 del _core

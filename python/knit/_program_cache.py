@@ -21,6 +21,7 @@ import tempfile
 import numpy as np
 
 from . import _core
+from ._version import __version__
 
 _MAGIC = b"KNITPRG1"
 _SIMPLE = (int, float, bool, str, type(None), np.dtype, np.generic)
@@ -215,7 +216,6 @@ def _knit_identity():
     core on every start would cost more than the cache saves for small kernels)."""
     global _identity
     if _identity is None:
-        from . import __version__
         here = os.path.dirname(os.path.abspath(__file__))
         files = sorted(glob.glob(os.path.join(here, "*.py"))) + [_core.__file__]
         stamps = []

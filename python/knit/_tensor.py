@@ -1,12 +1,61 @@
 """NkiTensor: a view of one tensor of the kernel being traced (nki-api.md §2.3). Every view method
-returns a new NkiTensor on the same storage; the view rules live in C++ (ir/view.h)."""
+returns a new NkiTensor on the same storage; the view rules live in C++ (ir/view.h).
+
+This module also creates tensors (``new_tensor``, behind nl.ndarray) and holds the element-wise
+arithmetic of the current API (``binary``: ``nl.add(x, y)`` and ``x + y`` alike), because a
+tensor's operators need it and it needs tensors: keeping both here keeps the import order
+one-way (knit.isa and knit.language build on this module, never the reverse)."""
 import numbers
 
+import numpy as np
+
 from . import _core, _trace
-from ._dtypes import ALL, to_dtype
-from ._register import RegExpr
+from ._buffers import buffer_named, check_buffer, sbuf, shared_hbm
+from ._dtypes import ALL, storage_dtype, to_dtype
+from ._operators import OPS
+from ._promotion import promote, scalar_dtype
+from ._register import RegExpr, VirtualRegister, new_register
 from ._source import user_location
 from .errors import user_error
+
+
+def _append(opname, fields, loc):
+    """Appends one instruction (operands already converted: views, numbers, names) at `loc`."""
+    _trace.core_call(_trace.current().builder.append, opname, fields, loc, "")
+
+
+def new_tensor(shape, dtype, buffer, name, address, loc):
+    """A new tensor of the current trace (nl.ndarray): `shape` (an int or a sequence), stored as
+    `dtype` (NKI_PRECISE_FP=0 keeps low-precision floats in fp32), in `buffer`."""
+    trace = _trace.current()
+    buffer = check_buffer(buffer, loc)
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    shape = [int(s) for s in shape]
+    dtype = storage_dtype(dtype)
+    # Launch-grid instances share named shared_hbm tensors (NKI: equal names alias the same
+    # memory across cores), so every instance writes its part of one output.
+    # Unnamed ones are matched by their order of creation within the instance.
+    shared_key = None
+    if buffer is shared_hbm:
+        trace.shared_created += 1
+        shared_key = (name or f"#{trace.shared_created}", tuple(shape), str(dtype))
+    if shared_key in trace.shared_tensors:
+        return NkiTensor(trace.builder.full_view(trace.shared_tensors[shared_key]))
+    trace.tensor_count += 1
+    addr = None if address is None else [int(a) for a in address]
+    tid = _trace.core_call(trace.builder.add_tensor, name or f"t{trace.tensor_count}", buffer.name, str(dtype),
+                           shape, addr, loc)
+    if shared_key:
+        trace.shared_tensors[shared_key] = tid
+    return NkiTensor(trace.builder.full_view(tid))
+
+
+def load_scalar(src, loc):
+    """A new register holding the single element of tensor `src` (register_load)."""
+    reg = VirtualRegister(new_register())
+    _append("register_load", {"dst": ("reg", reg.id), "src": src._view}, loc)
+    return reg
 
 
 class ds:
@@ -141,8 +190,6 @@ class NkiTensor:
 
     @property
     def buffer(self):
-        from .language import buffer_named
-
         return buffer_named(self._info[1])
 
     @property
@@ -190,27 +237,22 @@ class NkiTensor:
     def __setitem__(self, key, value):
         """t[key] = value: a copy into the view (dma_copy when HBM is involved, else tensor_copy),
         or a fill when value is a number."""
-        from . import isa
-
+        loc = user_location()
         dst = self[key]
         if isinstance(value, NkiTensor):
-            if dst.buffer.on_chip and value.buffer.on_chip:
-                isa.tensor_copy(dst, value)
-            else:
-                isa.dma_copy(dst, value)
+            on_chip = dst.buffer.on_chip and value.buffer.on_chip
+            _append("tensor_copy" if on_chip else "dma_copy", {"dst": dst._view, "src": value._view}, loc)
         elif isinstance(value, numbers.Number):
-            isa.memset(dst, value)
+            _append("memset", {"dst": dst._view, "value": float(value)}, loc)
         else:
-            raise user_error("view-assign", f"cannot assign {type(value).__name__} to a tensor view", user_location())
+            raise user_error("view-assign", f"cannot assign {type(value).__name__} to a tensor view", loc)
 
     def slice(self, dim, start, end, step=1):
         return self._derive(_core.view_slice, int(dim), int(start), int(end), int(step))
 
     def select(self, dim, index):
         if isinstance(index, NkiTensor):  # a 1x1 int tensor: a runtime index
-            from .isa import scalar_load
-
-            index = scalar_load(index)
+            index = load_scalar(index, user_location())
         if isinstance(index, RegExpr):
             loc = user_location()
             b = _trace.current().builder
@@ -259,9 +301,7 @@ class NkiTensor:
         runtime = None
         if scalar_offset is not None:
             if isinstance(scalar_offset, NkiTensor):
-                from .isa import scalar_load
-
-                scalar_offset = scalar_load(scalar_offset)
+                scalar_offset = load_scalar(scalar_offset, loc)
             expr = RegExpr.of(scalar_offset)
             if not 0 <= dim < len(pattern):
                 raise user_error("view-ap", f"indirect_dim {dim} is not a dim of the {len(pattern)}-D pattern", loc)
@@ -316,7 +356,8 @@ class NkiTensor:
                 names.append(n)
                 split_shape.append(size)
         if len(src_pattern) != self.ndim:
-            raise user_error("view-rearrange", f"src_pattern names {len(src_pattern)} dims, tensor has {self.ndim}", loc)
+            raise user_error("view-rearrange", f"src_pattern names {len(src_pattern)} dims, tensor has {self.ndim}",
+                             loc)
         t = self._derive_at(loc, _core.view_reshape, split_shape)
         flat_dst = [n for e in dst_pattern for n in (e if isinstance(e, (tuple, list)) else [e])]
         if sorted(flat_dst) != sorted(names):
@@ -331,12 +372,9 @@ class NkiTensor:
             out_shape.append(size)
         return t._derive_at(loc, _core.view_reshape, out_shape)
 
-    # Arithmetic dunders (element-wise wrappers; the legacy API relies on them).
+    # Arithmetic operators: the element-wise nl.* calls (the legacy facade overrides _binary).
     def _binary(self, other, name, reverse=False):
-        from . import language as nl
-
-        fn = getattr(nl, name)
-        return fn(other, self) if reverse else fn(self, other)
+        return binary(OPS[name], other, self) if reverse else binary(OPS[name], self, other)
 
     def __add__(self, o): return self._binary(o, "add")
     def __radd__(self, o): return self._binary(o, "add", True)
@@ -360,17 +398,77 @@ class NkiTensor:
     def __xor__(self, o): return self._binary(o, "bitwise_xor")
 
     def __neg__(self):
-        from . import language as nl
-
-        return nl.negative(self)
+        return scalar_unary("negative", self, "multiply", -1.0)
 
     def __invert__(self):
-        from . import language as nl
-
-        return nl.invert(self)
+        return scalar_unary("invert", self, "invert", None)
 
     def __bool__(self):
         raise TypeError(
             "the truth value of an NkiTensor depends on runtime data; Python control flow cannot branch "
             "on tensor values (compute a mask with nl.* comparisons and use nl.where / nisa.select_reduce)"
         )
+
+
+# ---- element-wise arithmetic (nki-api.md §2.5, G2 rules) ---------------------------------------
+
+
+def new_tile(shape, dtype, name, buffer=sbuf):
+    """A new (uninitialized) on-chip tile, SBUF unless `buffer` says otherwise."""
+    return new_tensor(tuple(shape), dtype, buffer, name, None, user_location())
+
+
+def is_number(v):
+    return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, complex)
+
+
+def is_column(c, partitions):
+    """c is a [P, 1] tile (every free dim 1) with `partitions` partitions."""
+    return (isinstance(c, NkiTensor) and c.ndim >= 2 and c.shape[0] == partitions
+            and all(s == 1 for s in c.shape[1:]))
+
+
+def dtype_of(v):
+    """A tile's dtype, or a scalar's by the weak-scalar rule (_promotion.scalar_dtype)."""
+    return v.dtype if isinstance(v, NkiTensor) else scalar_dtype(v)
+
+
+def binary(op, x, y, dtype=None):
+    """nl.<op>(x, y): equal shapes -> tensor_tensor; a number or a [P, 1] column on either side ->
+    tensor_scalar (reverse0 when it is the left operand); anything else is an error. The result
+    is a new SBUF tile of the promoted dtype unless `dtype` is given."""
+    loc = user_location()
+    for v, what in ((x, "x"), (y, "y")):
+        if not isinstance(v, NkiTensor) and not is_number(v):
+            raise user_error("operand", f"nl.{op.name}: {what} must be a tensor or a number, got "
+                             f"{type(v).__name__}", loc)
+    if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
+        raise user_error("operand", f"nl.{op.name} needs at least one tensor operand", loc)
+    out_dtype = promote(dtype_of(x), dtype_of(y)) if dtype is None else to_dtype(dtype)
+    if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.shape == y.shape:
+        out = new_tile(x.shape, out_dtype, op.name)
+        _append("tensor_tensor", {"dst": out._view, "data1": x._view, "data2": y._view, "op": op.alu}, loc)
+        return out
+    if isinstance(x, NkiTensor) and (is_number(y) or is_column(y, x.shape[0])):
+        data, operand, reverse = x, y, False
+    elif isinstance(y, NkiTensor) and (is_number(x) or is_column(x, y.shape[0])):
+        data, operand, reverse = y, x, True
+    else:
+        raise user_error("broadcast", f"nl.{op.name}: operand shapes {x.shape} and {y.shape} do not match; "
+                         "element-wise operands need equal shapes, or one may be a number or a [P, 1] column "
+                         "(broadcast other size-1 free dims explicitly with nl.broadcast_to)", loc)
+    out = new_tile(data.shape, out_dtype, op.name)
+    operand = operand._view if isinstance(operand, NkiTensor) else float(operand)
+    _append("tensor_scalar", {"dst": out._view, "data": data._view, "op0": op.alu, "operand0": operand,
+                              "reverse0": reverse}, loc)
+    return out
+
+
+def scalar_unary(name, x, alu, operand, dtype=None):
+    """nl.<name>(x) as one tensor_scalar `x alu operand` into a new tile (x's dtype unless given)."""
+    loc = user_location()
+    if not isinstance(x, NkiTensor):
+        raise user_error("operand", f"nl.{name} needs a tensor, got {type(x).__name__}", loc)
+    out = new_tile(x.shape, x.dtype if dtype is None else to_dtype(dtype), name)
+    _append("tensor_scalar", {"dst": out._view, "data": x._view, "op0": alu, "operand0": operand}, loc)
+    return out

@@ -2,24 +2,37 @@
 result with nl.ndarray (SBUF; PSUM for matmul) and lowers to knit.isa instructions; every Knit
 call made from here reports errors at the kernel's own line (user_location skips this package).
 
-Element-wise calls are the ``fn`` of the operator objects in ``knit.language.OPS``: ``nl.add(x, y)``,
-``nl.exp(x)`` and ``op=nl.add`` are the same object. ``nl.sum`` / ``nl.max`` / ``nl.min`` are
+Element-wise calls (``FUNCTIONS``) become the functions of knit.language's operator objects:
+``nl.add(x, y)``, ``nl.exp(x)`` and ``op=nl.add`` are the same object. ``nl.sum`` / ``nl.max`` / ``nl.min`` are
 reductions; ``nl.maximum`` / ``nl.minimum`` are the element-wise operators.
 
 Not provided: ``dropout`` (Knit has no random-number instruction) and ``prelu`` / ``bypass`` /
 ``average`` as calls (operator-only objects, nki-api.md §2.12).
 """
+from __future__ import annotations
+
 import builtins
 import math
-import numbers
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import isa, language as nl
+from . import _types as _t
+from . import isa
+from ._buffers import psum, sbuf
 from ._dtypes import ALL, to_dtype
+from ._keywords import checked as _checked_by
+from ._operators import OPS as _OPS
+from ._promotion import promote as _promote
 from ._source import user_location
-from ._tensor import NkiTensor
+from ._tensor import NkiTensor, new_tile, scalar_unary
+from ._tensor import binary as _binary
+from ._tensor import dtype_of as _dtype_of
+from ._tensor import is_column as _is_column
 from .errors import user_error
+
+if _TYPE_CHECKING:  # typing's names are not part of the module's API
+    from typing import Optional, Sequence, Union
 
 __all__ = [
     "load", "store", "load_transpose2d", "matmul", "transpose", "broadcast_to", "expand_dims",
@@ -28,15 +41,15 @@ __all__ = [
     "negative", "logical_not", "cos", "tan", "ceil", "floor", "trunc",
 ]
 
-_OPS = nl.OPS
+_checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
 _F32 = ALL["float32"]
 
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _tile(shape, dtype, name, buffer=None):
+def _tile(shape, dtype, name, buffer=sbuf):
     """A new (uninitialized) tile, SBUF unless `buffer` says otherwise."""
-    return nl.ndarray(tuple(shape), dtype, buffer=buffer or nl.sbuf, name=name)
+    return new_tile(shape, dtype, name, buffer)
 
 
 def _dt(dtype, default):
@@ -47,16 +60,6 @@ def _need_tensor(x, what, loc):
     if not isinstance(x, NkiTensor):
         raise user_error("operand", f"nl.{what} needs a tensor, got {type(x).__name__}", loc)
     return x
-
-
-def _is_number(v):
-    return isinstance(v, (numbers.Number, np.bool_)) and not isinstance(v, complex)
-
-
-def _is_column(c, partitions):
-    """c is a [P, 1] tile (every free dim 1) with `partitions` partitions."""
-    return (isinstance(c, NkiTensor) and c.ndim >= 2 and c.shape[0] == partitions
-            and builtins.all(s == 1 for s in c.shape[1:]))
 
 
 def _expand(t, shape):
@@ -79,55 +82,6 @@ def _fit(v, shape, what, loc):
                      f"[{shape[0]}, 1] column", loc)
 
 
-# ---- dtype promotion (nki-api.md §4.5) --------------------------------------------------------
-
-_FLOAT_BITS = {"float8_e4m3": (4, 3), "float8_e4m3fn": (4, 3), "float8_e5m2": (5, 2), "bfloat16": (8, 7), "float16": (5, 10),
-               "tfloat32": (8, 10), "float32": (8, 23)}
-
-
-def _holds(big, small):
-    (be, bm), (se, sm) = _FLOAT_BITS[big], _FLOAT_BITS[small]
-    return be >= se and bm >= sm
-
-
-def _promote(a, b):
-    """nl.* binary result dtype: (float, int) -> the float; two floats -> the one holding both,
-    else the first of bf16, fp16, fp32 that does (fp16+bf16 -> fp32, e4m3+e5m2 -> bf16); two
-    ints -> NumPy's rule, with fp32 where that needs 64 bits (int32+uint32 -> fp32)."""
-    a, b = to_dtype(a), to_dtype(b)
-    na, nb = str(a), str(b)
-    if na == nb:
-        return a
-    fa, fb = na in _FLOAT_BITS, nb in _FLOAT_BITS
-    if fa != fb:
-        return a if fa else b
-    if fa:
-        if "tfloat32" in (na, nb):
-            return _F32
-        for c in (na, nb, "bfloat16", "float16", "float32"):
-            if _holds(c, na) and _holds(c, nb):
-                return ALL[c]
-    r = np.promote_types(a.numpy, b.numpy)
-    return _F32 if r.itemsize > 4 else to_dtype(r)
-
-
-def _dtype_of(v):
-    """A tile's dtype; a weak Python scalar counts as bool -> uint8, int -> int32, float -> fp32;
-    a NumPy scalar keeps its type when Knit has it."""
-    if isinstance(v, NkiTensor):
-        return v.dtype
-    if isinstance(v, np.generic):
-        try:
-            return to_dtype(v.dtype)
-        except TypeError:
-            pass
-    if isinstance(v, (bool, np.bool_)):
-        return ALL["uint8"]
-    if isinstance(v, numbers.Integral):
-        return ALL["int32"]
-    return _F32
-
-
 # ---- element-wise -------------------------------------------------------------------------------
 
 _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "equal",
@@ -136,41 +90,13 @@ _BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power
            "abs_min"]
 
 
-def _binary(op, x, y, dtype):
-    """G2 rules: equal shapes -> tensor_tensor; a number or a [P, 1] column on either side ->
-    tensor_scalar (reverse0 when it is the left operand); anything else is an error."""
-    loc = user_location()
-    for v, what in ((x, "x"), (y, "y")):
-        if not isinstance(v, NkiTensor) and not _is_number(v):
-            raise user_error("operand", f"nl.{op.name}: {what} must be a tensor or a number, got "
-                             f"{type(v).__name__}", loc)
-    if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
-        raise user_error("operand", f"nl.{op.name} needs at least one tensor operand", loc)
-    out_dtype = _dt(dtype, _promote(_dtype_of(x), _dtype_of(y)))
-    if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.shape == y.shape:
-        out = _tile(x.shape, out_dtype, op.name)
-        isa.tensor_tensor(out, x, y, op)
-        return out
-    if isinstance(x, NkiTensor) and (_is_number(y) or _is_column(y, x.shape[0])):
-        data, operand, reverse = x, y, False
-    elif isinstance(y, NkiTensor) and (_is_number(x) or _is_column(x, y.shape[0])):
-        data, operand, reverse = y, x, True
-    else:
-        raise user_error("broadcast", f"nl.{op.name}: operand shapes {x.shape} and {y.shape} do not match; "
-                         "element-wise operands need equal shapes, or one may be a number or a [P, 1] column "
-                         "(broadcast other size-1 free dims explicitly with nl.broadcast_to)", loc)
-    out = _tile(data.shape, out_dtype, op.name)
-    isa.tensor_scalar(out, data, op, operand if isinstance(operand, NkiTensor) else float(operand), reverse0=reverse)
-    return out
-
-
 def _make_binary(op):
-    def fn(x, y, dtype=None):
+    def fn(x: Union[NkiTensor, float], y: Union[NkiTensor, float], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
         return _binary(op, x, y, dtype)
 
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"nl.{op.name}(x, y, dtype=None): element-wise, NKI dtype promotion unless dtype= is given."
-    return fn
+    return _checked(fn)
 
 
 def _unary(name, x, dtype, emit):
@@ -182,29 +108,33 @@ def _unary(name, x, dtype, emit):
 
 
 def _make_activation(op):
-    def fn(x, dtype=None):
+    def fn(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
         return _unary(op.name, x, dtype, lambda out, x: isa.activation(out, op, x))
 
     fn.__name__ = fn.__qualname__ = op.name
     fn.__doc__ = f"nl.{op.name}(x, dtype=None): the {op.name} activation function (Scalar Engine)."
-    return fn
+    return _checked(fn)
 
 
-def negative(x, dtype=None):
-    return _unary("negative", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["multiply"], -1.0))
+@_checked
+def negative(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+    return scalar_unary("negative", x, "multiply", -1.0, dtype)
 
 
-def logical_not(x, dtype=None):
+@_checked
+def logical_not(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """1 where x == 0, else 0 (logical xor with 1)."""
     return _unary("logical_not", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["logical_xor"], 1.0))
 
 
-def _invert(x, dtype=None):
+@_checked
+def _invert(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """Bitwise NOT of an integer tile."""
-    return _unary("invert", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["invert"], None))
+    return scalar_unary("invert", x, "invert", None, dtype)
 
 
-def _reciprocal(x, dtype=None):
+@_checked
+def _reciprocal(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """1 / x on the Vector Engine (more accurate than the activation table)."""
     return _unary("reciprocal", x, dtype, isa.reciprocal)
 
@@ -222,11 +152,13 @@ def _emit_cos(out, x):
     isa.activation(out, _OPS["sin"], arg)
 
 
-def cos(x, dtype=None):
+@_checked
+def cos(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     return _unary("cos", x, dtype, _emit_cos)
 
 
-def tan(x, dtype=None):
+@_checked
+def tan(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """tan(x) = sin(x) / cos(x), in fp32."""
     def emit(out, x):
         s, c = _tile(x.shape, _F32, "tan_sin"), _tile(x.shape, _F32, "tan_cos")
@@ -238,12 +170,12 @@ def tan(x, dtype=None):
 
 def _round_with(name, mod_op, divisor):
     """x - (x mod_op divisor) in one scalar_tensor_tensor; exact in fp32."""
-    def fn(x, dtype=None):
+    def fn(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
         return _unary(name, x, dtype, lambda out, x: isa.scalar_tensor_tensor(
             out, x, _OPS[mod_op], divisor, _OPS["subtract"], x, reverse1=True))
 
     fn.__name__ = fn.__qualname__ = name
-    return fn
+    return _checked(fn)
 
 
 trunc = _round_with("trunc", "fmod", 1.0)  # fmod keeps x's sign: x - frac(x)
@@ -253,7 +185,8 @@ ceil = _round_with("ceil", "mod", -1.0)  # Python mod by -1 is in (-1, 0]
 # ---- data movement ------------------------------------------------------------------------------
 
 
-def load(src, dtype=None):
+@_checked
+def load(src: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """HBM view -> new SBUF tile (dim 0 becomes the partition dim), converting to dtype if given."""
     loc = user_location()
     _need_tensor(src, "load", loc)
@@ -265,7 +198,8 @@ def load(src, dtype=None):
     return out
 
 
-def store(dst, value):
+@_checked
+def store(dst: NkiTensor, value: NkiTensor) -> None:
     """SBUF (or PSUM, through an SBUF copy) tile -> HBM view."""
     loc = user_location()
     _need_tensor(dst, "store", loc)
@@ -273,33 +207,36 @@ def store(dst, value):
     if dst.buffer.on_chip:
         raise user_error("buffer", f"nl.store writes HBM, but dst is in {dst.buffer.name}; use nl.copy or "
                          "nisa.tensor_copy between on-chip tiles", loc)
-    if value.buffer is nl.psum:
+    if value.buffer is psum:
         value = _copy(value)
     isa.dma_copy(dst, value)
 
 
-def _copy(x, dtype=None):
+@_checked
+def _copy(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """New SBUF tile with x's values (bit-exact when the dtype is unchanged)."""
     return _unary("copy", x, dtype, isa.tensor_copy)
 
 
-def transpose(x, dtype=None):
+@_checked
+def transpose(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """2-D [P, F] -> [F, P] (F <= 128) on the Tensor Engine, through PSUM, into SBUF."""
     loc = user_location()
     _need_tensor(x, "transpose", loc)
     if x.ndim != 2:
         raise user_error("transpose-shape", f"nl.transpose needs a 2-D tile, got shape {x.shape}", loc)
-    if x.buffer is nl.psum:
+    if x.buffer is psum:
         x = _copy(x)
     p, f = x.shape
-    staged = _tile((f, p), x.dtype, "transpose_psum", buffer=nl.psum)
+    staged = _tile((f, p), x.dtype, "transpose_psum", buffer=psum)
     isa.nc_transpose(staged, x)
     out = _tile((f, p), _dt(dtype, x.dtype), "transpose")
     isa.tensor_copy(out, staged)
     return out
 
 
-def load_transpose2d(src, dtype=None):
+@_checked
+def load_transpose2d(src: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """HBM [K, M] -> SBUF [M, K]: dma_transpose for 2-byte dtypes, else load + transpose."""
     loc = user_location()
     _need_tensor(src, "load_transpose2d", loc)
@@ -312,7 +249,8 @@ def load_transpose2d(src, dtype=None):
     return out if dtype is None or to_dtype(dtype) == src.dtype else _copy(out, dtype)
 
 
-def matmul(x, y, transpose_x=False):
+@_checked
+def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
     """x @ y (x.T @ y when transpose_x) into a new fp32 PSUM tile [M, N]. Without transpose_x, x
     [M, K] is first transposed to [K, M] on the Tensor Engine."""
     loc = user_location()
@@ -320,12 +258,13 @@ def matmul(x, y, transpose_x=False):
     _need_tensor(y, "matmul", loc)
     if not transpose_x:
         x = transpose(x)
-    out = _tile((math.prod(x.shape[1:]), math.prod(y.shape[1:])), _F32, "matmul", buffer=nl.psum)
+    out = _tile((math.prod(x.shape[1:]), math.prod(y.shape[1:])), _F32, "matmul", buffer=psum)
     isa.nc_matmul(out, x, y)
     return out
 
 
-def broadcast_to(x, shape, dtype=None):
+@_checked
+def broadcast_to(x: NkiTensor, shape: Sequence[int], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """Same rank; size-1 dims expand. Free dims (and any dim of an HBM tensor) become a stride-0
     view, so no data moves; an on-chip [1, ...] tile is copied to every partition with one DMA
     from a stride-0 source into a new SBUF tile. With dtype= the result is a converted copy."""
@@ -336,7 +275,7 @@ def broadcast_to(x, shape, dtype=None):
         raise user_error("broadcast", f"nl.broadcast_to: cannot broadcast shape {x.shape} to {shape}; the rank "
                          "must match and each dim must be equal or 1", loc)
     if shape[0] != x.shape[0] and x.buffer.on_chip:
-        src = _copy(x) if x.buffer is nl.psum else x
+        src = _copy(x) if x.buffer is psum else x
         src = src.expand_dim(1).broadcast(1, shape[0])  # [1, P, free...]: partition p reads row 0
         for d in range(1, x.ndim):
             if x.shape[d] != shape[d]:
@@ -352,18 +291,21 @@ def broadcast_to(x, shape, dtype=None):
     return _copy(view, dtype) if x.buffer.on_chip else load(view, dtype)
 
 
-def expand_dims(x, axis):
+@_checked
+def expand_dims(x: NkiTensor, axis: Union[int, Sequence[int]]) -> NkiTensor:
     """View with size-1 dims inserted at `axis` (an int or a sequence, positions in the result)."""
     loc = user_location()
     _need_tensor(x, "expand_dims", loc)
-    axes = list(axis) if isinstance(axis, (tuple, list)) else [axis]
+    axes: list = list(axis) if isinstance(axis, (tuple, list)) else [axis]
     ndim = x.ndim + len(axes)
     for a in sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axes):
         x = x.expand_dim(a)
     return x
 
 
-def gather_flattened(data, indices, axis=0, dtype=None):
+@_checked
+def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0,
+                     dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """out[p, j] = data[p, indices[p, j]] over data's flattened free dims (uint32 indices)."""
     loc = user_location()
     _need_tensor(data, "gather_flattened", loc)
@@ -375,7 +317,9 @@ def gather_flattened(data, indices, axis=0, dtype=None):
     return out if dtype is None or to_dtype(dtype) == data.dtype else _copy(out, dtype)
 
 
-def where(condition, x, y, dtype=None):
+@_checked
+def where(condition: NkiTensor, x: Union[NkiTensor, float], y: Union[NkiTensor, float],
+          dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """x where condition (a 1.0/0.0 tile) is non-zero, else y; x and y are tiles of condition's
     shape, [P, 1] columns or numbers. y is copied in, then x is copied over it under the predicate."""
     loc = user_location()
@@ -429,23 +373,28 @@ def _reduce(opname, x, axis, dtype, keepdims, what, negate=False):
     return out
 
 
-def sum(x, axis, dtype=None, keepdims=False):
+@_checked
+def sum(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("add", x, axis, dtype, keepdims, "sum")
 
 
-def max(x, axis, dtype=None, keepdims=False):
+@_checked
+def max(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("maximum", x, axis, dtype, keepdims, "max")
 
 
-def min(x, axis, dtype=None, keepdims=False):
+@_checked
+def min(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("minimum", x, axis, dtype, keepdims, "min")
 
 
-def prod(x, axis, dtype=None, keepdims=False):
+@_checked
+def prod(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("multiply", x, axis, dtype, keepdims, "prod")
 
 
-def all(x, axis, dtype=None):
+@_checked
+def all(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """1 where every reduced element is non-zero, else 0."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "all", loc)
@@ -454,7 +403,8 @@ def all(x, axis, dtype=None):
     return _reduce("logical_and", x, axes, dtype, False, "all")
 
 
-def mean(x, axis, dtype=None, keepdims=False):
+@_checked
+def mean(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     """fp32 sum, then multiplied by 1/n (two fp32 roundings) into x's dtype or dtype."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "mean", loc)
@@ -464,7 +414,8 @@ def mean(x, axis, dtype=None, keepdims=False):
     return out
 
 
-def var(x, axis, dtype=None, keepdims=False):
+@_checked
+def var(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
     """Population variance mean(x^2) - mean(x)^2 in fp32. As in NKI G2, keepdims is ignored and
     the reduced dims are kept (size 1)."""
     loc = user_location()
@@ -485,23 +436,33 @@ def var(x, axis, dtype=None, keepdims=False):
 # ---- composite wrappers ----------------------------------------------------------------------
 
 
-def softmax(x, axis=-1, dtype=None):
-    """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (result in x's dtype or
-    dtype): negated max (tensor_reduce), add + exp, sum, reciprocal, multiply."""
+@_checked
+def softmax(x: NkiTensor, axis: _t.AxisLike = -1, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+    """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (the result in x's dtype or
+    dtype); the one lowering of both API generations. Over all free dims (one max per partition,
+    a [P, 1] column): the negated max (tensor_reduce), exp with it as bias and the row sums in one
+    activation_reduce, reciprocal, multiply. Over some free dims only, the negated max is added by
+    a broadcast tensor_tensor and the exps are summed by a second tensor_reduce."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "softmax", loc)
     neg_max = _reduce("maximum", x, axes, _F32, True, "softmax_negmax", negate=True)
     e = _tile(x.shape, _F32, "softmax_exp")
-    isa.tensor_tensor(e, x, _expand(neg_max, x.shape), _OPS["add"])
-    isa.activation(e, _OPS["exp"], e)
-    total = _reduce("add", e, axes, _F32, True, "softmax_sum")
+    if axes == list(range(1, x.ndim)):
+        total = _tile(neg_max.shape, _F32, "softmax_sum")
+        isa.activation_reduce(e, _OPS["exp"], x, _OPS["add"], total, bias=neg_max)
+    else:
+        isa.tensor_tensor(e, x, _expand(neg_max, x.shape), _OPS["add"])
+        isa.activation(e, _OPS["exp"], e)
+        total = _reduce("add", e, axes, _F32, True, "softmax_sum")
     isa.reciprocal(total, total)
     out = _tile(x.shape, _dt(dtype, x.dtype), "softmax")
     isa.tensor_tensor(out, e, _expand(total, x.shape), _OPS["multiply"])
     return out
 
 
-def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
+@_checked
+def rms_norm(x: NkiTensor, w: NkiTensor, axis: _t.AxisLike, n: float, epsilon: float = 1e-06,
+             dtype: Optional[_t.DTypeLike] = None, compute_dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """x / sqrt(sum(x^2)/n + epsilon) * w. w has x's shape, or broadcasts to it (a [1, F] or [F]
     HBM weight is loaded to every partition with a stride-0 DMA). Computed in compute_dtype
     (fp32 by default); the result is in dtype, else compute_dtype, else x's dtype."""
@@ -530,12 +491,8 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
 
 # ---- operator objects as calls --------------------------------------------------------------
 
-_OPS["copy"].fn = _copy
-_OPS["invert"].fn = _invert
-_OPS["reciprocal"].fn = _reciprocal
-for _name in _BINARY:
-    _OPS[_name].fn = _make_binary(_OPS[_name])
-for _op in _OPS.values():  # every other activation function (prelu needs its alpha: operator only)
-    if _op.fn is None and _op.act is not None and _op.name != "prelu":
-        _op.fn = _make_activation(_op)
-del _name, _op
+# The element-wise function of each operator that has one (prelu needs its alpha: operator only).
+FUNCTIONS = {"copy": _copy, "invert": _invert, "reciprocal": _reciprocal}
+FUNCTIONS.update({name: _make_binary(_OPS[name]) for name in _BINARY})
+FUNCTIONS.update({op.name: _make_activation(op) for op in _OPS.values()
+                  if op.name not in FUNCTIONS and op.act is not None and op.name != "prelu"})

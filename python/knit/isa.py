@@ -1,15 +1,27 @@
 """knit.isa (``import knit.isa as nisa``): NKI's nki.isa, current (dst-first) API. Each call appends
 one instruction to the kernel being traced; it is verified at once by the C++ verifier, so a
 broken rule is reported at the calling line. Semantics live in C++ (docs/architecture.md)."""
+from __future__ import annotations
+
 import enum
 import numbers
 import os
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import _trace
+from . import _types as _t
+from ._keywords import checked as _checked_by
+from ._operators import OPS as _OPS
+from ._operators import Op as _Op
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, new_register  # noqa: F401
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import NkiValidationError, user_error  # noqa: F401  (nisa.NkiValidationError)
+
+if _TYPE_CHECKING:  # typing's names are not part of the module's API
+    from typing import Optional, Sequence, Union
+
+_checked = _checked_by("nisa")  # unknown keyword arguments are errors (knit/_keywords.py)
 
 
 class engine(enum.IntEnum):
@@ -57,22 +69,33 @@ class nc_version(enum.IntEnum):
     gen4 = 4
 
 
+# Types of the parameters: the enums under other names (parameters named engine=, oob_mode=, ...
+# shadow the classes inside the functions).
+_Engine = engine
+_OobMode = oob_mode
+_DgeMode = dge_mode
+_ReduceCmd = reduce_cmd
+_PerfMode = matmul_perf_mode
+
 _TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
             "gen4": "trn3"}
 
 
-def target_from_env(default="trn2"):
+@_checked
+def target_from_env(default: str = "trn2") -> str:
     """The target named by NEURON_PLATFORM_TARGET_OVERRIDE (read at call time), else `default`."""
     value = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
     return _TARGETS.get(value, default)
 
 
-def get_nc_version():
+@_checked
+def get_nc_version() -> nc_version:
     target = _trace.current().target if _trace.active() else target_from_env()
     return nc_version({"trn1": 2, "trn2": 3, "trn3": 4}[target])
 
 
-def get_nc_sub_version():
+@_checked
+def get_nc_sub_version() -> int:
     return 0
 
 
@@ -87,17 +110,17 @@ def _enum_name(value, cls, what, loc):
 
 def _op_name(op, kind, what, loc):
     """ALU op or activation function name of an nl.* operator (or a NumPy ufunc, legacy style)."""
-    from .language import OPS, Op
-
     if op is None:
         return "bypass" if kind == "alu" else "copy"
     given = op
-    if not isinstance(op, Op):
-        op = _NUMPY_OPS.get(getattr(op, "__name__", None)) and OPS.get(_NUMPY_OPS[op.__name__])
+    if not isinstance(op, _Op):
+        numpy_name = _NUMPY_OPS.get(str(getattr(op, "__name__", "")))
+        op = _OPS.get(numpy_name) if numpy_name else None
     name = getattr(op, kind, None) if op is not None else None
     if name is None:
         op = given
-        expected = "an ALU operator (nl.add, nl.maximum, ...)" if kind == "alu" else "an activation function (nl.exp, ...)"
+        expected = ("an ALU operator (nl.add, nl.maximum, ...)" if kind == "alu"
+                    else "an activation function (nl.exp, ...)")
         raise user_error("alu-op" if kind == "alu" else "activation-op", f"{what}={op!r} is not {expected}", loc)
     return name
 
@@ -139,8 +162,10 @@ def _handle(loc):
 
 
 # ---- instructions (nki-api.md §3) --------------------------------------------------------------
-def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
-             name=None, **kwargs):
+@_checked
+def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Optional[int] = None, oob_mode: _OobMode = oob_mode.error,
+             dge_mode: _DgeMode = dge_mode.unknown, engine: _Engine = engine.unknown,
+             name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "dma_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
@@ -148,8 +173,10 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None,
-                  **kwargs):
+@_checked
+def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Optional[Sequence[int]] = None, priority: Optional[int] = None,
+                  dge_mode: _DgeMode = dge_mode.unknown, oob_mode: _OobMode = oob_mode.error,
+                  name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "dma_transpose", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              axes=[int(a) for a in (axes or [])],
@@ -157,8 +184,11 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
 
 
-def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None, **kwargs):
+@_checked
+def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stationary_onezero: bool = False,
+              is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: Optional[bool] = None,
+              tile_position: Optional[Sequence[int]] = (), tile_size: Optional[Sequence[int]] = (),
+              perf_mode: _PerfMode = matmul_perf_mode.none, name: Optional[str] = None) -> None:
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
     _emit_at(loc, "nc_matmul", name, dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
@@ -168,38 +198,50 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
              perf_mode=str(getattr(perf_mode, "value", perf_mode)).replace("double_row_gen3", "double_row"))
 
 
-def nc_transpose(dst, data, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_transpose", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-               name=None, **kwargs):
+@_checked
+def activation(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, bias: _t.Operand = None,
+               scale: Union[NkiTensor, float] = 1.0, reduce_op: Optional[_t.OpLike] = None,
+               reduce_res: Optional[NkiTensor] = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
+               name: Optional[str] = None, *, alpha: float = 0.0) -> None:
+    """dst = op(data * scale + bias); `alpha` (a Knit extension) is nl.prelu's slope."""
     loc = user_location()
     _emit_at(loc, "activation", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
              data=_tensor(data, "data", loc), bias=bias, scale=scale,
              reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
              reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
-             alpha=float(kwargs.get("alpha", 0.0)))
+             alpha=float(alpha))
 
 
-def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None, **kwargs):
+@_checked
+def activation_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, reduce_op: Optional[_t.OpLike],
+                      reduce_res: Optional[NkiTensor], bias: _t.Operand = None, scale: Union[NkiTensor, float] = 1.0,
+                      name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "activation_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
              data=_tensor(data, "data", loc), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
              reduce_res=_tensor(reduce_res, "reduce_res", loc), bias=bias, scale=scale)
 
 
-def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: _t.OpLike, engine: _Engine = engine.unknown,
+                  name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_tensor", name, dst=_tensor(dst, "dst", loc), data1=_tensor(data1, "data1", loc),
              data2=_tensor(data2, "data2", loc), op=_op_name(op, "alu", "op", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
-                  engine=engine.unknown, name=None, **kwargs):
+@_checked
+def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand, reverse0: bool = False,
+                  op1: Optional[_t.OpLike] = None, operand1: _t.Operand = None, reverse1: bool = False,
+                  engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_scalar", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, reverse0=bool(reverse0),
@@ -207,8 +249,10 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None,
-                         **kwargs):
+@_checked
+def scalar_tensor_tensor(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand,
+                         op1: Optional[_t.OpLike], operand1: NkiTensor, reverse0: bool = False, reverse1: bool = False,
+                         name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "scalar_tensor_tensor", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, op1=_op_name(op1, "alu", "op1", loc),
@@ -219,31 +263,38 @@ def _axes(axis):
     return [int(a) for a in (axis if isinstance(axis, (tuple, list)) else [axis])]
 
 
-def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **kwargs):
+@_checked
+def tensor_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, axis: Union[int, Sequence[int]], negate: bool = False,
+                  keepdims: bool = False, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc), axis=_axes(axis), negate=bool(negate), keepdims=bool(keepdims))
 
 
-def tensor_partition_reduce(dst, op, data, name=None, **kwargs):
+@_checked
+def tensor_partition_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_partition_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc))
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **kwargs):
+@_checked
+def tensor_copy_predicated(dst: NkiTensor, src: Union[NkiTensor, float], predicate: NkiTensor,
+                           reverse_pred: bool = False, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_copy_predicated", name, dst=_tensor(dst, "dst", loc), src=src,
              predicate=_tensor(predicate, "predicate", loc), reverse_pred=bool(reverse_pred))
 
 
-def memset(dst, value, engine=engine.unknown, name=None, **kwargs):
+@_checked
+def memset(dst: NkiTensor, value: float, engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "memset", name, dst=_tensor(dst, "dst", loc), value=float(value),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
@@ -253,14 +304,18 @@ def _pattern(pattern):
     return [[int(step), int(num)] for step, num in pattern]
 
 
-def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **kwargs):
+@_checked
+def iota(dst: NkiTensor, pattern: Sequence[Sequence[int]], offset: int = 0, channel_multiplier: int = 0,
+         name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "iota", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern), offset=int(offset),
              channel_multiplier=int(channel_multiplier))
 
 
-def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, *, offset=0, name=None,
-                  **kwargs):
+@_checked
+def affine_select(dst: NkiTensor, pattern: Sequence[Sequence[int]], channel_multiplier: int, on_true_tile: NkiTensor,
+                  on_false_value: float, cmp_op: Optional[_t.OpLike] = None, *, offset: int = 0,
+                  name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "affine_select", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern),
              channel_multiplier=int(channel_multiplier), on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
@@ -268,8 +323,11 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
              cmp_op=_op_name(cmp_op, "alu", "cmp_op", loc) if cmp_op is not None else "equal", offset=int(offset))
 
 
-def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
-                  reverse_pred=False, name=None, **kwargs):
+@_checked
+def select_reduce(dst: NkiTensor, predicate: NkiTensor, on_true: NkiTensor, on_false: _t.Operand,
+                  reduce_res: Optional[NkiTensor] = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
+                  reduce_op: Optional[_t.OpLike] = None, reverse_pred: bool = False,
+                  name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "select_reduce", name, dst=_tensor(dst, "dst", loc), predicate=_tensor(predicate, "predicate", loc),
              on_true=_tensor(on_true, "on_true", loc), on_false=on_false, reduce_res=reduce_res,
@@ -278,12 +336,15 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
              reverse_pred=bool(reverse_pred))
 
 
-def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
-                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=-3.4028234663852886e38, name=None,
-                 **kwargs):
+@_checked
+def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: _t.OpLike, comp_op1: _t.OpLike, bound0: NkiTensor,
+                 bound1: NkiTensor, reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce,
+                 reduce_res: Optional[NkiTensor] = None, reduce_op: Optional[_t.OpLike] = None, range_start: float = 0,
+                 on_false_value: float = -3.4028234663852886e38, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "range_select", name, dst=_tensor(dst, "dst", loc),
-             on_true_tile=_tensor(on_true_tile, "on_true_tile", loc), comp_op0=_op_name(comp_op0, "alu", "comp_op0", loc),
+             on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
+             comp_op0=_op_name(comp_op0, "alu", "comp_op0", loc),
              comp_op1=_op_name(comp_op1, "alu", "comp_op1", loc), bound0=_tensor(bound0, "bound0", loc),
              bound1=_tensor(bound1, "bound1", loc),
              reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_res=reduce_res,
@@ -291,21 +352,27 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
              range_start=float(range_start), on_false_value=float(on_false_value))
 
 
-def reciprocal(dst, data, name=None, **kwargs):
+@_checked
+def reciprocal(dst: NkiTensor, data: NkiTensor, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "reciprocal", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None, **kwargs):
+@_checked
+def tensor_tensor_scan(dst: NkiTensor, data0: NkiTensor, data1: NkiTensor, initial: _t.Operand, op0: _t.OpLike,
+                       op1: Optional[_t.OpLike], reverse0: bool = False, reverse1: bool = False,
+                       name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_tensor_scan", name, dst=_tensor(dst, "dst", loc), data0=_tensor(data0, "data0", loc),
              data1=_tensor(data1, "data1", loc), initial=initial, op0=_op_name(op0, "alu", "op0", loc),
              op1=_op_name(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
 
 
-def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
-                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None,
-                         **kwargs):
+@_checked
+def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand,
+                         reduce_op: Optional[_t.OpLike], reduce_res: Optional[NkiTensor] = None, reverse0: bool = False,
+                         reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce, reduce_init: _t.Operand = None,
+                         reduce_res_negate: bool = False, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_scalar_reduce", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0,
@@ -314,49 +381,59 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
              reduce_res_negate=bool(reduce_res_negate))
 
 
-def bn_stats(dst, data, name=None, **kwargs):
+@_checked
+def bn_stats(dst: NkiTensor, data: NkiTensor, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
-def bn_aggr(dst, data, name=None, **kwargs):
+@_checked
+def bn_aggr(dst: NkiTensor, data: NkiTensor, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "bn_aggr", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
-def max8(dst, src, name=None, **kwargs):
+@_checked
+def max8(dst: NkiTensor, src: NkiTensor, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "max8", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
-def nc_find_index8(dst, data, vals, name=None, **kwargs):
+@_checked
+def nc_find_index8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_find_index8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              vals=_tensor(vals, "vals", loc))
 
 
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None, **kwargs):
+@_checked
+def local_gather(dst: NkiTensor, src_buffer: NkiTensor, index: NkiTensor, num_elem_per_idx: int = 1,
+                 num_valid_indices: Optional[int] = None, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "local_gather", name, dst=_tensor(dst, "dst", loc), src_buffer=_tensor(src_buffer, "src_buffer", loc),
              index=_tensor(index, "index", loc), num_elem_per_idx=int(num_elem_per_idx),
              num_valid_indices=-1 if num_valid_indices is None else int(num_valid_indices))
 
 
-def nc_n_gather(dst, data, indices, name=None, **kwargs):
+@_checked
+def nc_n_gather(dst: NkiTensor, data: NkiTensor, indices: NkiTensor, name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              indices=_tensor(indices, "indices", loc))
 
 
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **kwargs):
+@_checked
+def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int], name: Optional[str] = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              shuffle_mask=[int(m) for m in shuffle_mask])
 
 
 # ---- DMA compute (nki-api.md §3.6) --------------------------------------------------------------
-def dma_compute(dst, srcs, reduce_op=None, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None,
-                **kwargs):
+@_checked
+def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: Optional[_t.OpLike] = None,
+                scales: Optional[Sequence[float]] = None, unique_indices: bool = True,
+                oob_mode: _OobMode = oob_mode.error, name: Optional[str] = None) -> None:
     """dst = sum(srcs) in fp32 on a DMA queue. An indirect dst (and srcs[0] the same rows) makes it a
     scatter-add. NKI 0.2's argument order (dst, srcs, scales, reduce_op) is accepted too."""
     loc = user_location()
@@ -367,19 +444,14 @@ def dma_compute(dst, srcs, reduce_op=None, scales=None, unique_indices=True, oob
         raise user_error("operand", "srcs must be a non-empty list of tensors", loc)
     views = [_tensor(s, f"srcs[{k}]", loc)._view for k, s in enumerate(srcs)]
     _emit_at(loc, "dma_compute", name, dst=_tensor(dst, "dst", loc), srcs=views,
-             reduce_op=_op_name(reduce_op if reduce_op is not None else _default_add(), "alu", "reduce_op", loc),
+             reduce_op=_op_name(reduce_op if reduce_op is not None else _OPS["add"], "alu", "reduce_op", loc),
              scales=[float(x) for x in (scales or [])], unique_indices=bool(unique_indices),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
 
 
-def _default_add():
-    from .language import add
-
-    return add
-
-
 # ---- registers (nki-api.md §3.7) ----------------------------------------------------------------
-def register_alloc(x=None, name=None, **kwargs):
+@_checked
+def register_alloc(x: Optional[_t.IntLike] = None, name: Optional[str] = None) -> VirtualRegister:
     """A new 32-bit register, set to `x` (an int or a register) when given."""
     loc = user_location()
     reg = VirtualRegister(new_register())
@@ -394,20 +466,24 @@ def _register(r, what, loc):
     return ("reg", r.id)
 
 
-def register_move(dst, src=None, imm=None, name=None, **kwargs):
+@_checked
+def register_move(dst: VirtualRegister, src: Optional[_t.IntLike] = None, imm: Optional[_t.IntLike] = None,
+                  name: Optional[str] = None) -> None:
     """dst = src (an int or a register); NKI 0.2 spelled the immediate `imm=`."""
     loc = user_location()
     value = imm if src is None else src
     _emit_at(loc, "register_move", name, dst=_register(dst, "dst", loc), src=int_operand(value, "src", loc))
 
 
-def register_load(dst, src, name=None, **kwargs):
+@_checked
+def register_load(dst: VirtualRegister, src: NkiTensor, name: Optional[str] = None) -> None:
     """dst = the single element of tensor `src` (int32)."""
     loc = user_location()
     _emit_at(loc, "register_load", name, dst=_register(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
-def register_store(dst, src, name=None, **kwargs):
+@_checked
+def register_store(dst: NkiTensor, src: Union[int, RegExpr], name: Optional[str] = None) -> None:
     """The single element of tensor `dst` = register `src`."""
     loc = user_location()
     value = src if isinstance(src, VirtualRegister) else None
@@ -416,25 +492,31 @@ def register_store(dst, src, name=None, **kwargs):
     _emit_at(loc, "register_store", name, dst=_tensor(dst, "dst", loc), src=("reg", value.id))
 
 
-def scalar_load(src, name=None, **kwargs):
+@_checked
+def scalar_load(src: NkiTensor, name: Optional[str] = None) -> VirtualRegister:
     """G3: an NkiScalar holding the single element of `src`."""
     reg = VirtualRegister(new_register())
     register_load(reg, src, name=name)
     return reg
 
 
-def scalar_store(dst, value, name=None, **kwargs):
+@_checked
+def scalar_store(dst: NkiTensor, value: Union[int, RegExpr], name: Optional[str] = None) -> None:
     """G3: writes an NkiScalar (or int) into the single element of `dst`."""
     register_store(dst, value, name=name)
-def quantize_mx(dst, src, dst_scale, name=None, **kwargs):
+@_checked
+def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: Optional[str] = None) -> None:
     """trn3: src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words + dst_scale [P/8, F/4] e8m0 scales."""
     loc = user_location()
     _emit_at(loc, "quantize_mx", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              dst_scale=_tensor(dst_scale, "dst_scale", loc))
 
 
-def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
-                 accumulate=None, name=None, **kwargs):
+@_checked
+def nc_matmul_mx(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, stationary_scale: NkiTensor,
+                 moving_scale: NkiTensor, tile_position: Optional[Sequence[int]] = None,
+                 tile_size: Optional[Sequence[int]] = None, accumulate: Optional[bool] = None,
+                 name: Optional[str] = None) -> None:
     """trn3: dst[M, N] (+)= dequantized stationary [P, M].T @ moving [P, N], contracting 4P values."""
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
@@ -452,7 +534,12 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 2
 
 
-def core_barrier(data, cores, engine=engine.gpsimd, name=None, **kwargs):
+_DmaEngine = dma_engine
+
+
+@_checked
+def core_barrier(data: NkiTensor, cores: Sequence[int], engine: _Engine = engine.gpsimd,
+                 name: Optional[str] = None) -> None:
     """Waits until every core in `cores` (e.g. (0, 1)) reaches its core_barrier. Cores are the
     instances of a kernel launched on a grid (kernel[2](...)); rank = nl.program_id(0)."""
     loc = user_location()
@@ -460,31 +547,11 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None, **kwargs):
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None, **kwargs):
+@_checked
+def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: int, pipe_id: int,
+             dma_engine: _DmaEngine = dma_engine.dma, name: Optional[str] = None) -> None:
     """Sends this core's SBUF `src` to core send_to_rank and receives core recv_from_rank's src
     into `dst`; the partner core calls sendrecv with the ranks swapped and the same pipe_id."""
     loc = user_location()
     _emit_at(loc, "sendrecv", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              send_to_rank=int(send_to_rank), recv_from_rank=int(recv_from_rank), pipe_id=int(pipe_id))
-
-
-def _reject_legacy_keywords(fn):
-    """G1's mask= has no meaning in the current API; silently computing everything would give
-    wrong answers, so it is an error that points to the legacy facade."""
-    import functools
-
-    @functools.wraps(fn)
-    def checked(*args, **kwargs):
-        if kwargs.get("mask") is not None:
-            raise user_error("unsupported", f"{fn.__name__}(mask=...) is the legacy (neuronxcc.nki) API; "
-                             "use knit.legacy / knit.compat for it, or slice the operands", user_location())
-        return fn(*args, **kwargs)
-
-    return checked
-
-
-for _name in [n for n, f in list(globals().items()) if callable(f) and getattr(f, "__module__", None) == __name__
-              and not n.startswith("_") and not isinstance(f, type) and n not in ("get_nc_version",
-                                                                                   "get_nc_sub_version",
-                                                                                   "target_from_env")]:
-    globals()[_name] = _reject_legacy_keywords(globals()[_name])

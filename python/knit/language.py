@@ -1,16 +1,60 @@
 """knit.language (``import knit.language as nl``): NKI's nki.language — buffers, dtypes, tensor
 creation, tile sizes, loops, SPMD ids, operators and the nl.* convenience wrappers."""
+from __future__ import annotations
+
 import contextlib
 import numbers
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import _trace
-from ._dtypes import ALL as _ALL_DTYPES, dtype, storage_dtype, to_dtype
-from ._register import NkiScalar, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
+from . import _trace, _wrappers, isa
+from . import _types as _t
+from ._buffers import Buffer as _Buffer  # noqa: F401
+from ._buffers import buffer_named, hbm, psum, sbuf, shared_hbm  # noqa: F401  (nl.hbm, ...)
+from ._dtypes import ALL as _ALL_DTYPES
+from ._dtypes import dtype as dtype
+from ._dtypes import to_dtype
+from ._keywords import checked as _checked_by
+from ._operators import Op as Op
+from ._operators import operator_table
+from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
 from ._source import user_location
-from ._tensor import NkiTensor, ds
+from ._tensor import NkiTensor, new_tensor
+from ._tensor import ds as ds
+from ._wrappers import (  # noqa: F401  (the nl.* convenience wrappers)
+    all,
+    broadcast_to,
+    ceil,
+    cos,
+    expand_dims,
+    floor,
+    gather_flattened,
+    load,
+    load_transpose2d,
+    logical_not,
+    matmul,
+    max,
+    mean,
+    min,
+    negative,
+    prod,
+    rms_norm,
+    softmax,
+    store,
+    sum,
+    tan,
+    transpose,
+    trunc,
+    var,
+    where,
+)
 from .errors import user_error
+
+if _TYPE_CHECKING:  # typing's names are not part of the module's API
+    from typing import Any, Callable, Iterator, Optional, Sequence, Union
+
+_checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
 
 # ---- dtypes -----------------------------------------------------------------------------------
 bool_ = _ALL_DTYPES["bool"]
@@ -26,31 +70,27 @@ float4_e2m1fn_x4 = _ALL_DTYPES["float4_e2m1fn_x4"]
 
 
 # ---- buffers ----------------------------------------------------------------------------------
-class _Buffer:
-    __slots__ = ("name", "on_chip")
-
-    def __init__(self, name, on_chip):
-        self.name, self.on_chip = name, on_chip
-
-    def __repr__(self):
-        return f"nl.{self.name}"
+private_hbm = hbm
 
 
-sbuf = _Buffer("sbuf", True)
-psum = _Buffer("psum", True)
-hbm = private_hbm = _Buffer("hbm", False)
-shared_hbm = _Buffer("shared_hbm", False)
-_BUFFERS = {"sbuf": sbuf, "psum": psum, "hbm": hbm, "shared_hbm": shared_hbm}
+@_checked
+def is_hbm(b: object) -> bool:
+    return b in (hbm, shared_hbm)
 
 
-def buffer_named(name):
-    return _BUFFERS[name]
+@_checked
+def is_sbuf(b: object) -> bool:
+    return b is sbuf
 
 
-def is_hbm(b): return b in (hbm, shared_hbm)
-def is_sbuf(b): return b is sbuf
-def is_psum(b): return b is psum
-def is_on_chip(b): return b in (sbuf, psum)
+@_checked
+def is_psum(b: object) -> bool:
+    return b is psum
+
+
+@_checked
+def is_on_chip(b: object) -> bool:
+    return b in (sbuf, psum)
 
 
 class tile_size:
@@ -67,78 +107,51 @@ class tile_size:
 
 
 # ---- tensor creation --------------------------------------------------------------------------
-def _check_buffer(buffer, loc):
-    if isinstance(buffer, _Buffer):
-        return buffer
-    raise user_error(
-        "buffer",
-        f"buffer={buffer!r} is not a Knit buffer; pass nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm "
-        "(string buffer names were removed in NKI 0.3)",
-        loc,
-    )
-
-
-def _new_tensor(shape, dtype_, buffer, name, address, loc):
-    trace = _trace.current()
-    buffer = _check_buffer(buffer, loc)
-    if isinstance(shape, numbers.Integral):
-        shape = (shape,)
-    shape = [int(s) for s in shape]
-    dtype_ = storage_dtype(dtype_)
-    # Launch-grid instances share named shared_hbm tensors (NKI: equal names alias the same
-    # memory across cores), so every instance writes its part of one output.
-    # Unnamed ones are matched by their order of creation within the instance.
-    shared_key = None
-    if buffer is shared_hbm:
-        trace.shared_created += 1
-        shared_key = (name or f"#{trace.shared_created}", tuple(shape), str(dtype_))
-    if shared_key in trace.shared_tensors:
-        return NkiTensor(trace.builder.full_view(trace.shared_tensors[shared_key]))
-    trace.tensor_count += 1
-    addr = None if address is None else [int(a) for a in address]
-    tid = _trace.core_call(trace.builder.add_tensor, name or f"t{trace.tensor_count}", buffer.name, str(dtype_),
-                           shape, addr, loc)
-    if shared_key:
-        trace.shared_tensors[shared_key] = tid
-    return NkiTensor(trace.builder.full_view(tid))
-
-
-def ndarray(shape, dtype, buffer=sbuf, name="", address=None, **kwargs):
+@_checked
+def ndarray(shape: _t.ShapeLike, dtype: _t.DTypeLike, buffer: _Buffer = sbuf, name: str = "",
+            address: Optional[Sequence[int]] = None) -> NkiTensor:
     """An uninitialized tensor (fresh contents are NaN / 4 in the simulator)."""
-    return _new_tensor(shape, dtype, buffer, name, address, user_location())
+    return new_tensor(shape, dtype, buffer, name, address, user_location())
 
 
 def _filled(shape, dtype_, buffer, name, value, loc):
-    t = _new_tensor(shape, dtype_, buffer, name, None, loc)
+    t = new_tensor(shape, dtype_, buffer, name, None, loc)
     if not t.buffer.on_chip:
         raise user_error("buffer", "nl.zeros/ones/full create on-chip tiles; fill HBM tensors with dma_copy", loc)
-    from . import isa
-
     isa._emit_at(loc, "memset", dst=t, value=value)
     return t
 
 
-def zeros(shape, dtype, buffer=sbuf, name="", **kwargs):
+@_checked
+def zeros(shape: _t.ShapeLike, dtype: _t.DTypeLike, buffer: _Buffer = sbuf, name: str = "") -> NkiTensor:
     return _filled(shape, dtype, buffer, name, 0, user_location())
 
 
-def ones(shape, dtype, buffer=sbuf, name="", **kwargs):
+@_checked
+def ones(shape: _t.ShapeLike, dtype: _t.DTypeLike, buffer: _Buffer = sbuf, name: str = "") -> NkiTensor:
     return _filled(shape, dtype, buffer, name, 1, user_location())
 
 
-def full(shape, fill_value, dtype, buffer=sbuf, name="", **kwargs):
+@_checked
+def full(shape: _t.ShapeLike, fill_value: float, dtype: _t.DTypeLike, buffer: _Buffer = sbuf,
+         name: str = "") -> NkiTensor:
     return _filled(shape, dtype, buffer, name, fill_value, user_location())
 
 
-def zeros_like(x, dtype=None, buffer=None, name="", **kwargs):
+@_checked
+def zeros_like(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None, buffer: Optional[_Buffer] = None,
+               name: str = "") -> NkiTensor:
     return _filled(x.shape, dtype or x.dtype, buffer or x.buffer, name, 0, user_location())
 
 
-def empty_like(x, dtype=None, buffer=None, name="", **kwargs):
-    return _new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
+@_checked
+def empty_like(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None, buffer: Optional[_Buffer] = None,
+               name: str = "") -> NkiTensor:
+    return new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
 
 
-def shared_constant(constant, dtype=None, **kwargs):
+@_checked
+def shared_constant(constant: Union[np.ndarray, str], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
     """A constant baked into the kernel (a NumPy array or the path of a .npy file). Knit passes it
     to the kernel as a hidden read-only HBM argument."""
     loc = user_location()
@@ -152,13 +165,16 @@ def shared_constant(constant, dtype=None, **kwargs):
     return NkiTensor(trace.builder.full_view(tid))
 
 
-def shared_identity_matrix(n, dtype=uint8, dst=None, **kwargs):
+@_checked
+def shared_identity_matrix(n: int, dtype: _t.DTypeLike = uint8, dst: object = None) -> NkiTensor:
     return shared_constant(np.eye(int(n), dtype=to_dtype(dtype).numpy))
 
 
 # ---- loops and SPMD ---------------------------------------------------------------------------
-def affine_range(*args, **kwargs):
-    return range(*args)
+@_checked
+def affine_range(start: int, stop: Optional[int] = None, step: int = 1) -> range:
+    """A loop the tracer unrolls: Python's range (NKI 0.7: a deprecated alias of range)."""
+    return range(start) if stop is None else range(start, stop, step)
 
 
 sequential_range = static_range = affine_range
@@ -176,7 +192,8 @@ def _block(opname, label=None, **fields):
     return close
 
 
-def dynamic_range(start, stop=None, step=1):
+@_checked
+def dynamic_range(start: _t.IntLike, stop: Optional[_t.IntLike] = None, step: int = 1) -> Iterator[VirtualRegister]:
     """An on-device loop: the body is traced once and runs on the device; the loop variable is a
     register. start / stop may be ints or registers; step is a positive int."""
     loc = user_location()
@@ -191,7 +208,9 @@ def dynamic_range(start, stop=None, step=1):
     close()  # not reached after `break` / an error: the verifier then reports the open loop
 
 
-def fori_loop(lower, upper, body_fun, step=1, unroll=False, **kwargs):
+@_checked
+def fori_loop(lower: _t.IntLike, upper: _t.IntLike, body_fun: Callable[[Any], Any], step: int = 1,
+              unroll: bool = False) -> None:
     """Runs body_fun(i) for i in [lower, upper) by step on the device (body traced once, i a
     register). unroll=True with int bounds unrolls at trace time instead (i a Python int)."""
     if unroll:
@@ -201,11 +220,12 @@ def fori_loop(lower, upper, body_fun, step=1, unroll=False, **kwargs):
         for i in range(lower, upper, step):
             body_fun(i)
         return
-    for i in dynamic_range(lower, upper, step):
-        body_fun(i)
+    for reg in dynamic_range(lower, upper, step):
+        body_fun(reg)
 
 
-def while_loop(init, body_fun):
+@_checked
+def while_loop(init: _t.IntLike, body_fun: Callable[[Any], Any]) -> VirtualRegister:
     """Runs body_fun(cond) while the condition register is non-zero (checked before each
     iteration); body_fun returns the next condition (a register or an int). Returns the register."""
     loc = user_location()
@@ -223,11 +243,11 @@ def while_loop(init, body_fun):
     return cond
 
 
-def if_else(cond, then_fn, else_fn=None):
+@_checked
+def if_else(cond: _t.IntLike, then_fn: Callable[[], Any], else_fn: Optional[Callable[[], Any]] = None) -> Any:
     """A runtime branch on a register (non-zero = true). A Python bool/int is decided while
     tracing, as NKI does."""
-    loc = user_location()
-    if not is_runtime(cond):
+    if not isinstance(cond, RegExpr):  # decided while tracing
         if cond:
             return then_fn()
         return else_fn() if else_fn is not None else None
@@ -241,8 +261,9 @@ def if_else(cond, then_fn, else_fn=None):
     return None
 
 
+@_checked
 @contextlib.contextmanager
-def no_reorder():
+def no_reorder() -> Iterator[None]:
     """Keep program order (Knit's interpreter always does)."""
     yield
 
@@ -251,7 +272,8 @@ class NKIObject:
     """Base class of kernel configuration objects (plain Python objects while tracing)."""
 
 
-def program_id(axis=0):
+@_checked
+def program_id(axis: int = 0) -> int:
     """This instance's index along grid dim `axis` (instances are numbered row-major)."""
     trace = _trace.current()
     grid = trace.grid or (trace.num_programs,)
@@ -261,7 +283,8 @@ def program_id(axis=0):
     return index % grid[int(axis)]
 
 
-def num_programs(axes=0):
+@_checked
+def num_programs(axes: Union[int, Sequence[int], None] = 0) -> int:
     """Instances along grid dim `axes` (an int), or their product over a tuple of dims / None."""
     trace = _trace.current()
     grid = trace.grid or (trace.num_programs,)
@@ -272,63 +295,29 @@ def num_programs(axes=0):
     return n
 
 
-def program_ndim():
+@_checked
+def program_ndim() -> int:
     return _trace.current().grid_ndim
 
 
-def device_print(print_prefix, tensor, **kwargs):
+@_checked
+def device_print(print_prefix: str, tensor: NkiTensor) -> None:
     """Prints `tensor`'s values at this point of the kernel when the simulation finishes: the
     values are copied into a hidden output here and printed, with the prefix, after the run."""
-    from . import isa
-
     trace = _trace.current()
     loc = user_location()
     src = tensor
     if tensor.buffer is psum:
-        src = _new_tensor(tensor.shape, tensor.dtype, sbuf, "device_print_tile", None, loc)
+        src = new_tensor(tensor.shape, tensor.dtype, sbuf, "device_print_tile", None, loc)
         isa._emit_at(loc, "tensor_copy", dst=src, src=tensor)
-    out = _new_tensor(tensor.shape, tensor.dtype, shared_hbm, f"device_print:{print_prefix}", None, loc)
+    out = new_tensor(tensor.shape, tensor.dtype, shared_hbm, f"device_print:{print_prefix}", None, loc)
     isa._emit_at(loc, "dma_copy", dst=out, src=src)
     trace.prints.append((str(print_prefix), out._view.tensor))
 
 
 # ---- operators --------------------------------------------------------------------------------
-class Op:
-    """An NKI operator object (nl.add, nl.exp, ...): usable as `op=` of ISA instructions (an ALU op
-    and/or an activation function) and callable as the element-wise nl.* wrapper."""
-
-    __slots__ = ("name", "alu", "act", "fn")
-
-    def __init__(self, name, alu=None, act=None):
-        self.name, self.alu, self.act, self.fn = name, alu, act, None
-
-    def __call__(self, *args, **kwargs):
-        if self.fn is None:
-            raise user_error("unsupported", f"nl.{self.name}(...) as a function is not supported yet", user_location())
-        return self.fn(*args, **kwargs)
-
-    def __repr__(self):
-        return f"nl.{self.name}"
-
-
-_ALU_ONLY = [
-    "bypass", "invert", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "add",
-    "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "greater_equal", "greater",
-    "less_equal", "less", "logical_and", "logical_or", "logical_xor", "power", "abs_max", "abs_min", "fmod",
-    "mod", "average",
-]
-_BOTH = ["abs", "square", "relu", "rsqrt", "reciprocal"]
-_ACT_ONLY = [
-    "copy", "sigmoid", "prelu", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
-    "gelu_apprx_sigmoid_dx", "silu", "silu_dx", "tanh", "softplus", "mish", "erf", "erf_dx", "exp", "sign",
-    "log", "sin", "arctan", "sqrt",
-]
-OPS = {}
-for _n in _ALU_ONLY:
-    OPS[_n] = Op(_n, alu=_n)
-for _n in _BOTH:
-    OPS[_n] = Op(_n, alu=_n, act=_n)
-for _n in _ACT_ONLY:
-    OPS[_n] = Op(_n, act=_n)
+# Every operator object (usable as op= of knit.isa calls), each callable as its element-wise
+# function when it has one (knit/_operators.py, knit/_wrappers.py).
+OPS = operator_table(_wrappers.FUNCTIONS)
 globals().update(OPS)
-from ._wrappers import *  # noqa: E402,F401,F403  (nl.load/store/matmul/... and element-wise calls)
+

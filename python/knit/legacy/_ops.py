@@ -11,7 +11,10 @@ import numbers
 import numpy as np
 
 from .. import _core
+from .._buffers import hbm
 from .._dtypes import ALL, to_dtype
+from .._operators import OPS
+from .._promotion import promote, scalar_dtype  # noqa: F401  (the G1 calls' rule too)
 from .._tensor import NkiTensor
 from .._source import user_location
 from ..errors import user_error
@@ -82,53 +85,7 @@ def scalar_imm(v):
     return float(v)
 
 
-# ---- dtype promotion (nki-api.md §4.5) -----------------------------------------------------------------
-_FLOAT_RANK = {"float8_e4m3": 1, "float8_e5m2": 1, "bfloat16": 2, "float16": 2, "tfloat32": 3, "float32": 4}
-_INT_SIZE = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4}
-
-
-def scalar_dtype(v):
-    """Weak Python scalars: bool -> uint8, int -> int32, float -> float32; NumPy scalars keep theirs."""
-    if isinstance(v, np.generic) and not isinstance(v, np.bool_):
-        return to_dtype(v.dtype)
-    if isinstance(v, (bool, np.bool_)):
-        return ALL["uint8"]
-    if isinstance(v, numbers.Integral):
-        return ALL["int32"]
-    return F32
-
-
-def promote(a, b):
-    a, b = str(to_dtype(a)), str(to_dtype(b))
-    if a == b:
-        return ALL[a]
-    if a == "bool":
-        return ALL[b]
-    if b == "bool":
-        return ALL[a]
-    fa, fb = a in _FLOAT_RANK, b in _FLOAT_RANK
-    if fa != fb:
-        return ALL[a if fa else b]
-    if fa:
-        pair = {a, b}
-        if "float32" in pair:
-            return F32
-        if "tfloat32" in pair:
-            return ALL["tfloat32"]
-        if pair == {"float16", "bfloat16"}:
-            return F32
-        if pair == {"float8_e4m3", "float8_e5m2"}:
-            return ALL["bfloat16"]
-        return ALL[a if _FLOAT_RANK[a] > _FLOAT_RANK[b] else b]
-    sa, sb = a.startswith("int"), b.startswith("int")
-    if sa == sb:
-        return ALL[a if _INT_SIZE[a] >= _INT_SIZE[b] else b]
-    s, u = (a, b) if sa else (b, a)
-    if _INT_SIZE[s] > _INT_SIZE[u]:
-        return ALL[s]
-    return ALL[{1: "int16", 2: "int32", 4: "float32"}[_INT_SIZE[u]]]
-
-
+# ---- dtype promotion: one rule for both API generations (knit/_promotion.py) -------------------------
 def dtype_of(x):
     return x.dtype if is_tensor(x) or isinstance(x, BlockTensor) else scalar_dtype(x)
 
@@ -181,11 +138,9 @@ def partition_broadcast(t, partitions, loc):
     """A new SBUF tile holding `partitions` copies of the one-partition tile `t` (bit-exact, any
     dtype): the row goes to an HBM scratch tensor and comes back through a stride-0 DMA (on-chip
     views cannot repeat a partition)."""
-    from .. import language as _knl
-
     if t.buffer is psum:
         t = to_sbuf(t, loc)
-    scratch = alloc(t.shape, t.dtype, _knl.hbm, loc, "partition_broadcast")
+    scratch = alloc(t.shape, t.dtype, hbm, loc, "partition_broadcast")
     emit(loc, "dma_copy", dst=scratch, src=t)
     out = alloc((partitions,) + tuple(t.shape[1:]), t.dtype, sbuf, loc)
     emit(loc, "dma_copy", dst=out, src=scratch._derive_at(loc, _core.view_broadcast, 0, partitions))
@@ -496,8 +451,6 @@ _ALU_UNARY = {"negative": ("multiply", -1.0), "invert": ("bitwise_xor", -1), "lo
 
 def unary_into(dst, x, name, loc, region=None):
     """dst = f(x) for an nl.* unary function name."""
-    from ..language import OPS
-
     x = tensor_arg(x, "x", loc)
     if x.size != dst.size:
         x = broadcast(x, dst.shape, loc)
@@ -614,4 +567,5 @@ def unsupported(qualified_name):
         raise user_error("unsupported", f"{qualified_name} is not supported by Knit's legacy API yet", user_location())
 
     fn.__name__ = qualified_name.rsplit(".", 1)[-1]
+    fn.__knit_unsupported__ = True  # rejects every call, whatever its arguments
     return fn

@@ -23,51 +23,37 @@ import numpy as np
 from .. import _core, _trace
 from .. import isa as _isa
 from .. import language as _nl
+from .._buffers import hbm, psum, sbuf, shared_hbm  # noqa: F401
 from .._dtypes import ALL, to_dtype
 from .._source import user_location
-from .._tensor import NkiTensor, _key
+from .._tensor import NkiTensor, _key, new_tensor
 from ..errors import user_error
 from . import _index
 
 F32 = ALL["float32"]
-sbuf, psum, hbm, shared_hbm = _nl.sbuf, _nl.psum, _nl.hbm, _nl.shared_hbm
+
+
+# ---- G1 operators ------------------------------------------------------------------------------------
+# A tile's operators (t + u, -t, abs(t), ~t, t[...] = v, t += u, t.astype(d), t.broadcast_to(s)) are G1
+# calls: lowerings in _ops and knit.legacy.language, which are built on this module's types and so
+# import it. The tile reaches them through this table, filled once by knit.legacy.language when it is
+# imported (bind_calls), which keeps the import order one-way.
+_CALLS = {}
+
+
+def bind_calls(**calls):
+    """Registers the G1 calls a tile's operators use: assign, broadcast, binary_into (from _ops),
+    copy and the element-wise nl.* functions by name."""
+    _CALLS.update(calls)
 
 
 # ---- instruction emission (explicit source location) ---------------------------------------------
-# Field defaults matching knit.isa's dst-first functions; legacy calls emit with the location of
-# the user's call that created the instruction (deferred results are emitted later).
-_DEFAULTS = {
-    "dma_copy": {"oob_mode": "error", "dge_mode": "unknown", "engine": "unknown"},
-    "dma_transpose": {"axes": [], "dge_mode": "unknown", "oob_mode": "error"},
-    "dma_compute": {"reduce_op": "add", "scales": [], "unique_indices": True, "oob_mode": "error"},
-    "nc_matmul": {"is_stationary_onezero": False, "is_moving_onezero": False, "is_transpose": False,
-                  "accumulate": "auto", "tile_position": [], "tile_size": [], "perf_mode": "none"},
-    "nc_transpose": {"engine": "unknown"},
-    "activation": {"bias": None, "scale": 1.0, "reduce_op": "bypass", "reduce_res": None, "reduce_cmd": "idle",
-                   "alpha": 0.0},
-    "activation_reduce": {"bias": None, "scale": 1.0},
-    "tensor_tensor": {"engine": "unknown"},
-    "tensor_scalar": {"reverse0": False, "op1": "bypass", "operand1": None, "reverse1": False, "engine": "unknown"},
-    "scalar_tensor_tensor": {"reverse0": False, "reverse1": False},
-    "tensor_reduce": {"negate": False, "keepdims": False},
-    "tensor_copy": {"engine": "unknown"},
-    "tensor_copy_predicated": {"reverse_pred": False},
-    "memset": {"engine": "unknown"},
-    "iota": {"offset": 0, "channel_multiplier": 0},
-    "affine_select": {"cmp_op": "equal", "offset": 0},
-    "select_reduce": {"reduce_res": None, "reduce_cmd": "idle", "reduce_op": "maximum", "reverse_pred": False},
-    "tensor_tensor_scan": {"reverse0": False, "reverse1": False},
-    "tensor_scalar_reduce": {"reduce_res": None, "reverse0": False, "reduce_cmd": "reset_reduce",
-                             "reduce_init": None, "reduce_res_negate": False},
-    "local_gather": {"num_elem_per_idx": 1, "num_valid_indices": -1},
-}
-
-
+# Legacy calls emit with the location of the user's call that created the instruction (deferred
+# results are emitted later). Fields they leave out take the instruction's defaults from the op
+# table (ir/ops.h): the builder fills every field it is not given.
 def emit(loc, opname, **fields):
     """Appends one Knit instruction at the user's `loc` (verified at once)."""
-    merged = dict(_DEFAULTS.get(opname, {}))
-    merged.update(fields)
-    _isa._emit_at(loc, opname, None, **merged)
+    _isa._emit_at(loc, opname, None, **fields)
 
 
 def op_name(op, kind, what, loc):
@@ -175,7 +161,7 @@ def zero_fill(full, loc):
 # ---- allocation ------------------------------------------------------------------------------------
 def alloc(shape, dtype, buffer, loc, name="", psum_mode="acc"):
     """A new legacy tensor; PSUM tensors get a PsumState in `psum_mode`."""
-    t = _nl._new_tensor(shape, dtype, buffer, name, None, loc)
+    t = new_tensor(shape, dtype, buffer, name, None, loc)
     view = NkiTensor.__dict__["_view"].__get__(t)  # the plain NkiTensor slot
     store = PsumState(psum_mode, view) if buffer is psum else None
     return LegacyTensor(view, store)
@@ -324,8 +310,6 @@ class LegacyTensor(NkiTensor):
     def __setitem__(self, key, value):
         """``t[key] = value``: writes an instruction result straight into the view, copies a tile
         (broadcasting size-1 free dims), or fills with a number."""
-        from . import _ops
-
         loc = user_location()
         if isinstance(value, Pending) and value.pending:
             flush(keep=value)
@@ -337,7 +321,7 @@ class LegacyTensor(NkiTensor):
         dst = self._index(key, loc)
         if dst.same_view(value):
             return  # t[k] += x already updated the view in place
-        _ops.assign(dst, value, loc)
+        _CALLS["assign"](dst, value, loc)
 
     # ---- G1 nki.tensor methods ------------------------------------------------------------------
     def reshape(self, *shape):
@@ -348,16 +332,12 @@ class LegacyTensor(NkiTensor):
         return self._derive(_core.view_expand_dim, int(axis))
 
     def broadcast_to(self, shape):
-        from . import _ops
-
         loc = user_location()
         flush()
-        return _ops.broadcast(self, tuple(int(s) for s in shape), loc)
+        return _CALLS["broadcast"](self, tuple(int(s) for s in shape), loc)
 
     def astype(self, dtype):
-        from . import language
-
-        return language.copy(self, dtype=dtype)
+        return _CALLS["copy"](self, dtype=dtype)
 
     def assert_shape(self, shape):
         if tuple(self.shape) != tuple(shape):
@@ -366,25 +346,17 @@ class LegacyTensor(NkiTensor):
 
     # ---- G1 arithmetic ----------------------------------------------------------------------------
     def _binary(self, other, name, reverse=False):
-        from . import language
-
-        fn = getattr(language, name)
+        fn = _CALLS[name]
         return fn(other, self) if reverse else fn(self, other)
 
     def __neg__(self):
-        from . import language
-
-        return language.negative(self)
+        return _CALLS["negative"](self)
 
     def __abs__(self):
-        from . import language
-
-        return language.abs(self)
+        return _CALLS["abs"](self)
 
     def __invert__(self):
-        from . import language
-
-        return language.invert(self)
+        return _CALLS["invert"](self)
 
     def __mod__(self, o): return self._binary(o, "mod")
     def __rmod__(self, o): return self._binary(o, "mod", True)
@@ -397,8 +369,6 @@ class LegacyTensor(NkiTensor):
 
     # In place (NumPy semantics: the result is cast to this tile's dtype).
     def __iadd__(self, other):
-        from . import _ops
-
         loc = user_location()
         if (isinstance(other, Pending) and other.pending and other.kind == "matmul" and self.buffer is psum
                 and self.dtype == F32):
@@ -407,15 +377,13 @@ class LegacyTensor(NkiTensor):
             other.consume(self, accumulate=acc)
             return self
         flush()
-        _ops.binary_into(self, self, other, "add", loc)
+        _CALLS["binary_into"](self, self, other, "add", loc)
         return self
 
     def _inplace(self, other, name):
-        from . import _ops
-
         loc = user_location()
         flush()
-        _ops.binary_into(self, self, other, name, loc)
+        _CALLS["binary_into"](self, self, other, name, loc)
         return self
 
     def __isub__(self, o): return self._inplace(o, "subtract")

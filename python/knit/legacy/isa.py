@@ -12,12 +12,16 @@ import enum as _enum
 
 from .. import isa as _kisa
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
+from .._keywords import checked as _checked_by
 from .._source import user_location as _loc
 from ..errors import NkiValidationError, user_error as _user_error  # noqa: F401
 from . import _ops
 from . import _index
 from ._index import IndexExpr as _IndexExpr, Predicate as _Predicate
+from .language import _split_shape
 from ._tensor import alloc as _alloc, emit as _emit, flush as _flush, op_name as _op, psum as _psum, sbuf as _sbuf
+
+_checked = _checked_by("nisa", current_api=False)  # unknown keyword arguments are errors
 
 # ---- enums and target queries ------------------------------------------------------------------------
 engine = _kisa.engine
@@ -102,8 +106,9 @@ def _imm_or_tile(x, what, loc):
 
 
 # ---- Tensor Engine ------------------------------------------------------------------------------------
+@_checked
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              tile_position=(), tile_size=(), mask=None, perf_mode=None, **kwargs):
+              tile_position=(), tile_size=(), mask=None, perf_mode=None):
     """``stationary.T @ moving`` -> a new fp32 PSUM tile [M, N]; ``psum += nisa.nc_matmul(...)`` and
     ``psum[...] += ...`` accumulate into an existing PSUM tile instead."""
     loc = _loc()
@@ -127,7 +132,8 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
                         mask=_ops.matmul_region(region, s_region, m_region))
 
 
-def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
+@_checked
+def nc_transpose(data, *, mask=None, dtype=None, engine=0):
     """Partition <-> free transpose (free dims flattened): TensorE (SBUF -> PSUM, <= 128x128) or
     VectorE (<= 32x32, SBUF/PSUM); ``engine=unknown`` picks TensorE unless data is in PSUM."""
     loc = _loc()
@@ -158,8 +164,9 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0, **kwargs):
 
 
 # ---- Scalar Engine -----------------------------------------------------------------------------------
+@_checked
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-               mask=None, dtype=None, **kwargs):
+               mask=None, dtype=None, alpha=0.0):
     """``op(data * scale + bias)`` (fp32 math) -> a new tile; with ``reduce_res`` the free-dim
     reduction is written into it too."""
     loc = _loc()
@@ -169,7 +176,7 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     fields = dict(op=_op(op, "act", "op", loc), bias=_imm_or_tile(bias, "bias", loc),
                   scale=_imm_or_tile(scale, "scale", loc), reduce_op=_op(reduce_op, "alu", "reduce_op", loc),
                   reduce_res=None if reduce_res is None else _t(reduce_res, "reduce_res", loc),
-                  reduce_cmd=_reduce_cmd(reduce_cmd, loc), alpha=float(kwargs.get("alpha", 0.0)))
+                  reduce_cmd=_reduce_cmd(reduce_cmd, loc), alpha=float(alpha))
     region = _ops.mask_region(mask, loc)
     if reduce_res is not None or fields["reduce_cmd"] != "idle":
         _ops.rect_only(region, "nisa.activation with a reduction", loc)
@@ -185,7 +192,8 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
-def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
+@_checked
+def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None):
     """``activation`` plus a reduction over all free dims written into ``reduce_res`` [P, 1]."""
     loc = _loc()
     _flush()
@@ -203,7 +211,8 @@ def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, 
 
 
 # ---- Vector Engine -----------------------------------------------------------------------------------
-def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs):
+@_checked
+def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0):
     """Element-wise ``data1 op data2`` (equal partitions and elements per partition)."""
     loc = _loc()
     _flush()
@@ -220,8 +229,9 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0, **kwargs
     return _ops.pending(a.shape, _ops.out_dtype(dtype, a, b), _sbuf, loc, fn, kind=kind, mask=region)
 
 
+@_checked
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
-                  mask=None, engine=0, **kwargs):
+                  mask=None, engine=0):
     """``(data op0 operand0) op1 operand1`` with scalar or [P, 1] operands."""
     loc = _loc()
     _flush()
@@ -249,8 +259,9 @@ def _operand(v, what, loc):
     return v if _ops.is_tensor(v) else _ops.scalar_imm(v)
 
 
+@_checked
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
-                         mask=None, **kwargs):
+                         mask=None):
     """``(data op0 operand0) op1 operand1`` with operand0 scalar/[P, 1] and operand1 a full tile."""
     loc = _loc()
     _flush()
@@ -269,7 +280,8 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
-def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
+@_checked
+def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False):
     """Reduction over trailing free axes (``axis`` int or list)."""
     loc = _loc()
     _flush()
@@ -284,7 +296,8 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
                         mask=region)
 
 
-def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
+@_checked
+def tensor_partition_reduce(op, data, *, mask=None, dtype=None):
     """Reduction across partitions (GpSimd) -> a [1, F] tile."""
     loc = _loc()
     _flush()
@@ -301,7 +314,8 @@ def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     return _ops.pending((1,) + x.shape[1:], dtype or x.dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
 
 
-def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
+@_checked
+def tensor_copy(src, *, mask=None, dtype=None, engine=0):
     """A copy of an on-chip tile (cast to dtype)."""
     loc = _loc()
     _flush()
@@ -317,7 +331,8 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=0, **kwargs):
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=region)
 
 
-def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
+@_checked
+def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None):
     """In place: ``dst = predicate ? src : dst`` element-wise."""
     loc = _loc()
     _flush()
@@ -328,7 +343,8 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
                                           reverse_pred=bool(reverse_pred)), d, p, s, inplace=True)
 
 
-def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
+@_checked
+def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None):
     """In place: ``dst[q*32 + i] = src[q*32 + shuffle_mask[i]]`` in each 32-partition quadrant
     (255 leaves dst partition i unchanged)."""
     loc = _loc()
@@ -338,7 +354,8 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
           shuffle_mask=[int(m) for m in shuffle_mask])
 
 
-def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
+@_checked
+def reciprocal(data, *, dtype=None, mask=None, engine=0):
     loc = _loc()
     _flush()
     mask, (data,) = _ops.unmask(mask, data, loc=loc)
@@ -351,10 +368,9 @@ def reciprocal(data, *, dtype=None, mask=None, engine=0, **kwargs):
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
-def memset(shape, value, dtype, *, mask=None, engine=0, **kwargs):
+@_checked
+def memset(shape, value, dtype, *, mask=None, engine=0):
     """A new tile of `shape` filled with `value`."""
-    from .language import _split_shape
-
     loc = _loc()
     _flush()
     blocks, tile_shape = _split_shape(shape, loc)
@@ -379,7 +395,8 @@ def _affine(expr, what, loc):
     return expr
 
 
-def iota(expr, dtype, *, mask=None, **kwargs):
+@_checked
+def iota(expr, dtype, *, mask=None):
     """A tile holding the values of an affine index expression (GpSimd, int32 math); masked-off
     elements are not written."""
     loc = _loc()
@@ -399,7 +416,8 @@ def iota(expr, dtype, *, mask=None, **kwargs):
     return _ops.pending(e.sizes, dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
 
 
-def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+@_checked
+def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None):
     """``pred ? on_true_tile : on_false_value`` where pred is one comparison of affine index
     expressions (e.g. ``i_p >= i_f`` for a causal mask); masked-off elements are not written."""
     loc = _loc()
@@ -429,8 +447,9 @@ def _reducing(region, reduce_res, cmd, what, loc):
         _ops.rect_only(region, what, loc)
 
 
+@_checked
 def select_reduce(*, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
-                  reverse_pred=False, mask=None, dtype=None, **kwargs):
+                  reverse_pred=False, mask=None, dtype=None):
     loc = _loc()
     _flush()
     p, t = _t(predicate, "predicate", loc), _t(on_true, "on_true", loc)
@@ -448,9 +467,9 @@ def select_reduce(*, predicate, on_true, on_false, reduce_res=None, reduce_cmd=r
                                                 res))
 
 
+@_checked
 def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle, reduce_res=None,
-                 reduce_op=None, range_start=0, on_false_value=-3.4028234663852886e38, mask=None, dtype=None,
-                 **kwargs):
+                 reduce_op=None, range_start=0, on_false_value=-3.4028234663852886e38, mask=None, dtype=None):
     """Keeps on_true_tile's elements whose free index (from range_start) lies in both bounds. Under
     a mask the free index stays the element's index in the whole tile."""
     loc = _loc()
@@ -476,8 +495,8 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
                                                 _t(bound1, "bound1", loc), res))
 
 
-def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
-                       **kwargs):
+@_checked
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None):
     """A scan along the free dim; under a (rectangular) mask it starts from `initial` at the first
     masked element of each row."""
     loc = _loc()
@@ -496,8 +515,8 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
                                                           _operand(initial, "initial", loc)), mask=region)
 
 
-def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
-                         **kwargs):
+@_checked
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None):
     """``data op0 operand0`` -> a new tile; its free-dim reduction is written into ``reduce_res``."""
     loc = _loc()
     _flush()
@@ -516,7 +535,7 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
 
 
 def _stats(name, width_fn):
-    def fn(data, *, mask=None, dtype=None, **kwargs):
+    def fn(data, *, mask=None, dtype=None):
         loc = _loc()
         _flush()
         x = _t(data, "data", loc)
@@ -532,14 +551,15 @@ def _stats(name, width_fn):
         return _ops.pending((x.shape[0], width_fn(x)), dtype or x.dtype, _sbuf, loc, emit_fn, mask=region)
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
 bn_stats = _stats("bn_stats", lambda x: 6)
 bn_aggr = _stats("bn_aggr", lambda x: 2)
 
 
-def max8(*, src, mask=None, dtype=None, **kwargs):
+@_checked
+def max8(*, src, mask=None, dtype=None):
     """The 8 largest values of each row; under a mask, of its masked elements only."""
     loc = _loc()
     _flush()
@@ -555,7 +575,8 @@ def max8(*, src, mask=None, dtype=None, **kwargs):
     return _ops.pending((x.shape[0], 8), dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
 
-def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
+@_checked
+def nc_find_index8(*, data, vals, mask=None, dtype=None):
     """Index of each of 8 values in each row; under a mask only the masked elements are searched
     (the others are NaN in a copy, never equal to a value), and indices stay positions in the row."""
     loc = _loc()
@@ -576,7 +597,8 @@ def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
 
 
 # ---- GpSimd -------------------------------------------------------------------------------------------
-def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None, **kwargs):
+@_checked
+def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None):
     """GpSimd gather within 16-partition groups. The groups tie the instruction to whole tiles, so
     under a mask it gathers everything into a scratch tile and copies the masked elements."""
     loc = _loc()
@@ -597,7 +619,8 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
     return _ops.pending((P, free), src.dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
 
 
-def nc_n_gather(data, indices, *, mask=None, dtype=None, **kwargs):
+@_checked
+def nc_n_gather(data, indices, *, mask=None, dtype=None):
     loc = _loc()
     _flush()
     x, idx = _t(data, "data", loc), _t(indices, "indices", loc)
@@ -607,8 +630,9 @@ def nc_n_gather(data, indices, *, mask=None, dtype=None, **kwargs):
 
 
 # ---- DMA ----------------------------------------------------------------------------------------------
+@_checked
 def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error,
-             dge_mode=dge_mode.unknown, **kwargs):
+             dge_mode=dge_mode.unknown):
     """In place: copy src into dst (HBM/SBUF either side; dtypes convert through fp32).
     ``dst_rmw_op=np.add`` accumulates into dst (one DMA accumulate; repeated rows of an indirect
     dst accumulate too). The earliest G1 releases took ``(src, dst)``
@@ -633,7 +657,8 @@ def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=oob
     _ops.accumulate_into(d, s, loc, region, "nisa.dma_copy with dst_rmw_op", fields["oob_mode"])
 
 
-def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
+@_checked
+def dma_transpose(src, *, axes=None, mask=None, dtype=None):
     """A transposed copy into a new SBUF tile (2-byte dtypes; axes (1,0), (2,1,0) or (3,1,2,0))."""
     loc = _loc()
     _flush()

@@ -18,14 +18,19 @@ import numpy as _np
 
 from .. import _source, _trace
 from .. import language as _knl
+from .._buffers import Buffer as _Buffer
+from .._operators import KINDS as _KINDS, Op
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
+from .._keywords import checked as _checked_by
 from .._source import user_location as _loc
 from .._tensor import ds  # noqa: F401
 from ..errors import user_error as _user_error
-from . import _ops
+from . import _ops, _tensor
 from ._index import IndexExpr, MGridResult, Predicate, arange, mgrid  # noqa: F401
 from ._tensor import (BlockTensor, LegacyTensor, MaskedTile, Pending, alloc as _alloc, emit as _emit, flush as _flush,  # noqa: F401
                       psum, sbuf, wrap as _wrap)
+
+_checked = _checked_by("nl", current_api=False)  # unknown keyword arguments are errors
 
 # ---- dtypes / buffers / constants (shared with knit.language) ------------------------------------------
 bool_ = _knl.bool_
@@ -66,6 +71,7 @@ class nc(int):
     """``nl.nc(n)``: a logical-core launch-grid dim (the simulator runs every instance in order)."""
 
 
+@_checked
 def spmd_dim(*dims):
     n = 1
     for d in dims:
@@ -74,18 +80,15 @@ def spmd_dim(*dims):
 
 
 # ---- loops and SPMD ---------------------------------------------------------------------------------
-def affine_range(*args, **kwargs):
-    """G1 parallel loop; Knit runs every loop in order (sequential semantics are always correct)."""
-    return range(*args)
-
-
-sequential_range = static_range = affine_range
+# G1's parallel loops: Knit runs every loop in order (sequential semantics are always correct).
+affine_range = sequential_range = static_range = _knl.affine_range
 
 
 def _grid():
     return _trace.current().__dict__.get("_legacy_grid") or ()
 
 
+@_checked
 def program_id(axis=0):
     trace = _trace.current()
     grid = _grid()
@@ -94,6 +97,7 @@ def program_id(axis=0):
     return int(_np.unravel_index(trace.program_id, grid)[int(axis)])
 
 
+@_checked
 def num_programs(axes=None):
     grid = _grid()
     if axes is None:
@@ -108,6 +112,7 @@ def num_programs(axes=None):
     return n
 
 
+@_checked
 def program_ndim():
     return len(_grid())
 
@@ -116,7 +121,7 @@ def program_ndim():
 def _buffer(buffer, loc):
     if buffer is None:
         return sbuf
-    if isinstance(buffer, _knl._Buffer):
+    if isinstance(buffer, _Buffer):
         return buffer
     knit_buffer = getattr(buffer, "_knit_buffer", None)  # ncc.sbuf.mod_alloc(...) & co.
     if knit_buffer is not None:
@@ -182,61 +187,71 @@ def _create(shape, dtype, buffer, name, loc, value=None):
     return BlockTensor(blocks, tiles, tile_shape, dtype, buffer)
 
 
-def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def ndarray(shape, dtype, *, buffer=None, name=""):
     """An uninitialized tensor (the simulator fills fresh memory with NaN / 4)."""
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc)
 
 
-def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def zeros(shape, dtype, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc, 0)
 
 
-def ones(shape, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def ones(shape, dtype, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc, 1)
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
+@_checked
+def full(shape, fill_value, dtype, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc, fill_value)
 
 
-def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def empty_like(a, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc)
 
 
-def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def zeros_like(a, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, 0)
 
 
-def ones_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def ones_like(a, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, 1)
 
 
-def full_like(a, fill_value, dtype=None, *, buffer=None, name="", **kwargs):
+@_checked
+def full_like(a, fill_value, dtype=None, *, buffer=None, name=""):
     loc = _loc()
     _flush()
     return _create(a.shape, dtype or a.dtype, buffer or a.buffer, name, loc, fill_value)
 
 
-def shared_constant(constant, dtype=None, **kwargs):
+@_checked
+def shared_constant(constant, dtype=None):
     _flush()
     return _wrap(_knl.shared_constant(constant, dtype=dtype))
 
 
-def shared_identity_matrix(n, dtype=uint8, **kwargs):
+@_checked
+def shared_identity_matrix(n, dtype=uint8):
     _flush()
     return _wrap(_knl.shared_identity_matrix(n, dtype=dtype))
 
@@ -250,7 +265,8 @@ def _in_hbm(x, what, does, hint, loc):
     return t
 
 
-def load(src, *, mask=None, dtype=None, **kwargs):
+@_checked
+def load(src, *, mask=None, dtype=None):
     """HBM -> a new SBUF tile (dim 0 of the indexed view is the partition dim)."""
     loc = _loc()
     _flush()
@@ -263,7 +279,8 @@ def load(src, *, mask=None, dtype=None, **kwargs):
     return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc, fn, kind="dma", mask=region)
 
 
-def store(dst, value, *, mask=None, **kwargs):
+@_checked
+def store(dst, value, *, mask=None):
     """value (an SBUF/PSUM tile or a number) -> HBM view `dst`."""
     loc = _loc()
     _flush()
@@ -272,7 +289,8 @@ def store(dst, value, *, mask=None, **kwargs):
     _ops.assign(dst, value, loc, _ops.mask_region(mask, loc))
 
 
-def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+@_checked
+def atomic_rmw(dst, value, op, *, mask=None):
     """HBM read-modify-write ``dst = op(dst, value)``; G1 has op=np.add only. With an index tile in
     dst (``t[idx_tile, i_f]``) rows that repeat accumulate, like ``np.add.at``."""
     loc = _loc()
@@ -295,7 +313,8 @@ def _pe_transpose(x, loc):
     return out
 
 
-def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+@_checked
+def load_transpose2d(src, *, mask=None, dtype=None):
     """HBM [K, M] -> SBUF [M, K] (a load and a TensorE transpose)."""
     loc = _loc()
     _flush()
@@ -313,7 +332,8 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
                         lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, src), mask=region)
 
 
-def _copy(src, *, mask=None, dtype=None, **kwargs):
+@_checked
+def _copy(src, *, mask=None, dtype=None):
     """A new SBUF tile with src's contents (cast to dtype)."""
     loc = _loc()
     _flush()
@@ -324,11 +344,13 @@ def _copy(src, *, mask=None, dtype=None, **kwargs):
                         lambda dst, **kw: _ops.copy_into(dst, src, loc, region), mask=region)
 
 
-def static_cast(x, dtype, **kwargs):
-    return copy(x, dtype=dtype)
+@_checked
+def static_cast(x, dtype):
+    return _copy(x, dtype=dtype)
 
 
-def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
+@_checked
+def matmul(x, y, *, transpose_x=False, mask=None):
     """``x @ y`` (or ``x.T @ y`` with transpose_x=True) as an fp32 PSUM tile; ``psum += nl.matmul(...)``
     accumulates into an existing PSUM tile."""
     loc = _loc()
@@ -357,7 +379,8 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
                         mask=_ops.matmul_region(region, x_region, y_region))
 
 
-def transpose(x, *, dtype=None, mask=None, **kwargs):
+@_checked
+def transpose(x, *, dtype=None, mask=None):
     """2-D partition <-> free transpose into a new SBUF tile."""
     loc = _loc()
     _flush()
@@ -375,13 +398,15 @@ def transpose(x, *, dtype=None, mask=None, **kwargs):
                         lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, x), mask=region)
 
 
-def broadcast_to(src, *, shape, **kwargs):
+@_checked
+def broadcast_to(src, *, shape):
     """A view of src broadcast to `shape` (free dims of size 1 only)."""
     loc = _loc()
     _flush()
     return _ops.broadcast(_ops.tensor_arg(src, "src", loc), tuple(int(s) for s in shape), loc)
 
 
+@_checked
 def expand_dims(data, axis):
     loc = _loc()
     _flush()
@@ -391,14 +416,15 @@ def expand_dims(data, axis):
     return t
 
 
-def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+@_checked
+def where(condition, x, y, *, dtype=None, mask=None):
     """Element-wise ``condition ? x : y`` (a copy of y, then a predicated copy of x)."""
     loc = _loc()
     _flush()
     mask, (condition, x, y) = _ops.unmask(mask, condition, x, y, shape=getattr(condition, "shape", None), loc=loc)
     cond = _ops.tensor_arg(condition, "condition", loc)
+    d = _ops.out_dtype(dtype, x, y)  # before operand() makes NumPy scalars Python's
     x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
-    d = _ops.out_dtype(dtype, *[v for v in (x, y)])
     region = _ops.mask_region(mask, loc)
 
     def predicated(dst, cond, src):
@@ -413,7 +439,8 @@ def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
     return _ops.pending(cond.shape, d, sbuf, loc, fn, mask=region)
 
 
-def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
+@_checked
+def gather_flattened(data, indices, *, mask=None, dtype=None):
     loc = _loc()
     _flush()
     data, indices = _ops.tensor_arg(data, "data", loc), _ops.tensor_arg(indices, "indices", loc)
@@ -423,36 +450,15 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
                         mask=region)
 
 
-def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
-    """softmax over all free dims: max-reduce, exp(x - max) with a running sum, reciprocal, scale."""
-    loc = _loc()
-    _flush()
-    mask, (x,) = _ops.unmask(mask, x, loc=loc)
-    x = _ops.tensor_arg(x, "x", loc)
-    axes = _ops.reduce_axes(axis, x.ndim, loc)
-    if axes != list(range(1, x.ndim)):
-        raise _user_error("unsupported", f"nl.softmax over axis={axis} of a {x.ndim}-D tile: Knit reduces over all "
-                          "free dims only (axis=1 for a 2-D tile)", loc)
-    region = _ops.mask_region(mask, loc)  # masked-off elements take no part and stay zero
-
-    def softmax_into(dst, x):
-        P = x.shape[0]
-        neg_max = _alloc((P, 1), _F32, sbuf, loc)
-        _emit(loc, "tensor_reduce", dst=neg_max, op="maximum", data=x, axis=axes, negate=True, keepdims=True)
-        exps = _alloc(x.shape, _F32, sbuf, loc)
-        total = _alloc((P, 1), _F32, sbuf, loc)
-        _emit(loc, "activation_reduce", dst=exps, op="exp", data=x, reduce_op="add", reduce_res=total, bias=neg_max)
-        inv = _alloc((P, 1), _F32, sbuf, loc)
-        _emit(loc, "reciprocal", dst=inv, data=total)
-        _emit(loc, "tensor_scalar", dst=dst, data=exps, op0="multiply", operand0=inv)
-
-    def fn(dst, **kw):
-        _ops.run_masked(region, loc, softmax_into, dst, x, fill=float("-inf"))
-
-    return _ops.pending(x.shape, dtype or x.dtype, sbuf, loc, fn, mask=region)
+@_checked
+def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None):
+    """knit.language.softmax (fp32 math; compute_dtype is accepted and has no effect); with a mask,
+    masked-off elements take no part and the result there is zero."""
+    return _run_current("softmax", (x, axis), 1, float("-inf"), dtype, mask, {})
 
 
-def device_print(prefix, x, *, mask=None, **kwargs):
+@_checked
+def device_print(prefix, x, *, mask=None):
     """Prints x's values when the simulation finishes."""
     loc = _loc()
     _flush()
@@ -500,7 +506,8 @@ def _current_value(target, frame):
         return None
 
 
-def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+@_checked
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
     """G1: ``b = nl.loop_reduce(x, op, loop_indices)`` in a loop is ``b = op(x, b)``: the statement's
     target is both the destination and the other input. Knit unrolls every loop, so each iteration
     applies op to the target tile in place (masked-off elements keep their value); loop_indices only
@@ -518,13 +525,14 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
                           "b = nl.loop_reduce(x, op, loop_indices=[i])", loc)
     acc = _current_value(target, frame)
     if acc is None:
-        return copy(x, dtype=dtype, mask=mask)
+        return _copy(x, dtype=dtype, mask=mask)
     acc = _ops.tensor_arg(acc, "the loop_reduce accumulator", loc)
     _ops.binary_into(acc, x, acc, opn, loc, _ops.mask_region(mask, loc))
     return acc
 
 
-def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+@_checked
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False):
     """G1 reduction of x across the launch-grid instances along program_axes. Knit traces the
     instances one after another into one kernel, so an instance cannot see the values of later
     ones: only a grid of one instance along those axes (where the reduction is x itself) works."""
@@ -535,54 +543,54 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
                           "the instances one after another, so no instance sees a later one's values; reduce "
                           "through a shared_hbm tensor in a second kernel instead", loc)
     _ops.op_name(op, "alu", "op", loc)
-    return copy(x, dtype=dtype, mask=mask)
+    return _copy(x, dtype=dtype, mask=mask)
 
 
-def _delegate(name, nargs=1, fill=None):
-    """An nl.* function the current API (knit.language) implements: same computation, G1 signature
-    (keyword-only dtype/mask), the result as a G1 tile. With a mask it runs on the masked box of
-    its first `nargs` (tile) arguments; `fill` replaces masked-off input elements of a
-    non-rectangular mask (0 for rms_norm's sum of squares)."""
+def _run_current(name, args, nargs, fill, dtype, mask, options):
+    """nl.<name> of the current API (knit.language) on `args`, the result as a G1 tile. With a
+    mask it runs on the masked box of the first `nargs` (tile) arguments; `fill` replaces
+    masked-off input elements of a non-rectangular mask (0 for rms_norm's sum of squares)."""
+    loc = _loc()
+    _flush()
+    impl = getattr(_knl, name)
+    mask, tiles = _ops.unmask(mask, *args[:nargs], shape=getattr(args[0], "shape", None), loc=loc)
+    tiles = [_ops.tensor_arg(a, "x", loc) for a in tiles]
+    rest = args[nargs:]
+    region = _ops.mask_region(mask, loc)
+    if not region.masked:
+        return _wrap(impl(*tiles, *rest, dtype=dtype, **options))
+    out_dtype = _to_dtype(dtype or options.get("compute_dtype") or tiles[0].dtype)
 
-    def fn(*args, dtype=None, mask=None, **kwargs):
-        loc = _loc()
-        _flush()
-        impl = getattr(_knl, name, None)
-        if impl is None:
-            raise _user_error("unsupported", f"nl.{name} is not supported by Knit yet", loc)
-        mask, tiles = _ops.unmask(mask, *args[:nargs], shape=getattr(args[0], "shape", None), loc=loc)
-        tiles = [_ops.tensor_arg(a, "x", loc) for a in tiles]
-        rest = args[nargs:]
-        region = _ops.mask_region(mask, loc)
-        if not region.masked:
-            return _wrap(impl(*tiles, *rest, dtype=dtype, **kwargs))
-        out_dtype = _to_dtype(dtype or kwargs.get("compute_dtype") or tiles[0].dtype)
+    def run(dst, *ts):  # computed in dst's dtype, so the copy is exact (one rounding, as unmasked)
+        _ops.copy_into(dst, _wrap(impl(*ts, *rest, dtype=out_dtype, **options)), loc)
 
-        def run(dst, *ts):
-            _ops.copy_into(dst, _wrap(impl(*ts, *rest, **kwargs)), loc)
+    return _ops.pending(tiles[0].shape, out_dtype, sbuf, loc,
+                        lambda dst, **kw: _ops.run_masked(region, loc, run, dst, *tiles, fill=fill), mask=region)
 
-        return _ops.pending(tiles[0].shape, out_dtype, sbuf, loc,
-                            lambda dst, **kw: _ops.run_masked(region, loc, run, dst, *tiles, fill=fill), mask=region)
+
+def _delegate(name):
+    """A unary nl.* function the current API implements (cos, floor, ...), with the G1 signature
+    (keyword-only dtype / mask)."""
+
+    def fn(x, *, dtype=None, mask=None):
+        return _run_current(name, (x,), 1, None, dtype, mask, {})
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
-def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+@_checked
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None):
     """x / sqrt(sum(x^2, axis) / n + epsilon) * w (knit.language.rms_norm); with a mask, masked-off
     elements take no part in the sum (n is still the divisor, as G1 takes it from the caller)."""
     w_tile = w.tile if isinstance(w, MaskedTile) else w
     if mask is not None and isinstance(w_tile, LegacyTensor) and not w_tile.buffer.on_chip and w_tile.ndim < x.ndim:
         w_tile = w_tile.reshape((1,) * (x.ndim - w_tile.ndim) + tuple(w_tile.shape))  # clip it like x
         w = w_tile if not isinstance(w, MaskedTile) else MaskedTile(w_tile, w.predicate)
-    return _delegate("rms_norm", 2, fill=0.0)(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype,
-                                              mask=mask)
+    return _run_current("rms_norm", (x, w, axis, n, epsilon), 2, 0.0, dtype, mask, {"compute_dtype": compute_dtype})
 
 
 # ---- operators: element-wise, reductions (usable as op= of nki.isa calls) -------------------------------
-Op = _knl.Op
-
-
 def _shape_of(*xs):
     shapes = [x.shape for x in xs if _ops.is_tensor(x)]
     out = shapes[0]
@@ -598,10 +606,11 @@ _PY_BINARY = {"add": _np.add, "subtract": _np.subtract, "multiply": _np.multiply
 
 
 def _binary(name):
-    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+    def fn(x, y, *, dtype=None, mask=None):
         loc = _loc()
         _flush()
         mask, (x, y) = _ops.unmask(mask, x, y, loc=loc)
+        typed = (x, y)  # NumPy scalars keep their dtype in the promotion (operand() makes them Python's)
         x, y = _ops.operand(x, "x", loc), _ops.operand(y, "y", loc)
         if not _ops.is_tensor(x) and not _ops.is_tensor(y):
             if name in _PY_BINARY:
@@ -612,17 +621,17 @@ def _binary(name):
         except Exception:
             raise _user_error("operand-shape", f"nl.{name}: shapes {[getattr(v, 'shape', ()) for v in (x, y)]} "
                               "do not broadcast", loc) from None
-        d = _to_dtype(dtype) if dtype is not None else (bool_ if name in _BOOL_OUT else _ops.out_dtype(None, x, y))
+        d = _to_dtype(dtype) if dtype is not None else (bool_ if name in _BOOL_OUT else _ops.out_dtype(None, *typed))
         region = _ops.mask_region(mask, loc)
         return _ops.pending(shape, d, sbuf, loc, lambda dst, **kw: _ops.binary_into(dst, x, y, name, loc, region),
                             mask=region)
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
 def _unary(name):
-    def fn(x, *, dtype=None, mask=None, **kwargs):
+    def fn(x, *, dtype=None, mask=None):
         loc = _loc()
         _flush()
         mask, (x,) = _ops.unmask(mask, x, loc=loc)
@@ -633,11 +642,11 @@ def _unary(name):
                             mask=region)
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
 def _reduction(name, alu):
-    def fn(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    def fn(x, axis, *, dtype=None, mask=None, keepdims=False):
         loc = _loc()
         _flush()
         mask, (x,) = _ops.unmask(mask, x, loc=loc)
@@ -687,7 +696,7 @@ def _reduction(name, alu):
         return _ops.pending(shape, d, sbuf, loc, emit_fn, mask=region)
 
     fn.__name__ = name
-    return fn
+    return _checked(fn)
 
 
 _BINARY_NAMES = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "abs_max",
@@ -703,22 +712,20 @@ _REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multip
 
 OPS = {}
 for _n in _BINARY_NAMES:
-    OPS[_n] = Op(_n, alu=_n)
-    OPS[_n].fn = _binary(_n)
+    OPS[_n] = Op(_n, alu=_n, fn=_binary(_n))
 for _n in _UNARY_NAMES:
-    _k = _knl.OPS.get(_n)
-    OPS[_n] = Op(_n, alu=_k.alu if _k else None, act=_k.act if _k else None)
-    OPS[_n].fn = _unary(_n)
+    _alu, _act = _KINDS.get(_n, (None, None))
+    OPS[_n] = Op(_n, alu=_alu, act=_act, fn=_unary(_n))
 for _n, _alu in _REDUCTIONS.items():
-    OPS[_n] = Op(_n, alu=_alu)
-    OPS[_n].fn = _reduction(_n, _alu)
+    OPS[_n] = Op(_n, alu=_alu, fn=_reduction(_n, _alu))
 for _n in ["prelu", "bypass", "average"]:  # operator-only constants
-    _k = _knl.OPS[_n]
-    OPS[_n] = Op(_n, alu=_k.alu, act=_k.act)
-OPS["copy"] = Op("copy", act="copy")  # nl.copy: the copy function and the identity activation
-OPS["copy"].fn = _copy
+    OPS[_n] = Op(_n, *_KINDS[_n])
+OPS["copy"] = Op("copy", act="copy", fn=_copy)  # nl.copy: the copy function and the identity activation
 for _n in ["cos", "tan", "ceil", "floor", "trunc"]:  # computed by knit.language from other instructions
-    OPS[_n] = Op(_n)
-    OPS[_n].fn = _delegate(_n)
+    OPS[_n] = Op(_n, fn=_delegate(_n))
 globals().update(OPS)
-del _n, _alu, _k
+del _n, _alu, _act
+
+# A tile's operators (t + u, t[...] = v, t.astype(d), ...) are these calls (see _tensor.bind_calls).
+_tensor.bind_calls(assign=_ops.assign, broadcast=_ops.broadcast, binary_into=_ops.binary_into,
+                   **{name: op.fn for name, op in OPS.items() if op.fn is not None})
