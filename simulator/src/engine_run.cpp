@@ -42,7 +42,7 @@ void Machine::race(const codegen::Access& a, const codegen::Epoch& earlier, bool
 // as unordered as a race, and is reported as one.
 void Machine::check_placed(size_t pc, int queue) {
   for_each_view(kernel_.body[pc], [&](const char* operand, const View& v) {
-    if (!is_on_chip(kernel_.tensor(v.tensor).buffer) || placement_[v.tensor].live) return;
+    if (!is_on_chip(kernel_.tensor(v.tensor).buffer) || pool_->placement(v.tensor).live) return;
     const auto& here = place_at_[pc];
     if (std::find(here.begin(), here.end(), v.tensor) != here.end()) return;  // its life starts here
     // The error path only: find the instruction that starts the tensor's life, for the message.

@@ -8,42 +8,14 @@
 
 #include <array>
 #include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "byte_flags.h"
 #include "knit/ir/ir.h"
-#include "zeroed_bytes.h"
 
 namespace knit::sim {
 
-struct Memory {
-  ZeroedBytes bytes;
-  ByteFlags init;        // 1 where the byte was ever written; empty: every byte was (arguments)
-  ByteFlags mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
-  // zero_bytes false: the caller fills every byte itself (a fresh HBM tensor's NaN fill).
-  void resize(size_t n, bool track_matmul = false, bool zero_bytes = true) {
-    bytes.reset(n, zero_bytes);
-    init.reset(n);
-    mm_written.reset(track_matmul ? n : 0);
-  }
-  // An argument's memory: `n` bytes the caller fills, all initialized (no bitmap to keep).
-  void resize_initialized(size_t n) {
-    bytes.reset(n, /*zero=*/false);
-    init.reset(0);
-    mm_written.reset(0);
-  }
-  // An argument no instruction writes: its caller's bytes, in place, all initialized.
-  void borrow_initialized(std::span<const uint8_t> in) {
-    bytes.borrow(in.data(), in.size());
-    init.reset(0);
-    mm_written.reset(0);
-  }
-  bool tracks_init() const { return init.size() != 0; }
-  bool tracks_matmul() const { return mm_written.size() != 0; }
-};
-
+struct Memory;  // memory_pool.h
 class ExecState;
 
 class Tile {

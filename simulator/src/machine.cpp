@@ -18,158 +18,6 @@ namespace knit::sim {
 
 using namespace knit::ir;
 
-// ---- ZeroedBytes ------------------------------------------------------------------------------
-
-namespace {
-
-// Freed blocks by size, at most kPoolBytes in all (the oldest go first).
-constexpr size_t kPoolBytes = size_t{512} << 20;
-struct Pool {
-  std::mutex mutex;
-  std::deque<std::pair<size_t, uint8_t*>> blocks;
-  size_t bytes = 0;
-};
-Pool& pool() {
-  static Pool* p = new Pool;  // never destroyed: blocks may be released during exit
-  return *p;
-}
-
-}  // namespace
-
-void ZeroedBytes::reset(size_t n, bool zero) {
-  release();
-  {
-    Pool& p = pool();
-    std::lock_guard<std::mutex> lock(p.mutex);
-    for (auto it = p.blocks.begin(); it != p.blocks.end(); ++it)
-      if (it->first == n) {
-        data_ = it->second;
-        p.bytes -= n;
-        p.blocks.erase(it);
-        break;
-      }
-  }
-  if (data_ && zero) std::memset(data_, 0, n);
-  else if (!data_) data_ = static_cast<uint8_t*>(zero ? std::calloc(n ? n : 1, 1) : std::malloc(n ? n : 1));
-  if (!data_) throw std::bad_alloc();
-  size_ = n;
-}
-
-void ZeroedBytes::borrow(const uint8_t* data, size_t n) {
-  release();
-  data_ = const_cast<uint8_t*>(data);  // never written: see the declaration
-  size_ = n;
-  borrowed_ = true;
-}
-
-void ZeroedBytes::release() {
-  if (borrowed_) {
-    data_ = nullptr;
-    size_ = 0;
-    borrowed_ = false;
-    return;
-  }
-  if (!data_) return;
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  if (size_ >= (size_t{1} << 20) && size_ <= kPoolBytes) {
-    p.blocks.push_back({size_, data_});
-    p.bytes += size_;
-    while (p.bytes > kPoolBytes) {
-      std::free(p.blocks.front().second);
-      p.bytes -= p.blocks.front().first;
-      p.blocks.pop_front();
-    }
-  } else {
-    std::free(data_);
-  }
-  data_ = nullptr;
-  size_ = 0;
-}
-
-// ---- Tile -----------------------------------------------------------------------------------
-
-void Tile::check_init(int64_t i) const {
-  const int size = esize_;
-  if (!mem_->tracks_init()) return;
-  if (mem_->init.all(offset_[i], size, 1)) return;
-  for (int b = 0; b < size; ++b) {
-    if (mem_->init.get(offset_[i] + b)) continue;
-    std::ostringstream msg;
-    msg << state_->current().opcode_name() << " reads " << what_ << " element [" << (i / F) << ", " << (i % F)
-        << "] of tensor '" << state_->kernel().tensor(tensor_).name
-        << "', which was never written (fresh tensors hold NaN / 4); write it first, e.g. with nisa.memset";
-    if (state_->uninitialized_is_error()) state_->fail("uninitialized-read", msg.str());
-    state_->warn(msg.str());
-    return;
-  }
-}
-
-float Tile::read(int64_t i) const {
-  check_init(i);
-  return decode(dtype, mem_->bytes.data() + offset_[i]);
-}
-
-uint32_t Tile::read_bits(int64_t i) const {
-  check_init(i);
-  return load_bits(dtype, mem_->bytes.data() + offset_[i]);
-}
-
-int64_t Tile::read_int(int64_t i) const {
-  check_init(i);
-  return load_int(dtype, mem_->bytes.data() + offset_[i]);
-}
-
-std::vector<float> Tile::read_all() const {
-  std::vector<float> v(size());
-  for (int64_t i = 0; i < size(); ++i) v[i] = read(i);
-  return v;
-}
-
-std::vector<uint32_t> Tile::read_all_bits() const {
-  std::vector<uint32_t> v(size());
-  for (int64_t i = 0; i < size(); ++i) v[i] = read_bits(i);
-  return v;
-}
-
-void Tile::write_all(const std::vector<float>& values) {
-  for (int64_t i = 0; i < size(); ++i) write(i, values[i]);
-}
-
-void Tile::write_all_bits(const std::vector<uint32_t>& bits) {
-  for (int64_t i = 0; i < size(); ++i) write_bits(i, bits[i]);
-}
-
-void Tile::mark_written(int64_t i, bool by_matmul) {
-  const int size = esize_;
-  if (mem_->tracks_init()) mem_->init.set(offset_[i], size, 1);
-  if (mem_->tracks_matmul()) mem_->mm_written.set(offset_[i], size, by_matmul ? 1 : 0);
-}
-
-void Tile::write(int64_t i, float v) {
-  encode(dtype, v, mem_->bytes.data() + offset_[i]);
-  mark_written(i, false);
-}
-
-void Tile::write_bits(int64_t i, uint32_t bits) {
-  store_bits(dtype, bits, mem_->bytes.data() + offset_[i]);
-  mark_written(i, false);
-}
-
-void Tile::write_int(int64_t i, int64_t v) {
-  store_int(dtype, v, mem_->bytes.data() + offset_[i]);
-  mark_written(i, false);
-}
-
-bool Tile::matmul_written(int64_t i) const { return mem_->tracks_matmul() && mem_->mm_written.get(offset_[i]) != 0; }
-
-void Tile::write_from_matmul(int64_t i, float v) {
-  encode(dtype, v, mem_->bytes.data() + offset_[i]);
-  mark_written(i, true);
-}
-
-bool Tile::is_initialized(int64_t i) const { return !mem_->tracks_init() || mem_->init.get(offset_[i]) != 0; }
-
 // ---- Machine --------------------------------------------------------------------------------
 
 Machine::Machine(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options)
@@ -188,30 +36,8 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   if (args.size() != kernel.params.size())
     user_error({}, "kernel-args", "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
                                       " tensors but was given " + std::to_string(args.size()));
-  const size_t n = kernel.tensors.size();
-  hbm_.resize(n);
-  placement_.resize(n);
   compute_liveness();
-  // The simulator's SBUF / PSUM hold only the part of each partition the allocation uses (the
-  // bytes below its highest address), so a run touches and clears little memory; every access
-  // stays inside its tensor's allocation, so nothing reaches past that part.
-  sbuf_partition_bytes_ = psum_partition_bytes_ = 64;
-  for (size_t id = 0; id < n; ++id)
-    if (const auto& a = plan_.tensors[id]) {
-      int64_t& used = kernel.tensors[id].buffer == Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
-      used = std::max(used, (a->offset + a->bytes + 63) / 64 * 64);
-    }
-  sbuf_.resize(static_cast<size_t>(plan_.cores));
-  psum_.resize(static_cast<size_t>(plan_.cores));
-  // On-chip bytes are read only after a write or place()'s NaN fill, except a pinned tensor's,
-  // which sees whatever its bytes hold: they start zeroed when the kernel pins one (the same
-  // bytes every run), and are left as the memory pool hands them over otherwise.
-  const bool pins = std::any_of(kernel.tensors.begin(), kernel.tensors.end(),
-                                [](const TensorDecl& t) { return is_on_chip(t.buffer) && t.address; });
-  for (int c = 0; c < plan_.cores && !times_regions_only(); ++c) {
-    sbuf_[c].resize(static_cast<size_t>(kMaxPartitions * sbuf_partition_bytes_), false, pins);
-    psum_[c].resize(static_cast<size_t>(kMaxPartitions * psum_partition_bytes_), /*track_matmul=*/true, pins);
-  }
+  pool_ = std::make_unique<MemoryPool>(kernel, plan_, !times_regions_only());
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
     for_each_register(inst, [&](const char*, int r) { max_reg = std::max(max_reg, r); });
@@ -224,12 +50,11 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
                                        "kernel's parameter dtype/shape");
   }
   // HBM tensors live for the whole kernel.
-  for (size_t id = 0; id < n; ++id) {
+  for (size_t id = 0; id < kernel.tensors.size(); ++id) {
     const TensorDecl& t = kernel.tensors[id];
     if (is_on_chip(t.buffer)) continue;
-    Memory& mem = hbm_[id];
     if (options.timing_only) continue;  // no data: HBM is never touched
-    placement_[id] = {&mem, 0, 0, t.size_bytes(), true};
+    Memory& mem = pool_->place_hbm(static_cast<int>(id));
     if (t.is_param) continue;  // filled from its argument below
     mem.resize(static_cast<size_t>(t.size_bytes()), /*track_matmul=*/false, /*zero_bytes=*/false);
     // lazy_fill_note: a fresh HBM tensor holds NaN / 4. While reading a never-written byte is an
@@ -239,7 +64,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
   }
   if (!options.timing_only) params_written_ = params_written();  // (a timing-only run has no data)
   for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
-    Memory& mem = hbm_[kernel.params[a]];
+    Memory& mem = pool_->hbm(kernel.params[a]);
     const std::span<const uint8_t> in = args[a].input_bytes();
     if (!params_written_[a]) {
       mem.borrow_initialized(in);
@@ -268,98 +93,13 @@ void Machine::warn(const std::string& message) {
   if (options_.on_warning) options_.on_warning(text);
 }
 
-// Addresses come from codegen's allocation (the one the engine program uses), computed once
-// for the whole kernel; placing a tensor at its first use starts its life there.
-void Machine::place(int id) {
-  const TensorDecl& t = kernel_.tensor(id);
-  if (!plan_.tensors[id]) internal_error("tensor '" + t.name + "' has no allocation");
-  const codegen::Allocation& a = *plan_.tensors[id];
-  Memory& mem = (t.buffer == Buffer::sbuf ? sbuf_ : psum_)[a.core];
-  const int64_t capacity = partition_capacity(t.buffer);
-  const int64_t bytes = a.bytes, parts = a.partitions;
-  Placement pl{&mem, a.partition, a.offset, bytes, true};
-  placement_[id] = pl;
-  // A pinned tensor sees whatever its bytes hold (aliasing through address= is the kernel's
-  // explicit choice; never-written bytes are still caught by the bitmap). An automatically
-  // placed tensor starts fresh: NaN / 4, never written, no matmul accumulation state, so stale
-  // data of a dead tensor at the same address can never pass as initialized.
-  if (t.address) {  // a new accumulation group all the same
-    for (int64_t p = 0; p < parts && mem.tracks_matmul(); ++p)
-      mem.mm_written.set((pl.partition + p) * capacity + pl.offset, bytes, 0);
-    return;
-  }
-  // When the placing instruction overwrites the whole tensor before anything reads it, the NaN
-  // fill and the cleared flags would be overwritten unseen: skip them (the largest per-run cost
-  // of streaming kernels; same bytes and flags after that instruction either way).
-  const bool overwritten = overwritten_at_place_[id];
-  for (int64_t p = 0; p < parts; ++p) {
-    const int64_t base = (pl.partition + p) * capacity + pl.offset;
-    if (!overwritten) {
-      fill_uninitialized(t.dtype, mem.bytes.data() + base, t.partition_elements());
-      mem.init.set(base, bytes, 0);
-    }
-    if (mem.tracks_matmul()) mem.mm_written.set(base, bytes, 0);
-  }
-}
 
-void Machine::release(int id) { placement_[id].live = false; }
 
-// A static view (verified in bounds, each on-chip partition's elements inside that partition)
-// maps its indices to memory offsets linearly; the addresses come from the allocation plan, so
-// this needs no live placement (the native path builds its shapes before running).
-bool Machine::layout_of(const View& v, Layout& out) const {
-  if (!v.is_static()) return false;
-  const TensorDecl& t = kernel_.tensor(v.tensor);
-  const int64_t es = dtype_size(v.dtype);
-  out.num.resize(v.dims.size());
-  out.stride.resize(v.dims.size());
-  out.base = v.offset * es;
-  size_t first_free = 0;
-  if (is_on_chip(t.buffer)) {
-    const PartitionLayout l = partition_layout(t, v);
-    if (!l.partition_dim || !l.inside() || !plan_.tensors[v.tensor]) return false;
-    const codegen::Allocation& a = *plan_.tensors[v.tensor];
-    const int64_t capacity = partition_capacity(t.buffer);
-    out.num[0] = v.dims[0].num;
-    out.stride[0] = capacity;
-    first_free = 1;
-    out.base = (a.partition + l.first_partition) * capacity + a.offset + l.start_byte;
-  }
-  for (size_t k = first_free; k < v.dims.size(); ++k) {
-    out.num[k] = v.dims[k].num;
-    out.stride[k] = v.dims[k].step * es;
-  }
-  return true;
-}
 
-// Fills `out` with the layout's offsets (odometer over the indices, innermost fastest, adding
-// strides instead of multiplying), or returns false for a layout_of refuses.
-bool Machine::linear_offsets(const View& v, std::vector<int64_t>& out) const {
-  Layout l;
-  if (!layout_of(v, l)) return false;
-  std::vector<int64_t> idx(l.num.size(), 0);
-  int64_t at = l.base;
-  const size_t inner = l.num.empty() ? 0 : l.num.size() - 1;
-  for (size_t e = 0; e < out.size();) {
-    if (l.num.empty()) {
-      out[e++] = at;
-      continue;
-    }
-    const int64_t n = l.num[inner], step = l.stride[inner];
-    for (int64_t j = 0; j < n; ++j) out[e++] = at + j * step;
-    for (size_t k = inner; k-- > 0;) {
-      at += l.stride[k];
-      if (++idx[k] < l.num[k]) break;
-      at -= l.stride[k] * l.num[k];
-      idx[k] = 0;
-    }
-  }
-  return true;
-}
 
 Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const TensorDecl& t = kernel_.tensor(v.tensor);
-  const Placement& pl = placement_[v.tensor];
+  const MemoryPool::Placement& pl = pool_->placement(v.tensor);
   if (!pl.live) internal_error("tensor '" + t.name + "' used while not placed");
   Tile tile;
   tile.state_ = this;
@@ -375,7 +115,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const int64_t capacity = partition_capacity(t.buffer);
   const int64_t tensor_part_bytes = on_chip ? t.partition_elements() * dtype_size(t.dtype) : t.size_bytes();
   tile.offset_.resize(static_cast<size_t>(v.num_elements()));
-  if (linear_offsets(v, tile.offset_)) return tile;
+  if (pool_->linear_offsets(v, tile.offset_)) return tile;
   // Indirect view: the index along dims[indirect_dim] comes from the index tensor.
   std::vector<int64_t> rows;
   if (const View* index = v.index_view()) {
@@ -423,29 +163,6 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
     }
   }
   return tile;
-}
-
-std::vector<float> ExecState::column(const Operand& o, int64_t P, const char* what) {
-  if (o.is_tile()) {
-    Tile t = tile(o.tile, what);
-    std::vector<float> v(P);
-    for (int64_t p = 0; p < P; ++p) v[p] = t.read(t.at(p, 0));
-    return v;
-  }
-  return std::vector<float>(P, static_cast<float>(o.imm));
-}
-
-int32_t ExecState::reg(int id) const {
-  if (!reg_set_[id])
-    fail("uninitialized-register", std::string(current().opcode_name()) + " reads register r" + std::to_string(id) +
-                                       ", which was never set; initialize it (nisa.register_alloc(value) or "
-                                       "register_move / register_load)");
-  return regs_[id];
-}
-
-void ExecState::set_reg(int id, int64_t value) {
-  regs_[id] = static_cast<int32_t>(static_cast<uint32_t>(value));  // 32-bit, wrapping
-  reg_set_[id] = 1;
 }
 
 void Machine::compute_liveness() {
@@ -557,7 +274,7 @@ size_t Machine::step(size_t pc) {
     if (options_.record_execution) executed_log_.push_back({core_, program_->region_at[pc], static_cast<int32_t>(pc)});
     const size_t next = options_.timing_only ? region.end : run_region(region);
     for (size_t i = pc; i < next; ++i)
-      for (int id : release_at_[i]) release(id);
+      for (int id : release_at_[i]) pool_->release(id);
     return next;
   }
   const Instruction& inst = kernel_.body[pc];
@@ -576,7 +293,7 @@ size_t Machine::step(size_t pc) {
     current_ = &inst;
     count_executed();
     for (int id : place_at_[pc])
-      if (!placement_[id].live) place(id);
+      if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
     next = control(pc, inst);
   } else {
     execute_at(pc);
@@ -584,7 +301,7 @@ size_t Machine::step(size_t pc) {
   // Leaving instructions forward (also by jumping past a block) ends the lives that end there;
   // a backward jump stays inside every live range (ranges cover whole blocks).
   for (size_t i = pc; i < next && i < release_at_.size(); ++i)
-    for (int id : release_at_[i]) release(id);
+    for (int id : release_at_[i]) pool_->release(id);
   return next;
 }
 
@@ -600,7 +317,7 @@ void Machine::execute_at(size_t pc, const std::function<void(const std::vector<c
   current_ = &inst;
   count_executed();
   for (int id : place_at_[pc])
-    if (!placement_[id].live) place(id);
+    if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
   bool dynamic = false;
   for_each_view(inst, [&](const char*, const View& v) { dynamic = dynamic || !v.dynamic.empty(); });
   const Instruction concrete = dynamic ? concretize(inst) : Instruction{};
@@ -683,7 +400,7 @@ bool Machine::exchange(std::vector<Core>& cores) {
   for (size_t c : (options_.timing_only ? std::vector<size_t>{} : ready)) {
     current_ = &body[cores[c].pc];
     for (int id : place_at_[cores[c].pc])
-      if (!placement_[id].live) place(id);
+      if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
     sent[c] = tile(std::get<SendRecv>(current_->op).src, "src").read_all_bits();
   }
   for (size_t c : (options_.timing_only ? std::vector<size_t>{} : ready)) {
@@ -744,7 +461,7 @@ RunResult Machine::run() {
     HostTensor h;
     h.dtype = t.dtype;
     h.shape = t.shape;
-    const Memory& mem = hbm_[id];
+    const Memory& mem = pool_->hbm(id);
     h.bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
     if (options_.uninitialized_read_is_error) {  // see lazy_fill_note
       const int64_t es = dtype_size(t.dtype);
@@ -760,7 +477,7 @@ RunResult Machine::run() {
   result.args_written = params_written_;
   for (size_t a = 0; a < args_.size(); ++a) {
     if (!result.args_written[a]) continue;
-    const Memory& mem = hbm_[kernel_.params[a]];
+    const Memory& mem = pool_->hbm(kernel_.params[a]);
     args_[a].bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
     args_[a].borrowed = {};
   }

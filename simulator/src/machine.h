@@ -20,6 +20,7 @@
 #include "knit/ir/numerics.h"
 #include "knit/sim/interpreter.h"
 #include "exec_state.h"
+#include "memory_pool.h"
 #include "native/executor.h"
 
 namespace knit::sim {
@@ -38,21 +39,11 @@ class Machine : public ExecState {
   Tile tile(const ir::View& v, const char* what, ir::OobMode oob = ir::OobMode::error) override;
 
   const ir::Kernel& kernel() const override { return kernel_; }
-  // A static view's elements as a byte-strided walk of its tensor's memory: element
-  // (i_0, .., i_k) is at base + sum i_d * stride[d], the partition dim of an on-chip view moving by
-  // whole partitions. False for views this does not cover (dynamic, indirect, spilling across
-  // partitions), which take the per-element path.
-  struct Layout {
-    int64_t base = 0;
-    std::vector<int64_t> num, stride;
-  };
-  bool layout_of(const ir::View& v, Layout& out) const;
-  // Bytes between the starts of two partitions of an on-chip memory (SBUF or PSUM).
-  int64_t partition_capacity(ir::Buffer b) const {
-    return b == ir::Buffer::sbuf ? sbuf_partition_bytes_ : psum_partition_bytes_;
-  }
-  // The memory a live tensor's view lies in (HBM buffer, or its core's SBUF / PSUM).
-  Memory* memory_of(const ir::View& v) const { return placement_[v.tensor].mem; }
+  // The memory pool's layouts and memories, for the native path (memory_pool.h).
+  using Layout = MemoryPool::Layout;
+  bool layout_of(const ir::View& v, Layout& out) const { return pool_->layout_of(v, out); }
+  int64_t partition_capacity(ir::Buffer b) const { return pool_->partition_capacity(b); }
+  Memory* memory_of(const ir::View& v) const { return pool_->memory_of(v); }
   const ir::Instruction& current() const override { return *current_; }
   void warn(const std::string& message) override;
   [[noreturn]] void fail(const std::string& rule, const std::string& message) const override;
@@ -62,20 +53,10 @@ class Machine : public ExecState {
  private:
   Machine(const ir::Kernel& kernel, const codegen::EngineProgram* program, std::vector<HostTensor>& args,
           const InterpretOptions& options);
-  struct Placement {
-    Memory* mem = nullptr;
-    int64_t partition = 0;   // first partition (on-chip)
-    int64_t offset = 0;      // byte offset within a partition (on-chip) or the buffer (HBM)
-    int64_t partition_bytes = 0;  // bytes per partition of the tensor (on-chip)
-    bool live = false;
-  };
-  void place(int id);
-  void release(int id);
-  bool linear_offsets(const ir::View& v, std::vector<int64_t>& out) const;
   // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
   // Whether `inst`, where tensor `id`'s life starts, writes every byte of it before anything
-  // reads it (see place()).
+  // reads it (see MemoryPool::place).
   bool overwrites_whole(const ir::Instruction& inst, int id) const;
   // Which parameters some instruction may write (the accesses the dependence analysis and race
   // checker use, so a write is never missed): only those are copied in and back out.
@@ -118,14 +99,9 @@ class Machine : public ExecState {
   std::vector<HostTensor>& args_;
   InterpretOptions options_;
   std::vector<std::string> warnings_;
-  std::vector<Memory> sbuf_, psum_;  // one per core (codegen::MemoryPlan::cores)
-  // Bytes between partitions in the simulator's SBUF / PSUM: the used part of a partition
-  // (highest allocated address), not the target's capacity.
-  int64_t sbuf_partition_bytes_ = 0, psum_partition_bytes_ = 0;
-  std::vector<Memory> hbm_;  // one per tensor id (unused for on-chip tensors)
-  std::vector<Placement> placement_;
   std::unique_ptr<NativeExecutor> native_;  // Backend::jit
   codegen::MemoryPlan plan_;  // SBUF/PSUM addresses of every on-chip tensor
+  std::unique_ptr<MemoryPool> pool_;  // after plan_, which it refers to
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
   std::vector<bool> overwritten_at_place_;  // by tensor: overwrites_whole at the instruction placing it
   std::vector<bool> params_written_;        // params_written(), for a run with data

@@ -247,17 +247,12 @@ void for_each_outer(const std::vector<OuterDim>& outer, F&& f) {
 
 }  // namespace
 
-NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
-  const Instruction& inst = *p.inst;
-  Memory* mem[4] = {};
-  for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
-  // Reads of never-written bytes: the reference executor names the element (or warns).
-  for (size_t i = 0; i < p.ops.size(); ++i)
-    if (!p.ops[i].written && reads_unwritten(*mem[i], p.ops[i])) return {why::unwritten_read, true};
-  // An output may be an input exactly (element-wise in place); an input it overlaps otherwise is
-  // read from a snapshot of its bytes, taken before anything is written, as the reference reads
-  // every input before writing.
-  std::array<bool, 3> overlapped{};
+namespace {
+
+// Which inputs an output overlaps other than element for element (those are read from a snapshot
+// taken before anything is written, as the reference reads every input before writing); an
+// output may be an input exactly (element-wise in place). Returns why not natively, or null.
+const char* overlapped_inputs(const NativeExecutor::Plan& p, Memory* const* mem, std::array<bool, 3>& overlapped) {
   for (size_t i = 0; i < p.ops.size(); ++i)
     for (size_t j = 0; j < p.ops.size(); ++j) {
       const Operand& w = p.ops[i];
@@ -268,9 +263,22 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
                   std::equal(w.step, w.step + kWalkDims, r.step) && std::equal(w.n, w.n + kWalkDims, r.n);
       for (const OuterDim& d : p.outer) same = same && d.step[i] == d.step[j];
       if (same && p.body == std::string_view("knit_map_body")) continue;
-      if (j >= overlapped.size()) return {"its output overlaps an input other than element for element"};
+      if (j >= overlapped.size()) return "its output overlaps an input other than element for element";
       overlapped[j] = true;
     }
+  return nullptr;
+}
+
+std::vector<float> bits_as_floats(const std::vector<uint32_t>& bits) {
+  std::vector<float> v(bits.size());
+  std::memcpy(v.data(), bits.data(), bits.size() * 4);
+  return v;
+}
+
+}  // namespace
+
+NativeExecutor::Refusal NativeExecutor::check_gather_indices(const Plan& p) {
+  const Instruction& inst = *p.inst;
   if (const auto* op = std::get_if<NcNGather>(&inst.op)) {
     // Every index inside data's free elements, or the reference raises naming the first that is not.
     Tile indices = m_.tile(op->indices, "indices");
@@ -295,50 +303,47 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
           for (int64_t e = 0; e < E; ++e) gather_index_[q * row + k * E + e] = static_cast<int32_t>(ix + e);
       }
   }
-  // A predicated copy writes only the selected elements, which alone change state. When the bulk
-  // flag update below would not be exact for the whole dst (part of it never written, or holding
-  // matmul results), the selected elements are found first (before anything is written, as the
-  // reference does) and marked one by one afterwards.
-  std::vector<int64_t> selected;
-  bool mark_selected = false;
-  if (const auto* op = std::get_if<TensorCopyPredicated>(&inst.op)) {
-    const Operand& dst = p.ops[0];
-    mark_selected = (mem[0]->tracks_init() && !all_flags_are(mem[0]->init, dst, 1)) ||
-                    (mem[0]->tracks_matmul() && !all_flags_are(mem[0]->mm_written, dst, 0));
-    if (mark_selected) {
-      const Tile predicate = m_.tile(op->predicate, "predicate");
-      for (int64_t i = 0; i < predicate.size(); ++i)
-        if ((predicate.read(i) != 0.0f) != op->reverse_pred) selected.push_back(i);
-    }
+  return {};
+}
+
+// A predicated copy writes only the selected elements, which alone change state. When the bulk
+// flag update would not be exact for the whole dst (part of it never written, or holding matmul
+// results), the selected elements are found first (before anything is written, as the reference
+// does) into `selected`, to be marked one by one afterwards; returns whether they were.
+bool NativeExecutor::select_predicated(const Plan& p, const Memory& dst, std::vector<int64_t>& selected) {
+  const auto* op = std::get_if<TensorCopyPredicated>(&p.inst->op);
+  if (!op) return false;
+  const bool mark_selected = (dst.tracks_init() && !all_flags_are(dst.init, p.ops[0], 1)) ||
+                             (dst.tracks_matmul() && !all_flags_are(dst.mm_written, p.ops[0], 0));
+  if (mark_selected) {
+    const Tile predicate = m_.tile(op->predicate, "predicate");
+    for (int64_t i = 0; i < predicate.size(); ++i)
+      if ((predicate.read(i) != 0.0f) != op->reverse_pred) selected.push_back(i);
   }
-  const std::string& shape = p.shape;
-  std::vector<float> col[2];  // per-partition operand columns (the matmul body: its accumulate flag)
-  bool by_matmul = false;
-  // A matmul's accumulation is decided per element by the PSUM state. When it is not the same
-  // for the whole dst (or adds to PSUM no matmul wrote, which warns), the K-sum runs natively into
-  // a dense buffer and the reference's own write_matmul_result adds or stores each element.
-  bool per_element = false;
-  if (const auto* op = std::get_if<NcMatmul>(&inst.op)) {
-    const Operand& dst = p.ops[0];
-    if (!mem[0]->tracks_matmul()) return {"its dst is not in PSUM"};
-    const bool written = all_flags_are(mem[0]->mm_written, dst, 1);
-    const bool fresh = all_flags_are(mem[0]->mm_written, dst, 0);
-    bool add = false;
-    if (op->accumulate == Accumulate::on) add = true;
-    else if (op->accumulate == Accumulate::auto_) add = written;
-    per_element = (add && !written) || (op->accumulate == Accumulate::auto_ && !written && !fresh);
-    col[0] = {add && !per_element ? 1.0f : 0.0f};  // the body's run-time accumulate flag (shapes.h)
-    by_matmul = true;
-  }
-  // Per-partition operands (read after the tiles, like the reference executors).
-  std::vector<float> folds(static_cast<size_t>(p.partitions), 0.0f);
-  auto bits_as_floats = [](const std::vector<uint32_t>& bits) {
-    std::vector<float> v(bits.size());
-    std::memcpy(v.data(), bits.data(), bits.size() * 4);
-    return v;
-  };
-  const int64_t P = p.partitions;
-  const std::optional<Activation> activation = activation_of(inst);
+  return mark_selected;
+}
+
+// A matmul's accumulation is decided per element by the PSUM state. When it is not the same for
+// the whole dst (or adds to PSUM no matmul wrote, which warns), `per_element`: the K-sum runs
+// natively into a dense buffer and the reference's own write_matmul_result adds or stores each
+// element. Otherwise `add_flag` is the body's run-time accumulate flag (shapes.h).
+NativeExecutor::Refusal NativeExecutor::matmul_accumulation(const Plan& p, const Memory& dst, std::vector<float>& add_flag,
+                                                            bool& per_element) {
+  const auto& op = std::get<NcMatmul>(p.inst->op);
+  if (!dst.tracks_matmul()) return {"its dst is not in PSUM"};
+  const bool written = all_flags_are(dst.mm_written, p.ops[0], 1);
+  const bool fresh = all_flags_are(dst.mm_written, p.ops[0], 0);
+  bool add = false;
+  if (op.accumulate == Accumulate::on) add = true;
+  else if (op.accumulate == Accumulate::auto_) add = written;
+  per_element = (add && !written) || (op.accumulate == Accumulate::auto_ && !written && !fresh);
+  add_flag = {add && !per_element ? 1.0f : 0.0f};
+  return {};
+}
+
+// The per-partition operand columns of the instruction's body, read after its tiles as the
+// reference executors read them.
+void NativeExecutor::scalar_columns(const Instruction& inst, int64_t P, std::vector<float> (&col)[2]) {
   if (const auto* op = std::get_if<TensorScalar>(&inst.op)) {
     if (is_bitvec_op(op->op0)) {
       col[0] = bits_as_floats(scalar_column_bits(m_, op->operand0, op->op0, P, "operand0"));
@@ -358,10 +363,43 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   } else if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
     col[0] = m_.column(ir::Operand::of(op->bound0), P, "bound0");
     col[1] = m_.column(ir::Operand::of(op->bound1), P, "bound1");
-  } else if (activation) {
+  } else if (const std::optional<Activation> activation = activation_of(inst)) {
     col[0] = m_.column(activation->scale, P, "scale");
     col[1] = activation->bias.is_none() ? std::vector<float>(P, 0.0f) : m_.column(activation->bias, P, "bias");
   }
+}
+
+// The accumulator updates and reduce_res read-outs of the instructions with row folds.
+void NativeExecutor::finish_folds(const Instruction& inst, const std::vector<float>& folds, int64_t P) {
+  if (const std::optional<Activation> activation = activation_of(inst))
+    finish_activation(m_, *activation, folds.data(), P);
+  if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
+  if (const auto* op = std::get_if<SelectReduce>(&inst.op))
+    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
+  if (const auto* op = std::get_if<RangeSelect>(&inst.op))
+    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
+}
+
+NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
+  const Instruction& inst = *p.inst;
+  Memory* mem[4] = {};
+  for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
+  // Reads of never-written bytes: the reference executor names the element (or warns).
+  for (size_t i = 0; i < p.ops.size(); ++i)
+    if (!p.ops[i].written && reads_unwritten(*mem[i], p.ops[i])) return {why::unwritten_read, true};
+  std::array<bool, 3> overlapped{};
+  if (const char* why = overlapped_inputs(p, mem, overlapped)) return {why};
+  if (const Refusal why = check_gather_indices(p); why.reason) return why;
+  std::vector<int64_t> selected;
+  const bool mark_selected = select_predicated(p, *mem[0], selected);
+  std::vector<float> col[2];  // per-partition operand columns (the matmul body: its accumulate flag)
+  const bool by_matmul = std::holds_alternative<NcMatmul>(inst.op);
+  bool per_element = false;
+  if (by_matmul)
+    if (const Refusal why = matmul_accumulation(p, *mem[0], col[0], per_element); why.reason) return why;
+  const int64_t P = p.partitions;
+  std::vector<float> folds(static_cast<size_t>(P), 0.0f);
+  scalar_columns(inst, P, col);
   std::array<uint8_t*, 3> bases{};
   for (size_t i = 0; i < p.ops.size() && i < bases.size(); ++i)
     bases[i] = overlapped[i] ? snapshot(snapshots_[i], p.ops[i], *mem[i])
@@ -369,16 +407,16 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   if (std::holds_alternative<LocalGather>(inst.op)) bases[1] = reinterpret_cast<uint8_t*>(gather_index_.data());
   if (per_element) {
     MatmulShape mm;
-    std::memcpy(&mm, shape.data(), sizeof mm);
+    std::memcpy(&mm, p.shape.data(), sizeof mm);
     sum_into_psum(mm, bases[1], bases[2], *p.ops[0].view, std::get<NcMatmul>(inst.op).accumulate);
   } else {
-    const std::string continued = continued_fold(p.body, shape, p.outer);
+    const std::string continued = continued_fold(p.body, p.shape, p.outer);
     bool first = true;
     for_each_outer(p.outer, [&](const std::vector<int64_t>& offset) {
       std::array<uint8_t*, 3> at = bases;
       for (size_t i = 0; i < at.size() && i < offset.size(); ++i)
         if (at[i]) at[i] += offset[i];
-      dispatch(p.body, first || continued.empty() ? shape : continued, p.scratch_floats, at, {&col[0], &col[1], &folds});
+      dispatch(p.body, first || continued.empty() ? p.shape : continued, p.scratch_floats, at, {&col[0], &col[1], &folds});
       first = false;
     });
   }
@@ -391,12 +429,7 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
     if (mem[i]->tracks_init()) set_flags(mem[i]->init, p.ops[i], 1);
     if (mem[i]->tracks_matmul()) set_flags(mem[i]->mm_written, p.ops[i], by_matmul ? 1 : 0);
   }
-  if (activation) finish_activation(m_, *activation, folds.data(), P);
-  if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
-  if (const auto* op = std::get_if<SelectReduce>(&inst.op))
-    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
-  if (const auto* op = std::get_if<RangeSelect>(&inst.op))
-    finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
+  finish_folds(inst, folds, P);
   return {};
 }
 

@@ -33,6 +33,7 @@ struct MatmulShape;
 namespace knit::sim {
 
 class Machine;
+struct Memory;
 
 class NativeExecutor {
  public:
@@ -71,6 +72,14 @@ class NativeExecutor {
   };
   const char* plan(const ir::Instruction& inst, Plan& out);  // why not natively, or null
   Refusal execute(const Plan& plan);
+  // Pieces of execute(): index checks of the gathers (local_gather's expanded indices into
+  // gather_index_), a predicated copy's selected elements, a matmul's accumulation mode, the
+  // per-partition operand columns, and the accumulator updates after a row fold.
+  Refusal check_gather_indices(const Plan& p);
+  bool select_predicated(const Plan& p, const Memory& dst, std::vector<int64_t>& selected);
+  Refusal matmul_accumulation(const Plan& p, const Memory& dst, std::vector<float>& add_flag, bool& per_element);
+  void scalar_columns(const ir::Instruction& inst, int64_t P, std::vector<float> (&col)[2]);
+  void finish_folds(const ir::Instruction& inst, const std::vector<float>& folds, int64_t P);
   // Tiered compiling (see start): false while the kernel is too small to compile (inst is then
   // counted as interpreted, for the reference executors to run), counting inst's elements as
   // work done.

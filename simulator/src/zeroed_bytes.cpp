@@ -1,0 +1,79 @@
+#include "zeroed_bytes.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <utility>
+
+namespace knit::sim {
+
+namespace {
+
+// Freed blocks by size, at most kPoolBytes in all (the oldest go first).
+constexpr size_t kPoolBytes = size_t{512} << 20;
+struct Pool {
+  std::mutex mutex;
+  std::deque<std::pair<size_t, uint8_t*>> blocks;
+  size_t bytes = 0;
+};
+Pool& pool() {
+  static Pool* p = new Pool;  // never destroyed: blocks may be released during exit
+  return *p;
+}
+
+}  // namespace
+
+void ZeroedBytes::reset(size_t n, bool zero) {
+  release();
+  {
+    Pool& p = pool();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    for (auto it = p.blocks.begin(); it != p.blocks.end(); ++it)
+      if (it->first == n) {
+        data_ = it->second;
+        p.bytes -= n;
+        p.blocks.erase(it);
+        break;
+      }
+  }
+  if (data_ && zero) std::memset(data_, 0, n);
+  else if (!data_) data_ = static_cast<uint8_t*>(zero ? std::calloc(n ? n : 1, 1) : std::malloc(n ? n : 1));
+  if (!data_) throw std::bad_alloc();
+  size_ = n;
+}
+
+void ZeroedBytes::borrow(const uint8_t* data, size_t n) {
+  release();
+  data_ = const_cast<uint8_t*>(data);  // never written: see the declaration
+  size_ = n;
+  borrowed_ = true;
+}
+
+void ZeroedBytes::release() {
+  if (borrowed_) {
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
+  if (!data_) return;
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (size_ >= (size_t{1} << 20) && size_ <= kPoolBytes) {
+    p.blocks.push_back({size_, data_});
+    p.bytes += size_;
+    while (p.bytes > kPoolBytes) {
+      std::free(p.blocks.front().second);
+      p.bytes -= p.blocks.front().first;
+      p.blocks.pop_front();
+    }
+  } else {
+    std::free(data_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace knit::sim
