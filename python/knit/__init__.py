@@ -11,8 +11,8 @@ from ._kernel import Compiled, Kernel, compile, jit, simulate, simulate_kernel  
 from .benchmark import Benchmark, benchmark  # noqa: F401
 from .profile import Profile, profile  # noqa: F401
 from ._version import __version__  # noqa: F401
-from .errors import JitFallbackWarning, KnitError, KnitRuntimeError, NkiValidationError  # noqa: F401
+from .errors import JitFallbackWarning, KnitError, KnitIndexError, KnitRuntimeError, NkiValidationError  # noqa: F401
 
 __all__ = ["jit", "simulate", "simulate_kernel", "compile", "Kernel", "Compiled", "language", "isa", "typing", "cache",
-           "KnitError", "NkiValidationError", "KnitRuntimeError", "profile", "Profile", "benchmark", "Benchmark"]
+           "KnitError", "NkiValidationError", "KnitRuntimeError", "KnitIndexError", "profile", "Profile", "benchmark", "Benchmark"]
 del _core

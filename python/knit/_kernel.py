@@ -99,7 +99,7 @@ class Compiled:
     ``.run(..., schedule=, seed=)`` picks the queue interleaving and ``.reference(...)`` runs the
     IR on the reference interpreter instead."""
 
-    def __init__(self, kernel, core_kernel, trace, param_positions, target, num_outputs, single):
+    def __init__(self, kernel, core_kernel, trace, param_positions, target, num_outputs, single, output_shapes=None):
         self.kernel = kernel
         self.core = core_kernel
         self.target = target
@@ -111,6 +111,9 @@ class Compiled:
         self._reported_fallbacks = set()  # fallback lines already warned about (_warn_fallbacks)
         self._num_outputs = num_outputs  # the kernel's results; device_print outputs follow them
         self._single = single  # the kernel returned one tensor (not a tuple)
+        # Per result, the shape of the reshape of its tensor that the kernel returned (None: the
+        # tensor's own shape).
+        self._output_shapes = output_shapes or [None] * num_outputs
         self._program = None
         self._disk_name = None  # the disk cache entry this is stored under (None: not cached)
         self.from_disk_cache = False  # loaded from the disk cache instead of traced and lowered
@@ -127,7 +130,7 @@ class Compiled:
             self._program = _trace.core_call(self.core.lower)
             _program_cache.store(self._disk_name, self._program, {
                 "positions": self._param_positions, "num_outputs": self._num_outputs, "single": self._single,
-                "prints": self._prints}, self._constants)
+                "prints": self._prints, "output_shapes": self._output_shapes}, self._constants)
         return self._program
 
     @classmethod
@@ -135,7 +138,8 @@ class Compiled:
         """A Compiled rebuilt from a disk cache entry (program, metadata, constants)."""
         program, meta, constants = entry
         trace = types.SimpleNamespace(constants=constants, prints=[tuple(p) for p in meta["prints"]])
-        compiled = cls(kernel, program.kernel, trace, meta["positions"], target, meta["num_outputs"], meta["single"])
+        compiled = cls(kernel, program.kernel, trace, meta["positions"], target, meta["num_outputs"], meta["single"],
+                       meta.get("output_shapes"))
         compiled._program = program
         compiled.from_disk_cache = True
         return compiled
@@ -192,6 +196,50 @@ def default_backend():
     return os.environ.get("KNIT_BACKEND", "jit")
 
 
+def _reshapes_whole_tensor(t):
+    """Whether tensor view `t` reads its whole tensor in row-major order (a reshape of it)."""
+    v = t._view
+    shape = t._info[3]
+    if v.offset != 0 or v.is_indirect or v.dynamic or v.dtype != t._info[2]:
+        return False
+    size = 1
+    for step, num in reversed(v.pattern):
+        if num != 1 and step != size:
+            return False
+        size *= num
+    return size == int(np.prod(shape)) and list(t.shape) != list(shape)
+
+
+def _as_positional(fn, args, kwargs):
+    """The call's arguments with every one that has a position moved there, defaults filled in
+    between, so that a tensor passed by keyword (``kernel(a=x, b=y)``, as NKI's own test harness
+    calls kernels) becomes a kernel parameter like one passed by position. Keyword-only arguments
+    stay keywords."""
+    if not kwargs:
+        return args, kwargs
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return args, kwargs
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{fn.__name__}(): {e}") from None
+    bound.apply_defaults()
+    positional, keywords = [], {}
+    for name, p in sig.parameters.items():
+        value = bound.arguments[name]
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional.append(value)
+        elif p.kind is p.VAR_POSITIONAL:
+            positional.extend(value)
+        elif p.kind is p.KEYWORD_ONLY:
+            keywords[name] = value
+        else:
+            keywords.update(value)
+    return tuple(positional), keywords
+
+
 class Kernel:
     """An NKI kernel (what @knit.jit returns). Calling it runs it on the simulator; calling it while
     another kernel is being traced inlines it (a sub-kernel). ``kernel[lnc]`` selects a launch grid."""
@@ -210,9 +258,11 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         if _trace.active():
             return self.fn(*args, **kwargs)
+        args, kwargs = _as_positional(self.fn, args, kwargs)
         return self.compile(*args, **kwargs)(*args, **kwargs)
 
     def compile(self, *args, target=None, **kwargs):
+        args, kwargs = _as_positional(self.fn, args, kwargs)
         target = target or self.options.get("platform_target") or target_from_env()
         target = _TARGETS.get(str(target).lower(), target)
         key = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
@@ -265,9 +315,11 @@ class Kernel:
                 if pid == 0:
                     results = out
             outputs = self._output_ids(results, loc)
+            shapes = self._returned_shapes(results)
             _trace.core_call(trace.builder.set_outputs, outputs + [tid for _, tid in trace.prints])
             core_kernel = _trace.core_call(trace.builder.finish)
-        return Compiled(self, core_kernel, trace, positions, target, len(outputs), isinstance(results, NkiTensor))
+        return Compiled(self, core_kernel, trace, positions, target, len(outputs), isinstance(results, NkiTensor),
+                        shapes)
 
     @staticmethod
     def _output_ids(results, loc):
@@ -281,7 +333,17 @@ class Kernel:
                              f"{type(results).__name__}", loc)
         return [r._view.tensor for r in items]
 
+    @staticmethod
+    def _returned_shapes(results):
+        """Per result, its shape when it is a reshape of its whole tensor (``return
+        out.reshape(...)``: the caller gets that shape, as from NKI), else None."""
+        if results is None:
+            return []
+        items = [results] if isinstance(results, NkiTensor) else results
+        return [list(r.shape) if _reshapes_whole_tensor(r) else None for r in items]
+
     def _run(self, compiled, args, kwargs, runner=None):
+        args, kwargs = _as_positional(self.fn, args, kwargs)
         hosts, originals, any_torch = self._hosts(compiled, args)
         uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
         if runner is None:
@@ -341,7 +403,8 @@ class Kernel:
         arrays = [np.frombuffer(raw, dtype=ALL[dt].numpy).reshape(shape) for dt, shape, raw in outs]
         for (prefix, _), values in zip(compiled._prints, arrays[compiled._num_outputs:]):
             print(f"{prefix}: {values}")
-        arrays = arrays[:compiled._num_outputs]
+        arrays = [a if shape is None else a.reshape(shape)
+                  for a, shape in zip(arrays[:compiled._num_outputs], compiled._output_shapes)]
         if any_torch is not None:
             arrays = [_to_torch(a, any_torch) for a in arrays]
         if not arrays:

@@ -14,6 +14,15 @@ class KnitRuntimeError(KnitError):
     """Running the kernel failed: out-of-bounds access, read of never-written memory."""
 
 
+class KnitIndexError(KnitRuntimeError, IndexError):
+    """An index read at run time (an indirect DMA's row, a gather's element) is out of range; NKI
+    raises IndexError there, so this is one too."""
+
+
+class KnitZeroDivisionError(KnitRuntimeError, ZeroDivisionError):
+    """A register division by zero (register_alu divide)."""
+
+
 class JitFallbackWarning(UserWarning):
     """Under KNIT_BACKEND=jit-fallback some instructions of a kernel ran on the reference executors
     instead of natively: same results, slower. Raised once per instruction and compiled kernel;
@@ -21,11 +30,20 @@ class JitFallbackWarning(UserWarning):
 
 
 _PUBLIC = {"user": NkiValidationError, "runtime": KnitRuntimeError}
+# Runtime errors whose NKI counterpart is a standard Python exception: also that type.
+_RUNTIME_BY_RULE = {
+    "out-of-bounds": KnitIndexError,
+    "indirect-out-of-bounds": KnitIndexError,
+    "register-divide-by-zero": KnitZeroDivisionError,
+}
 
 
 def public_error(e):
     """The public exception for a _core.KnitError, with its attributes."""
-    cls = _PUBLIC.get(getattr(e, "kind", ""), KnitError)
+    kind = getattr(e, "kind", "")
+    cls = _PUBLIC.get(kind, KnitError)
+    if kind == "runtime":
+        cls = _RUNTIME_BY_RULE.get(getattr(e, "rule", ""), cls)
     out = cls(str(e))
     for attr in ("kind", "rule", "message", "file", "line", "column"):
         setattr(out, attr, getattr(e, attr, None))
