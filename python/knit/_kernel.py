@@ -423,9 +423,10 @@ def jit(fn=None, mode=None, **kwargs):
 
 
 def simulate(kernel):
-    """knit.simulate(kernel)(*args): run on the CPU simulator (a plain function is wrapped)."""
-    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
-    return k.__call__
+    """knit.simulate(kernel)(*args): run on the CPU simulator (a plain function is wrapped). The
+    result is the kernel itself, so ``knit.simulate(kernel)[2](...)`` launches an LNC2 grid as
+    ``knit.simulate(kernel[2])(...)`` does."""
+    return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
 
 
 def simulate_kernel(kernel, *args, **kwargs):

@@ -88,3 +88,16 @@ def test_an_out_of_range_indirect_row_is_an_index_error():
     assert isinstance(info.value, KnitRuntimeError) and isinstance(info.value, KnitIndexError)
     assert info.value.rule == "indirect-out-of-bounds"
     np.testing.assert_array_equal(gather(table, np.array([[3], [9], [0], [1]], np.int32)), table[[3, 9, 0, 1]])
+
+
+def test_simulate_returns_a_kernel_a_grid_can_be_chosen_on():
+    a, b = inputs()
+    np.testing.assert_array_equal(nki.simulate(add_rows)[2](a, b), a + b)
+    np.testing.assert_array_equal(nki.simulate(add_rows[2])(a=a, b=b), a + b)
+
+
+def test_nki_dtype_is_the_dtype_type():
+    def kernel(x: nki.dtype = nl.float32):
+        return x
+
+    assert isinstance(kernel(), nki.dtype)
