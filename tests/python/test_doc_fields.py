@@ -141,6 +141,6 @@ def test_defaults(op):
 def test_semantics_table_has_every_op():
     text = (REPO / "docs/architecture.md").read_text()
     section = text.split("### Instruction semantics", 1)[1]
-    rows = re.findall(r"^\| \d+ \| `(\w+)` \|", section, re.M)
+    rows = re.findall(r"^\| \d+ \| `(\w+)` \|", section, re.MULTILINE)
     assert sorted(set(OPS) - set(rows)) == [], "ops missing from architecture.md's instruction semantics table"
     assert sorted(set(rows) - set(OPS)) == [], "architecture.md's semantics table lists ops that do not exist"
