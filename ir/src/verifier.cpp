@@ -9,7 +9,7 @@ namespace knit::ir {
 
 TargetInfo target_info(Target t) {
   // SBUF per partition: 24/28/32 MiB over 128 partitions; PSUM 2 MiB = 8 banks x 2 KiB per
-  // partition on every generation (nki-api.md §2.11, hw-model.md §1).
+  // partition on every generation (nki.language.tile_size; the NKI architecture guides).
   switch (t) {
     case Target::trn1: return {192 * 1024, 16 * 1024, 2048, 512};
     case Target::trn2: return {224 * 1024, 16 * 1024, 2048, 512};
@@ -161,7 +161,7 @@ namespace {
 
 // The packed MX dtypes (*_x4) mean something only to the MX instructions, which check their own
 // operands. Elsewhere they may only be moved as words: dma_copy to the same dtype, memset to 0
-// (nki-api.md §2.10). One rule for every other instruction, so a new op cannot forget it.
+// (nki.language data types). One rule for every other instruction, so a new op cannot forget it.
 void check_packed_operands(const Checker& c, const Instruction& inst) {
   const Opcode op = inst.opcode();
   if (op == Opcode::quantize_mx || op == Opcode::nc_matmul_mx) return;

@@ -1,5 +1,5 @@
 // Verifier rules: the Scalar Engine activation family and the Vector/GpSimd element-wise and
-// reduction instructions (nki-api.md §3.3, §3.4, §3.8, §4.4, §4.5, §4.8, §4.9).
+// reduction instructions (NKI ISA docs of each instruction; docs/architecture.md).
 //
 // Shared conventions:
 //  - every operand is on-chip (SBUF or PSUM) and element-wise operands match dst on
@@ -60,7 +60,7 @@ void gpsimd_no_psum(Checker& c, std::initializer_list<std::pair<const View*, con
   for (const auto& [v, what] : views) c.not_psum(*v, what, "the GpSimd engine cannot access PSUM");
 }
 
-// The Scalar Engine accumulator options of activation / activation_reduce (nki-api.md §4.8).
+// The Scalar Engine accumulator options of activation / activation_reduce (nki.isa.activation).
 // DESIGN CHOICE: reduce_op is add on every target, and maximum / minimum are also accepted from
 // trn2 (gen3) on, following the docs that restrict only NeuronCore-v2 to add (the newest NKI docs
 // list add alone). load_reduce has no seed operand here, so it is rejected.

@@ -1,4 +1,4 @@
-// Verifier rules: data movement and the Tensor Engine (nki-api.md §3.2, §3.4 copies, §3.6).
+// Verifier rules: data movement and the Tensor Engine (nki.isa.nc_matmul, nc_transpose, tensor_copy, dma_copy).
 #include <cmath>
 
 #include "knit/ir/numerics.h"
@@ -118,7 +118,7 @@ void check(Checker& c, const NcMatmul& op) {
   if (wide(op.stationary.dtype) != wide(op.moving.dtype))
     c.fail("dtype", "if one matmul input is float32/tfloat32 the other must be too (got " +
                         std::string(to_string(op.stationary.dtype)) + " and " + std::string(to_string(op.moving.dtype)) + ")");
-  // OCP fp8 (e4m3fn) is a v4 input and cannot meet the legacy Trainium e4m3 in one matmul (§3.2).
+  // OCP fp8 (e4m3fn) is a v4 input and cannot meet the legacy Trainium e4m3 in one matmul (nki.isa.nc_matmul).
   const bool fn = op.stationary.dtype == DType::float8_e4m3fn || op.moving.dtype == DType::float8_e4m3fn;
   if (fn && nc_version(c.target()) < 4)
     c.fail("target", "float8_e4m3fn inputs need trn3 (gen4), but the kernel targets " +
@@ -210,7 +210,7 @@ void check(Checker& c, const NcStreamShuffle& op) {
     if ((m < 0 || m > 31) && m != 255)
       c.fail("operand", "shuffle_mask entries are source partitions 0..31 or 255 (leave unchanged), got " +
                             std::to_string(m));
-  // Active spans and their start partitions (nki-api.md §3.4).
+  // Active spans and their start partitions (nki.isa.nc_stream_shuffle).
   const int64_t P = c.partitions(op.dst);
   for (const View* v : {&op.dst, &op.src}) {
     const int64_t start = c.start_partition(*v);

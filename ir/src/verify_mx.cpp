@@ -1,4 +1,4 @@
-// Verifier rules: the trn3 MX instructions (nki-api.md §3.2 nc_matmul_mx, §3.4 quantize_mx).
+// Verifier rules: the trn3 MX instructions (nki.isa.nc_matmul_mx, nki.isa.quantize_mx).
 // Layouts (docs/architecture.md, "MX data"): data [P, F] in x4 words, scales [P/8, F] with one
 // e8m0 byte per group of 8 partitions x 4 sub-elements.
 #include "verify_rules.h"

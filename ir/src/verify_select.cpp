@@ -1,5 +1,5 @@
 // Verifier rules: selects, statistics, top-8, affine index generation, cross-partition reduce and
-// the GpSimd gathers (nki-api.md §3.4, §3.5, §4.9). Semantics live in simulator/src/exec_select.cpp.
+// the GpSimd gathers (NKI ISA docs of each instruction). Semantics live in simulator/src/exec_select.cpp.
 #include <cfloat>
 #include <cstdint>
 
@@ -9,7 +9,7 @@ namespace knit::ir {
 
 namespace {
 
-// GpSimd never touches PSUM (nki-api.md §4.1), and compute operands live on-chip, so every
+// GpSimd never touches PSUM (NKI architecture guides), and compute operands live on-chip, so every
 // GpSimd operand must be in SBUF.
 void gpsimd_sbuf(const Checker& c, const View& v, const char* what) {
   c.not_psum(v, what, "the GpSimd engine cannot access PSUM");

@@ -1,5 +1,5 @@
 """The result dtype of a two-input nl.* call, in both API generations (knit.language and the legacy
-facade), when no dtype= is given (nki-api.md §4.5, NKI's type-promotion table):
+facade), when no dtype= is given (the NKI docs' type promotion table):
 
 * (float, int) -> the float; bool joins any type (bool + x -> x).
 * two floats -> the one that holds every value of both, else the first of bfloat16, float16,

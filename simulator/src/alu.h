@@ -1,5 +1,6 @@
 // Scalar semantics of the ALU operators and activation functions, shared by every executor.
-// All arithmetic is fp32 (nki-api.md §3.0); bit-vector ops work on 32-bit integer patterns.
+// All arithmetic is fp32 (as the NKI ISA docs define the engines); bit-vector ops work on 32-bit
+// integer patterns.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +40,9 @@ uint32_t alu_fold_bits(ir::AluOp op, const uint32_t* v, int64_t n);
 // The value `reset` puts in an accumulator: add/subtract 0, multiply 1, maximum -inf, minimum +inf.
 float reduce_identity(ir::AluOp op);
 
-// One engine accumulator register (nki-api.md §4.8) after an instruction whose row reduction is
-// `row`, per reduce_cmd: idle leaves it; reset sets reduce_identity(op); reset_reduce sets row;
-// reduce sets acc op row; load_reduce sets seed op row.
+// One engine accumulator register (reduce_cmd of nki.isa.activation and tensor_scalar_reduce)
+// after an instruction whose row reduction is `row`, per reduce_cmd: idle leaves it; reset sets
+// reduce_identity(op); reset_reduce sets row; reduce sets acc op row; load_reduce sets seed op row.
 void update_accumulator(ir::ReduceCmd cmd, ir::AluOp op, float& acc, float row, float seed = 0.0f);
 
 // The bit pattern memset stores in every element of a `t` tile: the value as an integer

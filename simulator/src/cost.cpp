@@ -1,5 +1,7 @@
-// Per-instruction cost model: hw-model.md §5, one formula per instruction class. Cycles are the
-// engine's own; instruction_cost converts them to ns with the engine's clock.
+// Per-instruction cost model, one formula per instruction class (docs/simulator.md, "Instruction
+// costs"), from the "Estimated instruction cost" sections of the nki.isa API reference (Neuron
+// 2.24-2.26) and the NKI architecture guides. Cycles are the engine's own; instruction_cost
+// converts them to ns with the engine's clock.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -50,8 +52,8 @@ struct Operands {
       if (!v->is_static()) return true;
     return false;
   }
-  // §5.6: an SBUF/PSUM port reading or writing with an innermost stride over 16 bytes runs at
-  // half rate.
+  // An SBUF/PSUM port reading or writing with an innermost stride over 16 bytes runs at half rate
+  // (Trainium/Inferentia2 Architecture Guide for NKI).
   bool strided() const {
     for (const auto& [name, v] : views) {
       if (!is_on_chip(buffer(*v))) continue;
@@ -90,7 +92,7 @@ double matmul_cycles(const Operands& o, const Instruction& inst, const MachineCo
     cost.flops = 2.0 * kdim * m * n * 4;  // MX: contraction over 4x the partitions
   }
   const double mm_ii = std::max<double>(static_cast<double>(n), c.mm_min_cycles) * dt;
-  const double ls_ii = std::max(m / 4.0, 16.0);  // background LoadStationary (§5.2)
+  const double ls_ii = std::max(m / 4.0, 16.0);  // background LoadStationary; floor estimated
   cost.pe_array_ns = static_cast<double>(n) * dt / c.pe_ghz;
   return std::max(mm_ii, ls_ii);
 }
@@ -130,7 +132,7 @@ double vector_cycles(const Operands& o, const Instruction& inst, const MachineCo
 double scalar_cycles(const Operands& o, const MachineConfig& c) {
   const double n = static_cast<double>(o.stream()) / (o.all_16bit() ? c.act_16bit_factor : 1);
   double cycles = std::max<double>(c.min_ii, n);
-  if (o.find("reduce_res")) cycles += 64;  // ActReadAccumulator (§1.5)
+  if (o.find("reduce_res")) cycles += 64;  // ActReadAccumulator (Trainium/Inferentia2 arch guide)
   return cycles;
 }
 
@@ -181,7 +183,8 @@ void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c
   const double chunk = static_cast<double>(std::min(run, std::max<int64_t>(1, bytes / partitions)));
   const double peak = std::min(c.dma_engines * c.dma_engine_bytes_per_ns, c.hbm_bytes_per_ns) * c.dma_efficiency;
   double bandwidth = peak * chunk / (chunk + c.dma_half_chunk_bytes);
-  if (cost_rule(inst.opcode()) == CostRule::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;  // §5.7
+  // DMA transposes: 0.5 of the bandwidth from the Trainium2 arch guide; trn1's 0.25 estimated.
+  if (cost_rule(inst.opcode()) == CostRule::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;
   cost.dma_bytes = bytes;
   for (const auto& [name, v] : o.views) {
     if (is_on_chip(o.buffer(*v))) continue;
@@ -220,7 +223,7 @@ InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue
       cycles = scalar_cycles(o, c);
       if (const std::optional<ActFunc> f = activation_function(inst))
         if (const std::optional<ActFunc> set = act_table_set(*f)) cost.act_table = static_cast<int>(*set);
-      pipe = 140;  // with min_ii + overhead: the 264-cycle dependent-instruction II of §5.6
+      pipe = 140;  // with min_ii + overhead: the 264-cycle dependent II (NKI perf guide)
       break;
     case Queue::dve:
       ghz = c.dve_ghz;
@@ -234,8 +237,8 @@ InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue
       break;
   }
   if (queue != Queue::pe) {
-    if (o.strided()) cycles *= 2;  // the datapath term only (§5.1), not the setup overhead
-    if (o.any_dynamic()) cycles = std::max(cycles, 600.0);  // §1.9 dynamic-address MIN_II
+    if (o.strided()) cycles *= 2;  // the datapath term only, not the setup overhead
+    if (o.any_dynamic()) cycles = std::max(cycles, 600.0);  // dynamic-address MIN_II (nki.isa cost sections)
     cycles += c.overhead_cycles;
   }
   cost.busy_ns = cycles / ghz;

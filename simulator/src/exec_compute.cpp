@@ -68,7 +68,7 @@ bool is_int32_type(DType t) { return t == DType::int32 || t == DType::uint32; }
 // GpSimd computes int32/uint32 add/subtract/multiply/maximum/minimum natively and exactly. The
 // path is taken when dst and both inputs are 32-bit integers, the op is one of those five, and
 // the instruction can run on GpSimd: engine unknown or gpsimd, and no operand in PSUM (otherwise
-// it falls back to the Vector Engine's fp32 math, nki-api.md §3.4).
+// it falls back to the Vector Engine's fp32 math; nki.isa.tensor_tensor).
 bool exact_int_path(ExecState& m, const TensorTensor& op) {
   if (!is_int32_type(op.dst.dtype) || !is_int32_type(op.data1.dtype) || !is_int32_type(op.data2.dtype)) return false;
   if (op.op != AluOp::add && op.op != AluOp::subtract && op.op != AluOp::multiply && op.op != AluOp::maximum &&
@@ -117,7 +117,7 @@ bool activation_folds(const Activation& op) {
 void finish_activation(ExecState& m, const Activation& op, const float* folds, int64_t P) {
   if (op.reduce_cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
   for (int64_t p = 0; p < P; ++p) {
-    if (op.reduce_cmd == ReduceCmd::reset) m.scalar_acc[p] = 0.0f;  // ScalarE reset zeroes (nki-api §3.3)
+    if (op.reduce_cmd == ReduceCmd::reset) m.scalar_acc[p] = 0.0f;  // ScalarE reset zeroes (nki.isa.activation)
     else update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds[p]);
   }
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.scalar_acc, P);

@@ -1,7 +1,8 @@
 // Semantics: selects (select_reduce, range_select, affine_select), statistics (bn_stats, bn_aggr),
 // top-8 (max8, nc_find_index8), iota, tensor_partition_reduce and the GpSimd gathers
-// (local_gather, nc_n_gather). nki-api.md §3.4, §3.5, §4.8. Every executor reads all of its inputs
-// before writing any output. Choices where the spec is silent are marked "Knit:".
+// (local_gather, nc_n_gather), as the NKI ISA docs define each (nki.isa.select_reduce, ...).
+// Every executor reads all of its inputs before writing any output. Choices where the spec is
+// silent are marked "Knit:".
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +18,7 @@ using namespace knit::ir;
 
 namespace {
 
-// ---- VectorE accumulator registers (nki-api.md §4.8) ----------------------------------------
+// ---- VectorE accumulator registers (reduce_cmd) ---------------------------------------------
 // One fp32 per partition lane (indexed by the operand's partition, 0 .. P-1 within the view),
 // shared by select_reduce, range_select and the other VectorE reducers. row(p) is reduce_op
 // folded left over partition p's values in free order, starting from the first value (as in

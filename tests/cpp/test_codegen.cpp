@@ -209,7 +209,7 @@ TEST_CASE("assign_engines follows the engine rules and round-robins DMAs", "[cod
   CHECK(lowered.regions == p.program.regions);
 }
 
-// nki-api.md §3.2: nc_transpose with engine=unknown picks the engine by buffers, and the verifier
+// nki.isa.nc_transpose: nc_transpose with engine=unknown picks the engine by buffers, and the verifier
 // (ir/src/verify_data.cpp, check(NcTranspose)) resolves SBUF -> SBUF to the Vector Engine
 // (<= [32, 32]); only SBUF -> PSUM is a Tensor Engine transpose. The Tensor Engine cannot write SBUF.
 TEST_CASE("assign_engines puts an SBUF to SBUF nc_transpose on the Vector Engine", "[codegen]") {

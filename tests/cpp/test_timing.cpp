@@ -3,7 +3,7 @@
 // (simulate_timing, simulator/src/timing.cpp), fed from IR text written here.
 //
 // Every expectation is worked out by hand from the cost formulas of
-// ../shared/reference/hw-model.md §5 (matmul `max(N, 64) * dt` PE cycles, VectorE / ScalarE
+// docs/simulator.md, "Instruction costs" (matmul `max(N, 64) * dt` PE cycles, VectorE / ScalarE
 // `max(64, N) + OVH`, GpSimd `150 + N + OVH`, the 16-byte stride rule, DMA `fixed + bytes / bw`)
 // and the replay rules of timing.h (queues in order, a wait is satisfied `sync_ns` after the
 // producer's result is visible, DMA data phases share the core's bandwidth, barriers drain every
@@ -228,7 +228,7 @@ TEST_CASE("VectorE tensor_tensor: max(64, 2N) + OVH, N when one input is in PSUM
     CHECK(c.min_ii == 64);
     CHECK(c.overhead_cycles == 60);
   }
-  // All-bf16 contiguous SBUF: one cycle per element; NC-v3+ perf mode halves it (§5.3).
+  // All-bf16 contiguous SBUF: one cycle per element; NC-v3+ perf mode halves it.
   const int n = 512;
   const std::string tt =
       "tensor_tensor dst=" + full(1, n) + " data1=" + full(0, n) + " data2=" + full(1, n) + " op=add";
@@ -255,7 +255,7 @@ TEST_CASE("VectorE tensor_scalar and ScalarE activation: max(64, N) + OVH at the
       InstrCost a = cost_of(target, tile_decls("float32", n), act, Queue::act);
       CHECK(a.busy_ns == Approx(cycles / c.act_ghz));
       CHECK(a.act_table == -1);  // relu is in every function set
-      // exp needs a function table; the scale/bias fields do not change the cost (§1.5).
+      // exp needs a function table; the scale/bias fields do not change the cost.
       const std::string exp = "activation dst=" + full(1, n) + " data=" + full(0, n) + " op=exp scale=0.5";
       InstrCost e = cost_of(target, tile_decls("float32", n), exp, Queue::act);
       CHECK(e.busy_ns == Approx(cycles / c.act_ghz));
@@ -338,7 +338,7 @@ TEST_CASE("an innermost SBUF stride over 16 bytes runs at half rate", "[timing]"
   CHECK(act8 > 1.5 * act1);
 }
 
-// hw-model.md §5.1: II = max(MIN_II, N) * stride_factor, and §5.6 adds the ~60-cycle access
+// II = max(MIN_II, N) * stride_factor (docs/simulator.md), plus the ~60-cycle access
 // setup OVH per instruction: the stride factor doubles the datapath term, not the overhead.
 TEST_CASE("the stride factor doubles the datapath cycles, not the per-instruction overhead (hw-model §5.1)",
           "[timing]") {
@@ -467,7 +467,7 @@ TEST_CASE("a RAW across queues waits for the producer's result plus the semaphor
     const Timed t = time_kernel(parse_kernel(ir::Target::trn2, kTiles, kRelu01 + kAdd12));
     const MachineConfig& c = *t.config;
     const InstrCost act = t.cost(0), dve = t.cost(1);
-    // The producer's result is visible busy + PIPE (140 ScalarE cycles, §5.6) after it starts.
+    // The producer's result is visible busy + PIPE (140 ScalarE cycles) after it starts.
     CHECK(act.latency_ns == Approx(140 / c.act_ghz));
     const double start = act.busy_ns + act.latency_ns + c.sync_ns;
     const TimedInstruction& x = t.once(1);
@@ -607,7 +607,7 @@ TEST_CASE("ScalarE loads a function table when the function set changes", "[timi
   CHECK(u.report.busy_ns[q(Queue::act)] == Approx(3 * b + 3 * c.act_table_ns));
 }
 
-// hw-model.md §1.5: functions come in "activation function sets", e.g. natural_log_exp_and_others;
+// ScalarE functions come in "activation function sets", e.g. natural_log_exp_and_others;
 // cost.cpp's act_table() groups exp and log: exp followed by log loads one table, not two.
 TEST_CASE("exp and log share one function table (natural_log_exp_and_others)", "[timing]") {
   const MachineConfig& c = sim::machine_config(ir::Target::trn2);

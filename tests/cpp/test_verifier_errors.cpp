@@ -2,7 +2,7 @@
 // Engine rules (ir/src/verify_data.cpp), each triggered from a C++ DSL kernel traced with
 // knit::trace. The statement that breaks the rule records its own line with __LINE__, and the
 // test checks the rule id, that the diagnostic names this file and that line, and that the
-// message names the limit that was broken (nki-api.md §3.2, §3.6, §4.1, §4.9).
+// message names the limit that was broken (the NKI ISA docs of each instruction).
 #include <catch2/catch.hpp>
 
 #include <initializer_list>
@@ -91,7 +91,7 @@ TEST_CASE("tensor declarations: partition dim limit", "[core][verifier]") {
 TEST_CASE("tensor declarations: SBUF capacity per target", "[core][verifier]") {
   struct Case {
     Target target;
-    int64_t bytes;  // per partition: 192 / 224 / 256 KiB (nki-api.md §2.11)
+    int64_t bytes;  // per partition: 192 / 224 / 256 KiB (docs/architecture.md)
   };
   for (const Case c : {Case{Target::trn1, 192 * 1024}, Case{Target::trn2, 224 * 1024}, Case{Target::trn3, 256 * 1024}}) {
     INFO("target " << ir::to_string(c.target));

@@ -1,4 +1,4 @@
-// View algebra (ir/view.h) against NKI's rules (nki-api.md §2.3, §4.2, §4.3, §4.9 item 8).
+// View algebra (ir/view.h) against NKI's rules (the NKI Access Patterns guide; docs/architecture.md, Views).
 //
 // Every view is checked twice: its access pattern (offset + [[step, num], ...]) and the flat
 // storage indices it addresses, which the tests compute by hand with plain loops over the

@@ -34,7 +34,7 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 TARGETS = ["trn1", "trn2", "trn3"]
 # SBUF bytes per partition (24 / 28 / 32 MiB over 128 partitions) and PSUM (8 banks x 2 KiB),
-# nki-api.md §2.11.
+# docs/architecture.md, "Memory model".
 SBUF_BYTES = {"trn1": 192 * 1024, "trn2": 224 * 1024, "trn3": 256 * 1024}
 PSUM_BYTES = 16 * 1024
 PSUM_BANK = 2048

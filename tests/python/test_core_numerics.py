@@ -42,7 +42,7 @@ DTYPES = list(FORMATS)
 
 
 def _copy_kernel(src_dtype, dst_dtype, n):
-    # A 1-D HBM -> HBM dma_copy; differing dtypes convert through fp32 (nki-api.md §3.6).
+    # A 1-D HBM -> HBM dma_copy; differing dtypes convert through fp32 (nki.isa.dma_copy).
     return (
         'kernel "convert" target=trn2 {\n'
         f'  param %0 "x" hbm {src_dtype}[{n}]\n'

@@ -1,12 +1,11 @@
 """docs/ir.md's table "Fields and defaults of every instruction" against the op table.
 
-The instruction list and each op's fields, in print order, come from KNIT_OPS and the `fields()`
-methods in ir/include/knit/ir/ops.h and ops_control.h (knit._core does not list them). Each
-default the table gives is checked with the IR text printer itself: an instruction parsed with
-`field=<default>` must print without that field, because the printer leaves out exactly the
-fields equal to their defaults. A field the table lists without a default must print when given
-a view (or a register, for fields marked "(register)") and must not take `none` as its default,
-so it is a required operand.
+The instruction list, each op's fields in print order and their defaults come from
+`knit._core.op_table()` (KNIT_OPS and each op struct's `fields()`). A default the table gives
+must equal the op table's. The op table says None both for a required operand and for an
+optional one that defaults to absent, so those fields are told apart with the IR text printer:
+a required field must print when given a view (or a register, for fields marked "(register)")
+and must not take `none`; a field documented `=none` must parse `none` and print without it.
 
 docs/architecture.md's instruction semantics table must have one row per op too."""
 import re
@@ -17,23 +16,9 @@ import pytest
 from knit import _core
 
 REPO = Path(__file__).resolve().parents[2]
-OPS_HEADERS = [REPO / "ir/include/knit/ir/ops.h", REPO / "ir/include/knit/ir/ops_control.h"]
 
-
-def op_table():
-    """{op text name: [field, ...]} in KNIT_OPS order, read from the headers."""
-    source = "\n".join(h.read_text() for h in OPS_HEADERS)
-    fields_of = {}
-    for m in re.finditer(r"struct (\w+) \{(.*?)\n\};", source, re.S):
-        body = re.search(r"void fields\(F&& f\) \{(.*?)\}", m.group(2), re.S)
-        fields_of[m.group(1)] = re.findall(r'f\("(\w+)"', body.group(1)) if body else []
-    table = re.search(r"#define KNIT_OPS\(X\)(.*?)\n\n", source, re.S).group(1)
-    ops = {}
-    for struct, name in re.findall(r"X\((\w+), (\w+)\)", table):
-        assert struct in fields_of, f"KNIT_OPS names struct {struct}, which the headers do not define"
-        ops[name.rstrip("_")] = fields_of[struct]
-    assert len(ops) > 40, "reading KNIT_OPS from ops.h failed; update op_table() for its new form"
-    return ops
+# {op text name: [(field, default), ...]} in KNIT_OPS order.
+OPS = {row["name"]: row["fields"] for row in _core.op_table()}
 
 
 def split_fields(cell):
@@ -76,7 +61,6 @@ def doc_table():
     return rows
 
 
-OPS = op_table()
 DOC = doc_table()
 
 
@@ -88,7 +72,29 @@ def test_every_op_has_a_row():
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_fields_in_print_order(op):
     documented = [f for f, _, _ in DOC.get(op, [])]
-    assert documented == OPS[op], f"docs/ir.md, {op}: fields {documented}, but ops.h prints {OPS[op]}"
+    actual = [f for f, _ in OPS[op]]
+    assert documented == actual, f"docs/ir.md, {op}: fields {documented}, but the op table has {actual}"
+
+
+def doc_value(text):
+    """A default as docs/ir.md writes it, as op_table() gives it: `false` -> False, `[]` -> [],
+    `1` -> 1.0 (compared as a number), `none` -> None, enum names stay strings."""
+    if text in ("true", "false"):
+        return text == "true"
+    if text == "none":
+        return None
+    if text == "[]":
+        return []
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def same_default(documented, actual):
+    if isinstance(documented, float) and not isinstance(actual, bool) and isinstance(actual, (int, float)):
+        return documented == float(actual)
+    return documented == actual
 
 
 def printed(op, field, value, must_parse=True):
@@ -107,22 +113,34 @@ def printed(op, field, value, must_parse=True):
 
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_defaults(op):
+    actual = dict(OPS[op])
     for field, default, kind in DOC.get(op, []):
-        if default is not None:
-            line = printed(op, field, default)
-            assert f"{field}=" not in line, f"docs/ir.md, {op}.{field}: the default is not {default} (prints `{line}`)"
+        if field not in actual:
+            continue  # test_fields_in_print_order reports it
+        if default == "none" and actual[field] == "none":
+            continue  # an enum whose value is named none (nc_matmul's perf_mode)
+        if default is not None and default != "none":
+            assert same_default(doc_value(default), actual[field]), (
+                f"docs/ir.md, {op}.{field}: documented default {default}, the op table's is {actual[field]!r}")
+            continue
+        assert actual[field] is None, (
+            f"docs/ir.md, {op}.{field}: the op table's default is {actual[field]!r}; the table should give it")
+        # None in the op table: a required operand or an optional one that defaults to absent.
+        line = printed(op, field, "none", must_parse=False)
+        if default == "none":
+            assert line is not None and f"{field}=" not in line, (
+                f"docs/ir.md, {op}.{field}: documented =none, but `none` is not its default ({line})")
         else:
             value = "r0" if kind == "register" else "%0@0[[4,4],[1,4]]"
-            line = printed(op, field, value)
-            assert f"{field}={value}" in line, f"docs/ir.md, {op}.{field}: has a default; the table should give it"
-            # An optional operand (std::optional<View>, Operand) takes `none` and omits it.
-            line = printed(op, field, "none", must_parse=False)
-            assert line is None or f"{field}=" in line, f"docs/ir.md, {op}.{field}: its default is none; the table should say {field}=none"
+            line_given = printed(op, field, value)
+            assert f"{field}={value}" in line_given, f"docs/ir.md, {op}.{field}: does not print when given"
+            assert line is None or f"{field}=" in line, (
+                f"docs/ir.md, {op}.{field}: its default is none; the table should say {field}=none")
 
 
 def test_semantics_table_has_every_op():
     text = (REPO / "docs/architecture.md").read_text()
     section = text.split("### Instruction semantics", 1)[1]
-    rows = re.findall(r"^\| \d+ \| `(\w+)` \|", section, re.M)
+    rows = re.findall(r"^\| \d+ \| `(\w+)` \|", section, re.MULTILINE)
     assert sorted(set(OPS) - set(rows)) == [], "ops missing from architecture.md's instruction semantics table"
     assert sorted(set(rows) - set(OPS)) == [], "architecture.md's semantics table lists ops that do not exist"

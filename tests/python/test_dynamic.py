@@ -1,5 +1,5 @@
 """Registers, device loops and branches, register-offset views, indirect DMA and dma_compute
-(NKI §3.6-3.7, §2.7), checked against NumPy / plain Python."""
+(docs/language.md, "Device loops" and "Runtime offsets"), checked against NumPy / plain Python."""
 import pathlib
 import re
 

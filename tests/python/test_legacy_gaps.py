@@ -65,7 +65,7 @@ def test_nc_matmul_mask_accumulates_only_the_masked_box():
 
 
 def test_operand_masking_of_matmul():
-    # nki-api.md §2.8: nl.matmul(x[i_lhs_f <= 64], y[i_rhs_f <= 256], ...); a partition bound on an
+    # NKI's nl.matmul docs (G1): nl.matmul(x[i_lhs_f <= 64], y[i_rhs_f <= 256], ...); a partition bound on an
     # operand cuts the contraction.
     @nki.jit
     def kernel(x, y):

@@ -1,5 +1,5 @@
 """LNC2: a kernel launched on a grid of 2 runs as two cores that synchronize with
-nisa.core_barrier and exchange SBUF tiles with nisa.sendrecv (nki-api.md §3.7)."""
+nisa.core_barrier and exchange SBUF tiles with nisa.sendrecv (nki.isa.core_barrier, nki.isa.sendrecv)."""
 import numpy as np
 import pytest
 

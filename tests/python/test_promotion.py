@@ -1,6 +1,7 @@
 """One dtype-promotion rule (knit/_promotion.py) for both API generations: the result dtype of a
 two-input call without dtype= is the same in knit.language and the legacy facade for every pair
-of Knit dtypes (and tile-scalar pair), and matches NKI's promotion table (nki-api.md §4.5)."""
+of Knit dtypes (and tile-scalar pair), and matches NKI's promotion table (the NKI docs' type
+promotion table)."""
 import knit
 import knit.language as nl
 import knit.legacy as legacy
@@ -85,7 +86,7 @@ def test_packed_types_take_no_part(packed):
     knit.compile(g1, np.ones((2, 4), np.float32))
 
 
-# NKI's table (nki-api.md §4.5), then Knit's choices where it is silent (the module docstring).
+# NKI's type promotion table, then Knit's choices where it is silent (the module docstring).
 DOCUMENTED = [
     ("float32", "tfloat32", "float32"), ("float32", "bfloat16", "float32"), ("float16", "bfloat16", "float32"),
     ("float8_e4m3", "float16", "float16"), ("float8_e4m3", "bfloat16", "bfloat16"),

@@ -3,9 +3,9 @@ nki.benchmark facade (docs in python/knit/profile.py and python/knit/benchmark.p
 
 Every expectation comes from outside the timing code: the reference interpreter's output bytes,
 NumPy, counts and byte totals worked out by hand from the example kernels' loop structure, and
-the hardware facts of ../shared/reference/hw-model.md (engine clocks §1.2, the matmul cost
-``max(N, 64) * (4 if fp32 else 1)`` PE cycles §5.2, the published ordering of the four matmul
-optimization stages §3.1). The C++ side (tests/cpp/test_timing.cpp) checks the cost formulas and
+published hardware facts (engine clocks from the NKI architecture guides, the matmul cost
+``max(N, 64) * (4 if fp32 else 1)`` PE cycles from nki.isa.nc_matmul's cost section, the ordering
+of the four matmul optimization stages in the NKI matrix multiplication tutorial's table). The C++ side (tests/cpp/test_timing.cpp) checks the cost formulas and
 the event replay on hand-built programs.
 
 """
@@ -39,7 +39,7 @@ TARGETS = ["trn1", "trn2", "trn3"]
 COMPUTE_QUEUES = ["pe", "act", "dve", "pool"]
 DMA_QUEUES = ["dma0", "dma1", "dma2", "dma3"]
 QUEUES = COMPUTE_QUEUES + DMA_QUEUES
-PE_GHZ = {"trn1": 2.8, "trn2": 2.4, "trn3": 2.4}  # TensorE clocks, hw-model.md §1.2
+PE_GHZ = {"trn1": 2.8, "trn2": 2.4, "trn3": 2.4}  # TensorE clocks, NKI architecture guides
 ENGINE_LABELS = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd"}
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)  # what nki.benchmark reports
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -256,7 +256,7 @@ def test_matmul_pe_busy_is_512_cycles_per_bf16_tile(target):
     assert prof.instructions["pe"] == matmuls(K, M, N) == 16
     assert prof.engines["pe"].busy_ns == pytest.approx(16 * 512 / PE_GHZ[target], rel=1e-9)
     # FLOPs are the model's 2*K*M*N; each 128x128x512 bf16 matmul runs at the array's peak, so
-    # MFU equals HFU equals the PE utilization (peak = 128*128*2 FLOP per PE cycle, §1.3).
+    # MFU equals HFU equals the PE utilization (peak = 128*128*2 FLOP per PE cycle).
     assert prof.flops == 2 * K * M * N
     peak_flop_per_ns = 128 * 128 * 2 * PE_GHZ[target]
     assert prof.mfu == pytest.approx(prof.flops / (peak_flop_per_ns * prof.total_ns), rel=1e-3)
@@ -535,7 +535,7 @@ def test_lnc2_cores_without_cross_core_sync_run_side_by_side():
     np.testing.assert_array_equal(prof.outputs, 2 * LNC_INPUT)
     one = knit.profile(scale_halves, LNC_INPUT, target="trn2")  # no grid: instance 0 alone, the same 128 rows
     assert {e["pid"] for e in prof.trace_events() if e["ph"] == "X"} == {0, 1}
-    assert one.total_ns < prof.total_ns <= one.total_ns + 100  # + the `program` barrier's semaphore (§5.6)
+    assert one.total_ns < prof.total_ns <= one.total_ns + 100  # + the `program` barrier's semaphore
 
 
 # A core_barrier is a rendezvous: no core passes it before every listed core has reached it.
@@ -593,7 +593,7 @@ def test_matmul_stages_do_the_same_matmuls_and_move_the_bytes_worked_out_by_hand
 
 
 def test_matmul_stages_are_ordered_like_the_published_trn1_results():
-    """hw-model.md §3.1: tiled 51.80 ms > hoisted 42.96 > blocked M,N 22.07 > blocked M,N,K 6.97."""
+    """The NKI matmul tutorial's trn1 table: tiled 51.80 ms > hoisted 42.96 > blocked M,N 22.07 > blocked M,N,K 6.97."""
     lat = {name: prof.latency_us for name, prof in stage_profiles().items()}
     assert lat["tiled"] > lat["hoisted"] > lat["blocked_mn"], lat
     assert lat["blocked_mnk"] < lat["hoisted"], lat

@@ -1,4 +1,4 @@
-"""Property tests of NkiTensor views (nki-api.md §2.3) against NumPy, with hypothesis.
+"""Property tests of NkiTensor views (the NKI Access Patterns guide) against NumPy, with hypothesis.
 
 A kernel receives an HBM array, applies a random chain of view operations to its input tensor
 (subscripts with ints, slices with steps and negative bounds, ``...`` and ``nl.ds``;

@@ -342,7 +342,7 @@ def test_bitwise_and_shifts():
     np.testing.assert_array_equal(run(lambda x: nl.right_shift(x, 5), a), (a.view(np.uint32) >> 5).view(np.int32))
     np.testing.assert_array_equal(run(nl.invert, a), ~a)
     u = ints(8, 16, dtype=np.uint8, lo=0, hi=255)
-    r = run(lambda x: x & 0x0F, u)  # weak int -> int32 (nki-api.md §4.5)
+    r = run(lambda x: x & 0x0F, u)  # weak int -> int32 (NKI's type promotion table)
     assert r.dtype == np.int32
     np.testing.assert_array_equal(r, (u & 0x0F).astype(np.int32))
 

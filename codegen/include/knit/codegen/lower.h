@@ -35,7 +35,7 @@ ir::Kernel legalize(ir::Kernel kernel, ir::Target target);
 
 // engines: the queue of every body instruction (barriers get Queue::pe, unused). Explicit
 // engine= choices are kept (the verifier has rejected illegal ones); engine=unknown follows the
-// rules of nki-api.md §3: matmul / transpose -> TensorE; activation -> ScalarE; iota,
+// engines of the nki.isa docs: matmul / transpose -> TensorE; activation -> ScalarE; iota,
 // affine_select, gathers, partition reductions, power -> GpSimd; other compute -> VectorE (GpSimd
 // cannot touch PSUM); DMA instructions round-robin over the DMA queues.
 std::vector<Queue> assign_engines(const ir::Kernel& kernel);

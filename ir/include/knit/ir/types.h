@@ -11,7 +11,7 @@
 namespace knit::ir {
 
 // ---- element types ---------------------------------------------------------------------------
-// Packed: a 32-bit word holding four MX sub-elements (the *_x4 dtypes, nki-api.md §2.10). Only the
+// Packed: a 32-bit word holding four MX sub-elements (the *_x4 dtypes of nki.language). Only the
 // MX instructions read its sub-elements; as a whole word it behaves like uint32 (numerics.h).
 enum class DTypeKind : uint8_t { Bool, SignedInt, UnsignedInt, Float, Packed };
 
@@ -81,7 +81,7 @@ enum class Target : uint8_t {
 };
 int nc_version(Target t);
 
-// ---- ALU operators (nki-api.md §3.8) -----------------------------------------------------------
+// ---- ALU operators (NKI ISA docs, supported math operators) -------------------------------------
 // Class says how operands are treated: Bitvec ops work on integer bit patterns with no casts;
 // Arith ops compute in fp32; Unary ops ignore their second operand. `bypass` is the "no op"
 // placeholder used for optional op slots (op1=None, reduce_op=None). `average` exists only as a
@@ -133,7 +133,7 @@ enum class AluOp : uint8_t {
 AluClass alu_class(AluOp op);
 bool alu_is_reduction(AluOp op);
 
-// ---- activation functions (nki-api.md §3.3) ---------------------------------------------------
+// ---- activation functions (nki.isa.activation) --------------------------------------------------
 // name, the ScalarE table set it loads (functions of one set share a table; `none`: plain
 // arithmetic, no table; the sets are Knit's estimate: exp with log, the gelu family, every other
 // function a set of its own), and whether nl.* has an ALU operator of the same name (`alu`: one

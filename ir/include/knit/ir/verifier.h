@@ -1,4 +1,4 @@
-// The verifier: every rule of nki-api.md §3 and §4.9 that can be checked without running the
+// The verifier: every rule of the nki.isa docs that can be checked without running the
 // kernel. A broken rule is a user error naming the rule, the limit and the kernel source line.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 namespace knit::ir {
 
-// Per-target memory facts the rules need (bytes per partition; hw-model.md §1).
+// Per-target memory facts the rules need (bytes per partition; the NKI architecture guides).
 struct TargetInfo {
   int64_t sbuf_partition_bytes;
   int64_t psum_partition_bytes;

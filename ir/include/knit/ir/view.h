@@ -1,7 +1,7 @@
 // View algebra: every way a kernel can look at a tensor (indexing, slicing, permuting, reshaping,
 // broadcasting, reinterpreting, raw access patterns) produces a View (an access pattern, see
-// ir.h). The rules are NKI's (nki-api.md §2.3, §4.3); both front ends call these functions, so
-// the rules live here once. Violations are user errors at `loc`.
+// ir.h). The rules are NKI's (the NKI Access Patterns guide, NkiTensor in nki.language); both
+// front ends call these functions, so the rules live here once. Violations are user errors at `loc`.
 #pragma once
 
 #include <optional>

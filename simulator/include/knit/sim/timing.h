@@ -4,7 +4,7 @@
 // record_execution, or timing_only for shape placeholders). Timing replays it event by event:
 // each queue runs in order; an instruction starts when its queue is free and every semaphore it
 // waits for has been raised (producer finished + sync latency); it keeps its engine busy for its
-// cost (cost.cpp, hw-model.md §5) and its result is visible after the engine's pipeline latency.
+// cost (cost.cpp, docs/simulator.md) and its result is visible after the engine's pipeline latency.
 // DMA transfers pay a fixed cost, then share the core's DMA bandwidth in issue order. A barrier
 // waits for every queue to drain. Grid instances of an LNC2 kernel are separate cores.
 #pragma once
