@@ -60,7 +60,14 @@ void Builder::append(ir::Instruction inst) {
   kernel_.body.push_back(std::move(inst));
 }
 
-void Builder::set_outputs(std::vector<int> tensor_ids) { kernel_.outputs = std::move(tensor_ids); }
+void Builder::set_outputs(std::vector<int> tensor_ids, bool share_private_hbm) {
+  kernel_.outputs = std::move(tensor_ids);
+  if (!share_private_hbm) return;
+  for (int id : kernel_.outputs) {
+    ir::TensorDecl& t = kernel_.tensors.at(static_cast<size_t>(id));
+    if (t.buffer == ir::Buffer::hbm && !t.is_param) t.buffer = ir::Buffer::shared_hbm;
+  }
+}
 
 ir::Kernel Builder::finish() {
   ir::verify(kernel_);

@@ -219,7 +219,8 @@ void verify(const Kernel& k) {
       user_error(k.tensor(id).loc, "kernel-param", "kernel parameter '" + k.tensor(id).name + "' must be an HBM tensor");
   for (int id : k.outputs) {
     const TensorDecl& t = k.tensor(id);
-    if (t.buffer != Buffer::shared_hbm)
+    // A kernel may return a parameter it wrote; any other output is created in shared_hbm.
+    if (t.buffer != Buffer::shared_hbm && !t.is_param)
       user_error(t.loc, "kernel-output", "kernel output '" + t.name + "' is in " + std::string(to_string(t.buffer)) +
                                             "; outputs must be created with buffer=shared_hbm");
   }

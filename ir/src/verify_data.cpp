@@ -198,10 +198,12 @@ void check(Checker& c, const Memset& op) {
   }
 }
 
+// src and dst may span different partition counts (a 1 -> 32 partition broadcast): the active span
+// is the larger, and each mask entry must name a partition src has (nki.isa.nc_stream_shuffle).
 void check(Checker& c, const NcStreamShuffle& op) {
   c.on_chip(op.dst, "dst");
   c.on_chip(op.src, "src");
-  c.same_tile(op.dst, "dst", op.src, "src");
+  c.same_free_size(op.dst, "dst", op.src, "src");
   c.same_dtype(op.dst, "dst", op.src, "src");
   if (op.shuffle_mask.size() != 32)
     c.fail("operand-shape", "shuffle_mask needs 32 entries (one per partition of a quadrant), got " +
@@ -210,16 +212,24 @@ void check(Checker& c, const NcStreamShuffle& op) {
     if ((m < 0 || m > 31) && m != 255)
       c.fail("operand", "shuffle_mask entries are source partitions 0..31 or 255 (leave unchanged), got " +
                             std::to_string(m));
-  // Active spans and their start partitions (nki.isa.nc_stream_shuffle).
-  const int64_t P = c.partitions(op.dst);
+  const int64_t dst_p = c.partitions(op.dst), src_p = c.partitions(op.src);
+  for (int64_t p = 0; p < dst_p; ++p) {
+    const int64_t from = op.shuffle_mask[static_cast<size_t>(p % 32)];
+    if (from != 255 && p - p % 32 + from >= src_p)
+      c.fail("operand", "shuffle_mask[" + std::to_string(p % 32) + "] = " + std::to_string(from) + " sends src partition " +
+                            std::to_string(p - p % 32 + from) + " to dst partition " + std::to_string(p) +
+                            ", but src spans " + std::to_string(src_p) + " partitions; use 255 for dst partitions to leave alone");
+  }
+  // Active spans and their start partitions.
+  const int64_t P = std::max(dst_p, src_p);
   for (const View* v : {&op.dst, &op.src}) {
     const int64_t start = c.start_partition(*v);
     const bool ok = (P == 128 || P == 96) ? start == 0 : P == 64 ? (start == 0 || start == 64)
-                                            : P == 32 ? start % 32 == 0 : false;
+                                            : P <= 32 ? start % 32 == 0 : false;
     if (!ok)
-      c.fail("partition-start", "nc_stream_shuffle moves 32, 64, 96 or 128 partitions starting at 0 (32: any "
-                                "quadrant, 64: 0 or 64); this operand spans " + std::to_string(P) +
-                                " partitions from partition " + std::to_string(start));
+      c.fail("partition-start", "nc_stream_shuffle moves up to 32, or 64, 96 or 128 partitions starting at 0 (up to "
+                                "32: any quadrant, 64: 0 or 64); this operand starts at partition " +
+                                std::to_string(start) + " of an active span of " + std::to_string(P));
   }
 }
 

@@ -244,6 +244,9 @@ class Kernel:
     """An NKI kernel (what @knit.jit returns). Calling it runs it on the simulator; calling it while
     another kernel is being traced inlines it (a sub-kernel). ``kernel[lnc]`` selects a launch grid."""
 
+    # NKI 0.3 made shared_hbm the rule for outputs; G1 kernels (knit.legacy) return private HBM.
+    _outputs_may_be_private_hbm = False
+
     def __init__(self, fn, grid=(), cache=None, **options):
         self.fn = fn
         self.grid = tuple(grid)
@@ -316,7 +319,8 @@ class Kernel:
                     results = out
             outputs = self._output_ids(results, loc)
             shapes = self._returned_shapes(results)
-            _trace.core_call(trace.builder.set_outputs, outputs + [tid for _, tid in trace.prints])
+            _trace.core_call(trace.builder.set_outputs, outputs + [tid for _, tid in trace.prints],
+                             self._outputs_may_be_private_hbm)
             core_kernel = _trace.core_call(trace.builder.finish)
         return Compiled(self, core_kernel, trace, positions, target, len(outputs), isinstance(results, NkiTensor),
                         shapes)

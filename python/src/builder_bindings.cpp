@@ -426,7 +426,7 @@ void bind_builder(py::module_& m) {
            })
       .def("full_view", [](const frontend::Builder& b, int id) { return ir::full_view(b.tensor(id), id); })
       .def("append", &append, py::arg("op"), py::arg("fields"), py::arg("loc"), py::arg("name") = "")
-      .def("set_outputs", &frontend::Builder::set_outputs)
+      .def("set_outputs", &frontend::Builder::set_outputs, py::arg("tensor_ids"), py::arg("share_private_hbm") = false)
       .def("new_register", &frontend::Builder::new_register)
       .def("finish", &frontend::Builder::finish)
       .def("text", [](const frontend::Builder& b) { return ir::print(b.kernel()); });

@@ -101,3 +101,64 @@ def test_nki_dtype_is_the_dtype_type():
         return x
 
     assert isinstance(kernel(), nki.dtype)
+
+
+@nki.jit
+def shuffle(x, mask, dst_partitions):
+    f = x.shape[1]
+    src = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=src, src=x)
+    dst = nl.ndarray((dst_partitions, f), x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=dst, value=-1.0)
+    nisa.nc_stream_shuffle(dst=dst, src=src, shuffle_mask=mask)
+    out = nl.ndarray((dst_partitions, f), x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=dst)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["reference", "jit-strict"])
+def test_nc_stream_shuffle_broadcasts_one_partition_to_a_quadrant(backend, monkeypatch):
+    monkeypatch.setenv("KNIT_BACKEND", backend)
+    x = np.arange(64, dtype=np.float32).reshape(1, 64)
+    np.testing.assert_array_equal(shuffle(x, [0] * 32, 32), np.broadcast_to(x, (32, 64)))
+    mask = [0 if i % 2 else 255 for i in range(32)]  # odd partitions get row 0, even ones stay
+    want = np.full((32, 64), -1.0, np.float32)
+    want[1::2] = x
+    np.testing.assert_array_equal(shuffle(x, mask, 32), want)
+
+
+def test_a_shuffle_mask_naming_a_partition_src_lacks_is_an_error():
+    x = np.zeros((1, 8), np.float32)
+    with pytest.raises(nki.NkiValidationError, match=r"shuffle_mask\[0\] = 3 .* src spans 1 partitions"):
+        shuffle(x, [3] * 32, 32)
+
+
+def test_a_legacy_kernel_may_return_an_hbm_tensor():
+    import knit.legacy as g1
+    import knit.legacy.language as g1l
+
+    @g1.jit
+    def double(x):
+        out = g1l.ndarray(x.shape, dtype=x.dtype, buffer=g1l.hbm)  # G1's output rule: HBM
+        t = g1l.load(x)
+        g1l.store(out, value=g1l.multiply(t, 2.0))
+        return out
+
+    x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(g1.simulate_kernel(double, x), 2 * x)
+
+
+def test_a_kernel_may_return_a_parameter_it_wrote():
+    @nki.jit
+    def scale_in_place(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=3.0)
+        nisa.dma_copy(dst=x, src=t)
+        return x
+
+    x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    want = 3 * x
+    got = scale_in_place(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(x, want)  # written back in place, as on NKI

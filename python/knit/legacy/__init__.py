@@ -55,6 +55,8 @@ class LegacyKernel(_Kernel):
     """A G1 kernel: callable with NumPy arrays (or torch tensors) -> results from the simulator;
     ``kernel[d0, d1, ...]`` launches an SPMD grid (instances run in order)."""
 
+    _outputs_may_be_private_hbm = True  # G1 outputs were HBM (nl.hbm) tensors
+
     def __init__(self, fn, grid=(), **options):
         inner = fn._legacy_fn if isinstance(fn, _LegacyFn) else fn
         super().__init__(_LegacyFn(inner, grid), grid, **options)

@@ -282,9 +282,10 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
 // indices are the mask, one copy of a partition's row compiled once.
 bool NativeExecutor::run_shuffle(const Instruction& inst, const NcStreamShuffle& op) {
   const int64_t P = op.dst.dims.empty() ? 0 : op.dst.dims[0].num;
+  const int64_t src_p = op.src.dims.empty() ? 0 : op.src.dims[0].num;  // may differ: a broadcast
   const char* why = nullptr;
   if (op.src.dtype != op.dst.dtype) why = why::shuffle_dtypes;
-  else if (op.src.dims.empty() || op.src.dims[0].num != P || op.shuffle_mask.size() < 32) why = why::partitions;
+  else if (src_p == 0 || op.shuffle_mask.size() < 32) why = why::partitions;
   Instruction row = inst;
   row.op = TensorCopy{first_row(op.dst), first_row(op.src)};
   std::vector<Plan> plans(1);
@@ -295,7 +296,7 @@ bool NativeExecutor::run_shuffle(const Instruction& inst, const NcStreamShuffle&
     const int64_t from = op.shuffle_mask[static_cast<size_t>(p % 32)];
     rows[p] = p - p % 32 + from;
     skipped[p] = from == 255;
-    if (!skipped[p] && (from < 0 || rows[p] >= P)) why = why::partitions;
+    if (!skipped[p] && (from < 0 || rows[p] >= src_p)) why = why::partitions;
   }
   // In place (src and dst in one tensor) the rows are read from a snapshot of src's partitions,
   // as the reference reads every named row before writing.

@@ -23,7 +23,9 @@ class Builder {
                  std::optional<std::array<int64_t, 2>> address, SourceLoc loc);
   // Verifies and appends one instruction.
   void append(ir::Instruction inst);
-  void set_outputs(std::vector<int> tensor_ids);
+  // The kernel's results. `share_private_hbm` (G1 kernels, whose outputs were private HBM before
+  // NKI 0.3 required shared_hbm): a result declared in private HBM becomes shared_hbm.
+  void set_outputs(std::vector<int> tensor_ids, bool share_private_hbm = false);
   // A fresh register id. Registers r0, r1, ... are numbered per kernel in the order the front
   // end asks for them, so both front ends number a kernel's registers alike.
   int new_register() { return register_count_++; }
