@@ -145,7 +145,7 @@ def load(name):
         if any(_file_hash(p) != h for p, h in meta["sources"].items()):
             return None  # a source file changed since: trace again (the new entry replaces this one)
         program_end = 8 + meta_len + meta["program_bytes"]
-        program = _core.EngineProgram.from_binary(body[8 + meta_len:program_end])
+        program = _core.EngineProgram.from_text(body[8 + meta_len:program_end])
         arrays = np.load(io.BytesIO(body[program_end:]), allow_pickle=False) if meta["constants"] else {}
         constants = [(tid, arrays[f"c{i}"]) for i, tid in enumerate(meta["constants"])]
         return program, meta, constants
@@ -161,14 +161,14 @@ def store(name, program, meta, constants):
     folder = directory()
     if not folder or not name:
         return
-    binary = program.to_binary()
-    meta = dict(meta, program_bytes=len(binary), constants=[tid for tid, _ in constants],
+    text = program.to_text().encode()
+    meta = dict(meta, program_bytes=len(text), constants=[tid for tid, _ in constants],
                 sources={p: _file_hash(p) for p in _sources(program.text)})
     arrays = io.BytesIO()
     if constants:
         np.savez(arrays, **{f"c{i}": np.asarray(a) for i, (_, a) in enumerate(constants)})
     meta_bytes = json.dumps(meta).encode()
-    _core.cache_store(folder, _SUFFIX, name, len(meta_bytes).to_bytes(8, "little") + meta_bytes + binary
+    _core.cache_store(folder, _SUFFIX, name, len(meta_bytes).to_bytes(8, "little") + meta_bytes + text
                       + arrays.getvalue())
 
 

@@ -383,14 +383,11 @@ void bind_builder(py::module_& m) {
         d["summary"] = s.summary();
         return d;
       })
-      .def("to_binary", [](const codegen::EngineProgram& p) {
-        const std::vector<uint8_t> b = p.to_binary();
-        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
-      })
-      .def_static("from_binary", [](const py::bytes& b) {
-        const std::string raw = b;
-        return codegen::EngineProgram::from_binary(std::vector<uint8_t>(raw.begin(), raw.end()));
-      })
+      .def("to_text", &codegen::EngineProgram::to_text,
+           "The program as text: the kernel's IR, then allocations, regions, queues and waits; from_text parses it")
+      .def_static(
+          "from_text", [](const std::string& text) { return codegen::EngineProgram::from_text(text); }, py::arg("text"),
+          "Parse (and check) an engine program's text form (str or UTF-8 bytes)")
       .def(
           "chrome_trace",
           [](const codegen::EngineProgram& p, const py::object& timeline) {
