@@ -88,6 +88,24 @@ bool write_atomically(const std::string& file, std::string_view bytes) {
   return true;
 }
 
+// Where the payload of a sound entry for `key` starts in `bytes`; nothing, with `why`, otherwise.
+std::optional<size_t> payload_offset(std::string_view bytes, std::string_view key, std::string* why) {
+  auto fail = [&](const char* reason) -> std::optional<size_t> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (bytes.size() < kHeader || !bytes.starts_with(kEntryFormat))
+    return fail("it is not a cache entry of this Knit version");
+  const std::string_view body = bytes.substr(kEntryFormat.size() + kDigest);
+  if (std::memcmp(bytes.data() + kEntryFormat.size(), sha256(body).data(), kDigest) != 0)
+    return fail("it is truncated or corrupt (checksum mismatch)");
+  uint32_t n = 0;
+  std::memcpy(&n, body.data(), 4);
+  if (n > body.size() - 4) return fail("it is truncated or corrupt (key length)");
+  if (body.substr(4, n) != key) return fail("it was written for another key (a swapped or copied entry)");
+  return kHeader + n;
+}
+
 }  // namespace
 
 std::string content_hash(std::string_view bytes) {
@@ -116,21 +134,9 @@ std::string encode_entry(std::string_view key, std::string_view payload) {
 }
 
 std::optional<std::string> decode_entry(std::string_view bytes, std::string_view key, std::string* why) {
-  auto fail = [&](const char* reason) -> std::optional<std::string> {
-    if (why) *why = reason;
-    return std::nullopt;
-  };
-  if (bytes.size() < kHeader || !bytes.starts_with(kEntryFormat))
-    return fail("it is not a cache entry of this Knit version");
-  const std::string_view body = bytes.substr(kEntryFormat.size() + kDigest);
-  if (std::memcmp(bytes.data() + kEntryFormat.size(), sha256(body).data(), kDigest) != 0)
-    return fail("it is truncated or corrupt (checksum mismatch)");
-  uint32_t n = 0;
-  std::memcpy(&n, body.data(), 4);
-  if (n > body.size() - 4) return fail("it is truncated or corrupt (key length)");
-  if (body.substr(4, n) != key)
-    return fail("it was written for another key (a swapped or copied entry)");
-  return std::string(body.substr(4 + n));
+  const std::optional<size_t> at = payload_offset(bytes, key, why);
+  if (!at) return std::nullopt;
+  return std::string(bytes.substr(*at));
 }
 
 DiskCache::DiskCache(std::string dir, std::string suffix) : dir_(std::move(dir)), suffix_(std::move(suffix)) {}
@@ -144,9 +150,9 @@ bool DiskCache::contains(std::string_view key) const {
 
 void DiskCache::reject(const std::string& file, const std::string& why) {
   ++rejected;
-  ::unlink(file.c_str());  // a link or FIFO itself, never what it points at
-  std::fprintf(stderr, "knit: warning: ignored and removed the cache entry %s: %s; it will be rebuilt\n",
-               file.c_str(), why.c_str());
+  const bool removed = ::unlink(file.c_str()) == 0;  // a link or FIFO itself, never what it points at
+  std::fprintf(stderr, "knit: warning: ignored%s the cache entry %s: %s; %s\n", removed ? " and removed" : "",
+               file.c_str(), why.c_str(), removed ? "it will be rebuilt" : "remove it so that it can be rebuilt");
 }
 
 std::optional<std::string> DiskCache::load(std::string_view key) {
@@ -154,15 +160,15 @@ std::optional<std::string> DiskCache::load(std::string_view key) {
   std::string why;
   bool missing = false;
   std::optional<std::string> bytes = read_regular_file(file, why, missing);
-  std::optional<std::string> payload;
-  if (bytes) payload = decode_entry(*bytes, key, &why);
-  if (!payload) {
+  const std::optional<size_t> at = bytes ? payload_offset(*bytes, key, &why) : std::nullopt;
+  if (!at) {
     if (!missing) reject(file, why);
     ++misses;
     return std::nullopt;
   }
   ++hits;
-  return payload;
+  bytes->erase(0, *at);  // the payload, without a copy
+  return bytes;
 }
 
 bool DiskCache::store(std::string_view key, std::string_view payload) {
