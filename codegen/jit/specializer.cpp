@@ -23,7 +23,7 @@
 #include <llvm/Transforms/IPO/GlobalDCE.h>
 
 #include "knit/ir/error.h"
-#include "knit/jit/disk_cache.h"
+#include "knit/jit/object_cache.h"
 #include "knit/jit/orc_jit.h"
 
 namespace knit::codegen {
@@ -160,12 +160,12 @@ std::vector<SpecializedFn> Specializer::compile(const std::vector<SpecializeRequ
   return out;
 }
 
-// Everything the generated code depends on: Knit, the body library, LLVM, the host CPU and the
-// requests themselves.
+// Everything the generated code depends on: Knit (and its cache entry format), the body library,
+// LLVM, the host CPU and the requests themselves.
 std::string Specializer::module_key(const std::vector<SpecializeRequest>& requests,
                                     const std::vector<size_t>& indices) const {
-  std::string key_text = std::string("knit " KNIT_VERSION "\n") + impl_->library_hash + "\n" + host_description() + "\n" +
-                         Impl::kPipeline + "\n";
+  std::string key_text = std::string("knit " KNIT_VERSION " ") + std::string(kEntryFormat) + "\n" +
+                         impl_->library_hash + "\n" + host_description() + "\n" + Impl::kPipeline + "\n";
   for (size_t i : indices) {
     key_text += requests[i].body + "\n" + std::to_string(requests[i].constant.size()) + "\n";
     key_text += requests[i].constant;
@@ -253,7 +253,7 @@ std::string Specializer::host_description() const {
 
 int64_t Specializer::modules_compiled() const { return impl_->compiled; }
 int64_t Specializer::modules_from_cache() const { return impl_->from_cache; }
-int64_t Specializer::cache_entries_rejected() const { return impl_->cache ? impl_->cache->rejected.load() : 0; }
+int64_t Specializer::cache_entries_rejected() const { return impl_->cache ? impl_->cache->entries().rejected.load() : 0; }
 std::string Specializer::cache_directory() const { return impl_->cache ? impl_->cache_dir : ""; }
 
 }  // namespace knit::codegen

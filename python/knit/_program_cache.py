@@ -6,8 +6,9 @@ kernel's Python again and lowering it. An entry is valid only while everything i
 unchanged: Knit itself (its Python files and the compiled core), the kernel's own source file and
 every source file an instruction of the trace comes from (each checked by content hash). Constant
 arguments must be plain values (numbers, strings, bools, None, dtypes, tuples of those); a kernel
-called with anything else is traced every time. Writes are atomic; a corrupt entry is ignored and
-replaced.
+called with anything else is traced every time. Entries are read and written by Knit's one disk
+cache module (codegen/jit/disk_cache.h, through knit._core): atomic writes, a checksum, and the key
+each entry was written for, so a corrupt, swapped or copied entry is a miss, never a result.
 """
 import glob
 import hashlib
@@ -16,14 +17,14 @@ import io
 import json
 import os
 import re
-import tempfile
+import sys
 
 import numpy as np
 
 from . import _core
 from ._version import __version__
 
-_MAGIC = b"KNITPRG1"
+_SUFFIX = ".knp"
 _SIMPLE = (int, float, bool, str, type(None), np.dtype, np.generic)
 
 
@@ -129,19 +130,14 @@ def _global_names(code):
 
 
 def load(name):
-    """(program, metadata, constants) of a valid entry, else None."""
+    """(program, metadata, constants) of a valid entry, else None. The disk cache module
+    (codegen/jit/disk_cache.h) reads the entry: only a regular file of bounded size, whose
+    checksum holds and which was written for `name`; anything else is removed with a warning."""
     folder = directory()
     if not folder or not name:
         return None
-    path = os.path.join(folder, name + ".knp")
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError:
-        return None
-    body = blob[len(_MAGIC) + 32:]
-    if blob[:len(_MAGIC)] != _MAGIC or hashlib.sha256(body).digest() != blob[len(_MAGIC):len(_MAGIC) + 32]:
-        _remove(path)  # truncated or corrupted
+    body = _core.cache_load(folder, _SUFFIX, name)
+    if body is None:
         return None
     try:
         meta_len = int.from_bytes(body[:8], "little")
@@ -149,41 +145,38 @@ def load(name):
         if any(_file_hash(p) != h for p, h in meta["sources"].items()):
             return None  # a source file changed since: trace again (the new entry replaces this one)
         program_end = 8 + meta_len + meta["program_bytes"]
-        program = _core.EngineProgram.from_binary(body[8 + meta_len:program_end])
+        program = _core.EngineProgram.from_text(body[8 + meta_len:program_end])
         arrays = np.load(io.BytesIO(body[program_end:]), allow_pickle=False) if meta["constants"] else {}
         constants = [(tid, arrays[f"c{i}"]) for i, tid in enumerate(meta["constants"])]
         return program, meta, constants
-    except Exception:  # noqa: BLE001 - an unreadable entry is a cache miss, never an error
+    except Exception as e:  # noqa: BLE001 - an unreadable entry is a cache miss, never an error
+        path = os.path.join(folder, name + _SUFFIX)
         _remove(path)
+        sys.stderr.write(f"knit: warning: ignored and removed the cache entry {path}: {e}; it will be rebuilt\n")
         return None
 
 
 def store(name, program, meta, constants):
-    """Write an entry atomically (a temporary file renamed into place); failures only cost speed."""
+    """Write an entry atomically (through the disk cache module); failures only cost speed."""
     folder = directory()
     if not folder or not name:
         return
-    binary = program.to_binary()
-    meta = dict(meta, program_bytes=len(binary), constants=[tid for tid, _ in constants],
+    text = program.to_text().encode()
+    meta = dict(meta, program_bytes=len(text), constants=[tid for tid, _ in constants],
                 sources={p: _file_hash(p) for p in _sources(program.text)})
     arrays = io.BytesIO()
     if constants:
         np.savez(arrays, **{f"c{i}": np.asarray(a) for i, (_, a) in enumerate(constants)})
     meta_bytes = json.dumps(meta).encode()
-    body = len(meta_bytes).to_bytes(8, "little") + meta_bytes + binary + arrays.getvalue()
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + hashlib.sha256(body).digest() + body)
-        os.replace(temp, os.path.join(folder, name + ".knp"))
-    except OSError:
-        pass
+    _core.cache_store(folder, _SUFFIX, name, len(meta_bytes).to_bytes(8, "little") + meta_bytes + text
+                      + arrays.getvalue())
 
 
 def entries():
-    folder = directory()
-    return glob.glob(os.path.join(folder, "*.knp")) + glob.glob(os.path.join(folder, "*.tmp")) if folder else []
+    """The program entries and their temporary files (a write in progress or abandoned)."""
+    if not (folder := directory()):
+        return []
+    return glob.glob(os.path.join(folder, "*" + _SUFFIX)) + glob.glob(os.path.join(folder, "*" + _SUFFIX + ".tmp.*"))
 
 
 def _sources(ir_text):

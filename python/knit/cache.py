@@ -13,7 +13,7 @@ from . import _core, _program_cache
 
 # What Knit writes in the cache directory: <sha256>.o entries in objects/, precompiled headers
 # <sha256>.pch in pch/ (C++ kernel files, docs/cpp.md), and their temporary files.
-_ENTRY = re.compile(r"^[0-9a-f]{64}\.(o|pch)(\.tmp\.\d+)?$")
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.(o|pch)(\.tmp\.\d+(\.\d+)?)?$")
 
 
 def info():

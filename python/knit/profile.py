@@ -28,7 +28,7 @@ class EngineStats:
                f"{self.instructions} instructions)"
 
 
-_ENGINE_NAMES = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd"}
+_ENGINE_NAMES = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd"}  # as the trace names them
 
 
 class Profile:
@@ -137,29 +137,20 @@ class Profile:
             "dma_active_time_percent": 100 * self.dma_utilization,
         }
 
+    def trace_json(self):
+        """The timeline as Chrome / Perfetto trace JSON text: one complete event per executed
+        instruction on its queue's track (per core), times in microseconds. Written by the core's
+        one trace writer (knit/sim/trace.h), which knit/testing.h's C++ profiles share."""
+        return self._program.chrome_trace(self._timeline_array)
+
     def trace_events(self):
-        """Chrome / Perfetto trace events: one track per engine and DMA queue (per core)."""
-        events = []
-        tracks = set()
-        for core, ir, q, start, end, issue, stall, on in self._timeline:
-            op, file, line = self._source[ir]
-            name = self._queues[q]
-            tracks.add((core, q))
-            events.append({"name": op, "cat": name, "ph": "X", "pid": core, "tid": q,
-                           "ts": start / 1e3, "dur": max(end - start, 1e-3) / 1e3,
-                           "args": {"source": f"{file}:{line}", "stall_ns": stall,
-                                    "waited_on": self._queues[on] if on >= 0 else None}})
-        for core, q in sorted(tracks):
-            label = _ENGINE_NAMES.get(self._queues[q], self._queues[q])
-            events.append({"name": "thread_name", "ph": "M", "pid": core, "tid": q, "args": {"name": label}})
-            events.append({"name": "process_name", "ph": "M", "pid": core, "tid": q,
-                           "args": {"name": f"{self.kernel_name} core {core} ({self.target})"}})
-        return events
+        """The trace's events as Python dicts (see trace_json)."""
+        return json.loads(self.trace_json())["traceEvents"]
 
     def save_trace(self, path):
         """Write the timeline as Chrome trace JSON (open in ui.perfetto.dev or chrome://tracing)."""
         with open(path, "w") as f:
-            json.dump({"traceEvents": self.trace_events(), "displayTimeUnit": "ns"}, f)
+            f.write(self.trace_json())
         return path
 
     def plot(self, path):

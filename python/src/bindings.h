@@ -37,5 +37,6 @@ pybind11::list written_args_to(std::vector<sim::HostTensor>& args, const std::ve
 void bind_owned_bytes(pybind11::module_& m);
 void bind_builder(pybind11::module_& m);
 void bind_tables(pybind11::module_& m);
+void bind_disk_cache(pybind11::module_& m);
 
 }  // namespace knit::python

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include <pybind11/pybind11.h>
@@ -17,6 +18,7 @@
 #include "knit/ir/view.h"
 #include "knit/sim/interpreter.h"
 #include "knit/sim/timing.h"
+#include "knit/sim/trace.h"
 
 namespace py = pybind11;
 
@@ -81,12 +83,14 @@ sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<si
 // The timeline as a NumPy structured array (one copy, no Python object per instruction: a
 // profile of 25,000 instructions built its tuples in longer than the timing took). Its
 // .tolist() gives (core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on) tuples.
+struct TimelineRow {
+  int32_t core, ir, queue, stalled_on;
+  double start_ns, end_ns, issue_ns, stall_ns;
+};
+static_assert(sizeof(TimelineRow) == 48);
+
 py::object timeline_array(const std::vector<sim::TimedInstruction>& rows) {
-  struct Row {
-    int32_t core, ir, queue, stalled_on;
-    double start_ns, end_ns, issue_ns, stall_ns;
-  };
-  static_assert(sizeof(Row) == 48);
+  using Row = TimelineRow;
   py::dict spec;
   spec["names"] = py::make_tuple("core", "ir", "queue", "start_ns", "end_ns", "issue_ns", "stall_ns", "stalled_on");
   spec["formats"] = py::make_tuple("<i4", "<i4", "<i4", "<f8", "<f8", "<f8", "<f8", "<i4");
@@ -105,6 +109,24 @@ py::object timeline_array(const std::vector<sim::TimedInstruction>& rows) {
               x.start_ns, x.end_ns, x.issue_ns, x.stall_ns};
   }
   return bytes.attr("view")(np.attr("dtype")(spec));
+}
+
+// The rows of a timeline_array back as the timing model's records (for the trace writer).
+std::vector<sim::TimedInstruction> timeline_rows(const codegen::EngineProgram& p, const py::object& timeline) {
+  const py::buffer_info raw = py::buffer(timeline.attr("view")("uint8")).request();
+  if (raw.size % static_cast<py::ssize_t>(sizeof(TimelineRow)) != 0) throw py::value_error("not a timeline array");
+  std::vector<TimelineRow> rows(static_cast<size_t>(raw.size) / sizeof(TimelineRow));
+  std::memcpy(rows.data(), raw.ptr, rows.size() * sizeof(TimelineRow));
+  std::vector<sim::TimedInstruction> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const TimelineRow& r = rows[i];
+    if (r.ir < 0 || static_cast<size_t>(r.ir) >= p.kernel.body.size() || r.queue < 0 || r.queue >= codegen::kNumQueues ||
+        r.stalled_on < -1 || r.stalled_on >= codegen::kNumQueues)
+      throw py::value_error("timeline row " + std::to_string(i) + " does not belong to this program");
+    out[i] = {r.core, static_cast<uint32_t>(r.ir), static_cast<codegen::Queue>(r.queue), r.start_ns, r.end_ns,
+              r.issue_ns, r.stall_ns, static_cast<int8_t>(r.stalled_on)};
+  }
+  return out;
 }
 
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
@@ -361,14 +383,17 @@ void bind_builder(py::module_& m) {
         d["summary"] = s.summary();
         return d;
       })
-      .def("to_binary", [](const codegen::EngineProgram& p) {
-        const std::vector<uint8_t> b = p.to_binary();
-        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
-      })
-      .def_static("from_binary", [](const py::bytes& b) {
-        const std::string raw = b;
-        return codegen::EngineProgram::from_binary(std::vector<uint8_t>(raw.begin(), raw.end()));
-      })
+      .def("to_text", &codegen::EngineProgram::to_text,
+           "The program as text: the kernel's IR, then allocations, regions, queues and waits; from_text parses it")
+      .def_static(
+          "from_text", [](const std::string& text) { return codegen::EngineProgram::from_text(text); }, py::arg("text"),
+          "Parse (and check) an engine program's text form (str or UTF-8 bytes)")
+      .def(
+          "chrome_trace",
+          [](const codegen::EngineProgram& p, const py::object& timeline) {
+            return sim::chrome_trace_json(p.kernel, timeline_rows(p, timeline));
+          },
+          py::arg("timeline"), "Chrome / Perfetto trace JSON of a timeline (the `timeline` of time())")
       .def("time", &time_program, py::arg("args"), py::arg("timing_only"), py::arg("keep_timeline") = true, py::arg("backend") = "jit",
            "Run (or, timing_only, just walk) the engine program and time it; returns a dict")
       .def(

@@ -189,4 +189,5 @@ PYBIND11_MODULE(_core, m) {
   knit::python::bind_owned_bytes(m);
   knit::python::bind_builder(m);
   knit::python::bind_tables(m);
+  knit::python::bind_disk_cache(m);
 }

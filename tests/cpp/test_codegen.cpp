@@ -768,15 +768,15 @@ TEST_CASE("allocate reports over-subscription with the tensors alive and the cap
   }
 }
 
-// ---- binary form -------------------------------------------------------------------------------
+// ---- text form ---------------------------------------------------------------------------------
 
 namespace {
 
 void check_round_trip(const EngineProgram& p) {
-  const std::vector<uint8_t> bytes = p.to_binary();
-  REQUIRE(bytes.size() > 16);
-  CHECK(std::string(bytes.begin(), bytes.begin() + 4) == "KNEP");
-  const EngineProgram q = EngineProgram::from_binary(bytes);
+  const std::string text = p.to_text();
+  const EngineProgram q = EngineProgram::from_text(text);
+  CHECK(q.to_text() == text);  // print -> parse -> print is the identity
+  CHECK(q.verified);
   CHECK(q.disassemble() == p.disassemble());
   CHECK(q.regions == p.regions);
   CHECK(q.region_at == p.region_at);
@@ -784,53 +784,120 @@ void check_round_trip(const EngineProgram& p) {
   CHECK(q.dependences == p.dependences);
   CHECK(q.stats().summary() == p.stats().summary());
   REQUIRE(q.plan.tensors.size() == p.plan.tensors.size());
+  CHECK(q.plan.cores == p.plan.cores);
   for (size_t id = 0; id < p.plan.tensors.size(); ++id) {
     REQUIRE(q.plan.tensors[id].has_value() == p.plan.tensors[id].has_value());
     if (!p.plan.tensors[id]) continue;
+    CHECK(q.plan.tensors[id]->core == p.plan.tensors[id]->core);
     CHECK(q.plan.tensors[id]->offset == p.plan.tensors[id]->offset);
     CHECK(q.plan.tensors[id]->partition == p.plan.tensors[id]->partition);
+    CHECK(q.plan.tensors[id]->partitions == p.plan.tensors[id]->partitions);
     CHECK(q.plan.tensors[id]->bytes == p.plan.tensors[id]->bytes);
     CHECK(q.plan.tensors[id]->pinned == p.plan.tensors[id]->pinned);
   }
-  CHECK(q.to_binary() == bytes);
 }
 
-// from_binary on `bytes` must throw knit::Error with rule corrupt-program (and nothing else).
-void expect_corrupt(const std::vector<uint8_t>& bytes, const std::string& what) {
+// The schedule part of a program's text (after the kernel's IR).
+std::string schedule_of(const std::string& text) { return text.substr(text.find("engine_program ")); }
+
+// from_text on `text` must throw a user error with `rule` (and nothing else).
+void expect_rejected(const std::string& text, const std::string& rule, const std::string& what) {
   INFO(what);
   try {
-    (void)EngineProgram::from_binary(bytes);
+    (void)EngineProgram::from_text(text);
   } catch (const Error& e) {
     INFO(e.what());
-    REQUIRE(e.rule() == "corrupt-program");
+    CHECK(e.kind() == ErrorKind::User);
+    CHECK(e.rule() == rule);
     return;
   }
-  FAIL("from_binary accepted a corrupt program");
+  FAIL("from_text accepted " + what);
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
 }
 
 }  // namespace
 
-TEST_CASE("engine programs round-trip through the binary form", "[codegen]") {
+TEST_CASE("engine programs round-trip through the text form", "[codegen]") {
   check_round_trip(run_passes(kSync).program);
   check_round_trip(codegen::lower(ir::parse(kEngines)));
   check_round_trip(codegen::lower(ir::parse(kBig), {.target = ir::Target::trn3}));
 }
 
-TEST_CASE("a flipped byte or a truncated buffer is a corrupt-program error", "[codegen]") {
-  const std::vector<uint8_t> bytes = codegen::lower(ir::parse(kEngines)).to_binary();
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    std::vector<uint8_t> flipped = bytes;
-    flipped[i] ^= 0x01;
-    expect_corrupt(flipped, "bit 0 of byte " + std::to_string(i) + " flipped");
-    flipped[i] ^= 0x81;
-    expect_corrupt(flipped, "bit 7 of byte " + std::to_string(i) + " flipped");
-  }
-  for (size_t n = 0; n < bytes.size(); ++n)
-    expect_corrupt(std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<long>(n)),
-                   "truncated to " + std::to_string(n) + " bytes");
-  std::vector<uint8_t> longer = bytes;
-  longer.push_back(0);
-  expect_corrupt(longer, "one byte appended");
+TEST_CASE("the text form lists allocations, regions, queues and waits", "[codegen]") {
+  // kSync: 0 dma0.0, 1 act.0 (after A), 2 pool.0 (after B, which implies A), 3 pool.1, 4 dma1.0.
+  const std::string text = run_passes(kSync).program.to_text();
+  CHECK(text.starts_with(ir::print(ir::parse(kSync))));
+  CHECK(schedule_of(text) ==
+        "engine_program cores=1 sbuf_high_water=768 psum_high_water=0 dependences=4 {\n"
+        "  alloc %2 core=0 partition=0 partitions=128 offset=0 bytes=256\n"
+        "  alloc %3 core=0 partition=0 partitions=128 offset=256 bytes=256\n"
+        "  alloc %4 core=0 partition=0 partitions=128 offset=512 bytes=256\n"
+        "  region [0, 5)\n"
+        "    act: 1 wait(dma0>=1)\n"
+        "    pool: 2 wait(act>=1) 3\n"
+        "    dma0: 0\n"
+        "    dma1: 4 wait(pool>=2)\n"
+        "}\n");
+}
+
+TEST_CASE("a schedule that does not fit its kernel is a corrupt-program error", "[codegen]") {
+  const std::string text = codegen::lower(ir::parse(kEngines)).to_text();
+  const std::string sync = run_passes(kSync).program.to_text();
+  const std::string big = "9223372036854775807";
+  expect_rejected(replaced(sync, "offset=512", "offset=" + big), "corrupt-program", "an offset of INT64_MAX");
+  expect_rejected(replaced(sync, "alloc %4 core=0 partition=0", "alloc %4 core=0 partition=" + big), "corrupt-program",
+                  "a partition of INT64_MAX");
+  expect_rejected(replaced(sync, "partition=0 partitions=128 offset=512", "partition=1 partitions=128 offset=512"),
+                  "corrupt-program", "partitions past 128");
+  expect_rejected(replaced(sync, "bytes=256\n  region", "bytes=255\n  region"), "corrupt-program", "a wrong size");
+  expect_rejected(replaced(sync, "  alloc %4 core=0 partition=0 partitions=128 offset=512 bytes=256\n", ""),
+                  "corrupt-program", "a used tensor without an allocation");
+  expect_rejected(replaced(sync, "alloc %4 core=0", "alloc %1 core=0"), "corrupt-program", "an HBM allocation");
+  expect_rejected(replaced(sync, "alloc %4 core=0", "alloc %3 core=0"), "corrupt-program", "a tensor allocated twice");
+  expect_rejected(replaced(sync, "alloc %4 core=0", "alloc %4 core=1"), "corrupt-program", "a core the plan lacks");
+  expect_rejected(replaced(sync, "cores=1", "cores=100000"), "corrupt-program", "too many cores");
+  expect_rejected(replaced(sync, "    dma0: 0\n", ""), "corrupt-program", "an instruction on no queue");
+  expect_rejected(replaced(sync, "dma0: 0", "dma0: 0 1"), "corrupt-program", "an instruction on two queues");
+  expect_rejected(replaced(sync, "pool: 2 wait(act>=1) 3", "pool: 3 2 wait(act>=1)"), "corrupt-program",
+                  "a queue out of body order");
+  expect_rejected(replaced(sync, "pool>=2", "pool>=3"), "corrupt-program", "a wait no queue can satisfy");
+  expect_rejected(replaced(sync, "pool>=2", "pool>=0"), "corrupt-program", "a wait for zero");
+  expect_rejected(replaced(sync, "region [0, 5)", "region [0, 6)"), "corrupt-program", "a region past the body");
+  expect_rejected(replaced(sync, "region [0, 5)", "region [1, 5)"), "corrupt-program", "a region inside a run");
+  expect_rejected(replaced(text, "region [0, 9)", "region [0, 11)"), "corrupt-program", "a region over a barrier");
+  expect_rejected(replaced(sync, "dma1: 4", "dma7: 4"), "ir-parse", "an unknown queue");
+  expect_rejected(replaced(sync, "dependences=4", "dependences=x"), "ir-parse", "a malformed number");
+  expect_rejected(sync + "junk", "ir-parse", "text after the program");
+}
+
+TEST_CASE("a damaged program text is an error or a checked program, never a crash", "[codegen]") {
+  // Every truncation, and every character replaced by one that changes a number or a token: each
+  // parse either fails with a user error or gives a program that passed every check.
+  const std::string text = codegen::lower(ir::parse(kEngines)).to_text();
+  const size_t from = text.find("engine_program ");
+  auto try_parse = [&](const std::string& damaged, const std::string& what) {
+    INFO(what);
+    try {
+      const EngineProgram p = EngineProgram::from_text(damaged);
+      CHECK(p.verified);
+      codegen::check_structure(p);
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.kind() == ErrorKind::User);
+    }
+  };
+  for (size_t n = from; n < text.size(); ++n) try_parse(text.substr(0, n), "truncated to " + std::to_string(n));
+  for (size_t i = from; i < text.size(); ++i)
+    for (const char c : {'0', '9', '-', ' ', '\n', ')', 'x'}) {
+      std::string damaged = text;
+      damaged[i] = c;
+      try_parse(damaged, "byte " + std::to_string(i) + " set to '" + std::string(1, c) + "'");
+    }
 }
 
 // ---- KNIT_DEBUG dumps ---------------------------------------------------------------------------

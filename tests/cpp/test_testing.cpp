@@ -110,6 +110,7 @@ TEST_CASE("simulated latency is the same run to run, and LatencyAtMost shows the
   for (size_t at = json.find("\"ph\": \"X\""); at != std::string::npos; at = json.find("\"ph\": \"X\"", at + 1)) ++events;
   CHECK(events == a.report.timeline.size());
   CHECK_THAT(json, StartsWith("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [{\"name\": \"dma_copy\""));
+  CHECK(json == sim::chrome_trace_json(a.program_kernel, a.report.timeline));  // the one writer, shared with Python
   const std::string shown = Catch::Detail::stringify(a);
   CHECK_THAT(shown, Contains("kernel softmax on trn1 (NC-v2): ") && Contains("  engine       busy us    util    instrs"));
   const kt::Profile on_trn3 = kt::profile(k, {x}, ir::Target::trn3);

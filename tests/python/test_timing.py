@@ -230,7 +230,7 @@ def test_repeated_profiles_of_one_program_match_a_fresh_program():
     args = (nt.tensor[[300, 512], nl.float32],)
     c = knit.compile(kernel, *args, target="trn2")
     hosts, _, _ = Kernel._hosts(c, args, shapes_only=True)
-    programs = [c.program, c.program, c.program, c.core.lower(), type(c.program).from_binary(c.program.to_binary())]
+    programs = [c.program, c.program, c.program, c.core.lower(), type(c.program).from_text(c.program.to_text())]
     runs = [p.time(hosts, True, True) for p in programs]
     first = runs[0]["timeline"]
     assert len(first) > 10

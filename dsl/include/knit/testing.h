@@ -38,6 +38,7 @@
 #include "knit/knit.h"
 #include "knit/sim/machine_config.h"
 #include "knit/sim/timing.h"
+#include "knit/sim/trace.h"
 
 #if __has_include(<catch2/matchers/catch_matchers.hpp>)
 #include <catch2/catch_tostring.hpp>
@@ -340,6 +341,7 @@ struct Profile {
   const char* core_name = "";
   std::vector<sim::HostTensor> outputs;  // empty for a timing-only run
   std::vector<std::pair<std::string, std::string>> source;  // per body instruction: opcode, file:line
+  ir::Kernel program_kernel;  // the engine program's kernel (its trace names its instructions)
 
   double latency_us() const { return report.total_ns / 1e3; }
   // Busy fraction of the run (launch overhead included) of one queue.
@@ -387,45 +389,20 @@ inline Profile profile(const ir::Kernel& kernel, std::vector<sim::HostTensor> ar
   p.report = sim::simulate_timing(program, run.executed, /*keep_timeline=*/true);
   for (const ir::Instruction& inst : program.kernel.body)
     p.source.emplace_back(std::string(inst.opcode_name()), inst.loc.file + ":" + std::to_string(inst.loc.line));
+  p.program_kernel = program.kernel;
   p.launch_ns = config.launch_ns;
   p.core_name = config.core_name;
   if (!options.timing_only) p.outputs = std::move(run.outputs);
   return p;
 }
 
-namespace detail {
-inline std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-}  // namespace detail
-
-// Writes the run's timeline as Chrome trace JSON (open in ui.perfetto.dev), in the format of
-// Python's Profile.save_trace: one complete event per executed instruction on its queue's track.
+// Writes the run's timeline as Chrome trace JSON (open in ui.perfetto.dev), the same file as
+// Python's Profile.save_trace (one writer, knit/sim/trace.h).
 inline std::string save_trace(const Profile& p, const std::string& path) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write the trace file " + path);
-  out << "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [";
-  std::set<std::pair<int, int>> tracks;
-  const char* sep = "";
-  for (const sim::TimedInstruction& t : p.report.timeline) {
-    const auto& [op, where] = p.source.at(t.ir);
-    const int q = static_cast<int>(t.queue);
-    tracks.insert({t.core, q});
-    out << sep << "{\"name\": " << detail::json_string(op) << ", \"ph\": \"X\", \"pid\": " << t.core
-        << ", \"tid\": " << q << ", \"ts\": " << detail::fmt(t.start_ns / 1e3, "%.6f")
-        << ", \"dur\": " << detail::fmt(std::max(t.end_ns - t.start_ns, 1e-3) / 1e3, "%.6f")
-        << ", \"args\": {\"source\": " << detail::json_string(where) << ", \"stall_ns\": " << t.stall_ns << "}}";
-    sep = ", ";
-  }
-  for (const auto& [core, q] : tracks)
-    out << sep << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << core << ", \"tid\": " << q
-        << ", \"args\": {\"name\": \"" << codegen::queue_name(static_cast<codegen::Queue>(q)) << "\"}}";
-  out << "]}\n";
+  out << sim::chrome_trace_json(p.program_kernel, p.report.timeline);
+  if (!out) throw std::runtime_error("cannot write the trace file " + path);
   return path;
 }
 

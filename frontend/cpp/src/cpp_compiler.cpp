@@ -21,7 +21,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 
 #include "knit/ir/error.h"
-#include "knit/jit/disk_cache.h"
+#include "knit/jit/object_cache.h"
 #include "knit/knit.h"
 #include "knit/jit/orc_jit.h"
 #include "clang_session.h"

@@ -12,7 +12,7 @@
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/MemoryBuffer.h>
 
-#include "knit/jit/disk_cache.h"
+#include "knit/jit/object_cache.h"
 #include "knit/jit/orc_jit.h"
 
 namespace knit::frontend {
@@ -121,7 +121,7 @@ std::string record(const std::string& head, codegen::DiskObjectCache& cache, con
 }
 
 std::string head_of(const std::vector<std::string>& args, const codegen::OrcJit& jit) {
-  std::string head = "knit " KNIT_VERSION "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
+  std::string head = "knit " KNIT_VERSION " " + std::string(codegen::kEntryFormat) + "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
   for (const std::string& a : args) head += a + "\n";
   return head;
 }

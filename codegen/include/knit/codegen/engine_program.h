@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "knit/codegen/allocate.h"
@@ -84,7 +85,7 @@ struct EngineProgram {
   std::vector<Region> regions;
   std::vector<int32_t> region_at;  // body index -> region starting there, else -1
   int64_t dependences = 0;         // cross-queue dependences the waits enforce
-  // Set by lower() and from_binary(), which verify the kernel and build or check the structure,
+  // Set by lower() and from_text(), which verify the kernel and build or check the structure,
   // so the simulator need not repeat that on every run. Code that edits a program afterwards
   // must clear it and give it a fresh `derived`; a hand-built program leaves it false and is
   // checked when it runs.
@@ -95,9 +96,12 @@ struct EngineProgram {
   // Readable listing: regions, barriers, each instruction with its queue, concrete addresses
   // and waits, and its source line.
   std::string disassemble() const;
-  // Compact binary form (magic, version, checksum; the kernel is stored as IR text).
-  std::vector<uint8_t> to_binary() const;
-  static EngineProgram from_binary(const std::vector<uint8_t>& bytes);  // user error if corrupt
+  // Text form: the kernel's IR text, then the schedule (allocations, regions, each queue's
+  // instructions and waits); docs/codegen.md. from_text(to_text()) is the same program and
+  // prints the same text. Malformed text is a user error (rule "ir-parse"), a schedule that does
+  // not fit its kernel one with rule "corrupt-program"; the result is verified.
+  std::string to_text() const;
+  static EngineProgram from_text(std::string_view text, const std::string& source_name = "<engine program>");
 };
 
 // Body instructions that end a region (see above).

@@ -1,16 +1,25 @@
-// The on-disk cache of JIT-compiled objects: an llvm::ObjectCache keyed by each module's
-// identifier, which Knit sets to a content hash of everything that changes the code (see
-// Specializer). Entries are written atomically (a temporary file renamed into place), so
-// concurrent processes never see half an entry; each carries a checksum of its bytes, and an
-// entry that fails it (truncated, corrupted) is deleted and the module compiled again.
+// Knit's one disk cache (docs/jit.md, "The disk cache"): the JIT's compiled objects, the C++
+// kernel files' objects, kernel lists and manifests, and (through knit._core) Python's traced
+// and lowered programs are all entries of a DiskCache.
+//
+// An entry is a file `<dir>/<key><suffix>` that records the key it was written for and a SHA-256
+// of its bytes:
+//
+//   "KNITENT1" | SHA-256 of everything after it (32 bytes) | u32 key length | key | payload
+//
+// Writes are atomic (a temporary file in the same folder renamed into place), so concurrent
+// processes never see half an entry. A load reads only a regular file (not a symbolic link, FIFO
+// or device) of at most kMaxEntryBytes, and returns its payload only if the checksum holds and
+// the recorded key is the one asked for: a truncated, corrupted, other-format, swapped or copied
+// entry is a miss, removed (so that it is rebuilt) with a one-line warning on stderr. A cache
+// that cannot be written is only slower: write failures are ignored.
 #pragma once
 
 #include <atomic>
-#include <memory>
+#include <cstdint>
+#include <optional>
 #include <string>
-
-#include <llvm/ADT/StringRef.h>
-#include <llvm/ExecutionEngine/ObjectCache.h>
+#include <string_view>
 
 namespace knit::codegen {
 
@@ -18,28 +27,42 @@ namespace knit::codegen {
 // (KNIT_CACHE=0, or no home directory).
 std::string cache_directory();
 
-class DiskObjectCache : public llvm::ObjectCache {
+// Hex SHA-256 of `bytes`.
+std::string content_hash(std::string_view bytes);
+
+// The entry format's magic. Keys include it (Specializer, the C++ kernel files' keys), so that Knit
+// builds with different formats sharing one directory use different file names instead of
+// removing each other's entries.
+inline constexpr std::string_view kEntryFormat = "KNITENT1";
+
+// Larger files are not read (a cache entry is an object or a program, far below this).
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
+
+class DiskCache {
  public:
-  // Entries live in `dir` (created on first write).
-  explicit DiskObjectCache(std::string dir);
+  // Entries live in `dir` (created on first write), named key + `suffix`.
+  DiskCache(std::string dir, std::string suffix);
 
-  void notifyObjectCompiled(const llvm::Module* module, llvm::MemoryBufferRef object) override;
-  std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module* module) override;
+  // The payload stored under `key`, or nothing (missing, or rejected as above).
+  std::optional<std::string> load(std::string_view key);
+  // Writes the entry atomically; false when it could not be written.
+  bool store(std::string_view key, std::string_view payload);
+  // Whether a file exists under `key` (not checked: load() may still reject it).
+  bool contains(std::string_view key) const;
 
-  // The same, by key: the object stored under `key`, or null (missing or failing its checksum).
-  std::unique_ptr<llvm::MemoryBuffer> load(const std::string& key);
-  void store(const std::string& key, llvm::StringRef object);
-  // Whether an entry exists under `key` (not checked: load() may still reject it).
-  bool contains(const std::string& key) const;
+  std::string path(std::string_view key) const;
+  const std::string& directory() const { return dir_; }
 
-  std::atomic<int64_t> hits = 0, misses = 0, rejected = 0;  // `rejected`: corrupt entries deleted
+  std::atomic<int64_t> hits = 0, misses = 0, rejected = 0;  // `rejected`: bad entries removed
 
  private:
-  std::string path(const std::string& key) const;
-  std::string dir_;
+  void reject(const std::string& file, const std::string& why);
+  std::string dir_, suffix_;
 };
 
-// Hex SHA-256 of `bytes`.
-std::string content_hash(llvm::StringRef bytes);
+// The entry format alone, for tests and tools: the bytes of an entry for `key` and `payload`, and
+// the payload of entry bytes if they are a sound entry for `key` (else nothing, `why` says why).
+std::string encode_entry(std::string_view key, std::string_view payload);
+std::optional<std::string> decode_entry(std::string_view bytes, std::string_view key, std::string* why = nullptr);
 
 }  // namespace knit::codegen

@@ -1,0 +1,39 @@
+// knit._core's view of the disk cache (codegen/jit/disk_cache.h): Python's program cache stores
+// its entries through the same code as the JIT's objects.
+#include <optional>
+#include <string>
+
+#include "bindings.h"
+#include "knit/jit/disk_cache.h"
+
+namespace py = pybind11;
+
+namespace knit::python {
+
+void bind_disk_cache(py::module_& m) {
+  m.def(
+      "cache_load",
+      [](const std::string& directory, const std::string& suffix, const std::string& key) -> py::object {
+        std::optional<std::string> payload;
+        {
+          py::gil_scoped_release release;
+          payload = codegen::DiskCache(directory, suffix).load(key);
+        }
+        if (!payload) return py::none();
+        return py::bytes(*payload);
+      },
+      py::arg("directory"), py::arg("suffix"), py::arg("key"),
+      "The payload of the entry <directory>/<key><suffix>, or None (missing; or unreadable, "
+      "corrupt or written for another key: then removed with a warning on stderr)");
+  m.def(
+      "cache_store",
+      [](const std::string& directory, const std::string& suffix, const std::string& key, const py::bytes& payload) {
+        const std::string bytes = payload;
+        py::gil_scoped_release release;
+        return codegen::DiskCache(directory, suffix).store(key, bytes);
+      },
+      py::arg("directory"), py::arg("suffix"), py::arg("key"), py::arg("payload"),
+      "Write the entry <directory>/<key><suffix> atomically; False if it could not be written");
+}
+
+}  // namespace knit::python
