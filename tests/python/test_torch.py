@@ -74,6 +74,7 @@ def test_schema_from_signature_defaults_annotations_and_returns():
     assert str(inplace.op._schema).endswith("(Tensor(a0!) x) -> ()")
 
 
+@pytest.mark.slow
 def test_scalars_and_defaults_reach_the_kernel():
     op = ktorch.op(unique("scale_shift"), scale_shift)
     x = torch.randn(64, 32)
@@ -116,6 +117,7 @@ def test_an_undeclared_mutation_is_an_error_naming_the_argument():
         op(torch.randn(16, 8))
 
 
+@pytest.mark.slow
 def test_declared_mutation_writes_in_place_and_passes_opcheck():
     op = ktorch.op(unique("double"), double_in_place, mutates_args=("x",))
     x = torch.randn(64, 16)
@@ -156,6 +158,7 @@ def test_a_kernel_error_at_trace_time_points_at_the_kernel():
 
 
 @pytest.mark.parametrize("name", sorted(ops.OPS))
+@pytest.mark.slow
 def test_opcheck_every_example_op(name):
     op, make = ops.OPS[name]
     torch.manual_seed(0)
@@ -163,6 +166,7 @@ def test_opcheck_every_example_op(name):
 
 
 @pytest.mark.parametrize("name", ["rmsnorm", "matmul", "softmax"])
+@pytest.mark.slow
 def test_opcheck_with_gradients(name):
     op, make = ops.OPS[name]
     torch.manual_seed(1)
@@ -247,6 +251,7 @@ class SmallModel(torch.nn.Module):
         return ops.softmax(torch.relu(h) * 2)
 
 
+@pytest.mark.slow
 def test_torch_compile_fullgraph_matches_eager():
     torch.manual_seed(5)
     model, x = SmallModel(), torch.randn(128, 128)
