@@ -20,6 +20,14 @@ if "KNIT_CACHE_DIR" not in os.environ:
 
     os.environ["KNIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="knit-test-cache-")
     atexit.register(shutil.rmtree, os.environ["KNIT_CACHE_DIR"], ignore_errors=True)
+    # `./dev test fast` keeps the JIT's compiled objects between sessions ($KNIT_TEST_OBJECT_CACHE):
+    # an object is found by a hash of everything that shapes it (the body's IR, the core's own
+    # code, the host), so reusing one changes no result. Traced programs, which tests count, and
+    # precompiled headers still start empty.
+    if os.environ.get("KNIT_TEST_OBJECT_CACHE"):
+        os.makedirs(os.environ["KNIT_TEST_OBJECT_CACHE"], exist_ok=True)
+        os.symlink(os.path.abspath(os.environ["KNIT_TEST_OBJECT_CACHE"]),
+                   os.path.join(os.environ["KNIT_CACHE_DIR"], "objects"))
 
 
 # ---- the fast tier: `./dev test fast` runs `-m "not slow"` -------------------------------------

@@ -191,6 +191,7 @@ def cache_info(env):
     return dict(line.split(": ", 1) for line in out.splitlines())
 
 
+@pytest.mark.slow
 def test_cache_info_and_clear(tmp_path, two_kernels):
     """`cache info` counts what a run wrote (compiled bodies, the program) as the files on disk
     say, and `cache clear` removes exactly those files."""

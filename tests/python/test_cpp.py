@@ -170,6 +170,7 @@ def test_corrupted_cache_entries_are_detected_and_rebuilt(tmp_path, monkeypatch)
 
 @pytest.mark.skipif(os.environ.get("KNIT_USE_INSTALLED") == "1",
                     reason="an installed package has no build folder of precompiled headers")
+@pytest.mark.slow
 def test_the_first_compile_uses_the_header_the_build_precompiled(tmp_path):
     # A source build precompiles <knit/knit.h> into build/pch (python/CMakeLists.txt): a first
     # compile with an empty cache includes that one and precompiles none of its own.
@@ -181,6 +182,7 @@ def test_the_first_compile_uses_the_header_the_build_precompiled(tmp_path):
     assert (cache / "objects").is_dir() and not (cache / "pch").exists()
 
 
+@pytest.mark.slow
 def test_cpp_kernels_from_python_match_numpy_and_profile():
     kernels = knit.cpp.load(os.path.join(CPP_EXAMPLES, "rmsnorm.cpp"))
     assert set(kernels.kernels) == {"rmsnorm"}
@@ -282,6 +284,7 @@ KNIT_KERNEL(linted)
 """
 
 
+@pytest.mark.slow
 def test_lint_flags_partition_psum_and_device_branch_mistakes_with_ranges(tmp_path):
     path = tmp_path / "linted.cpp"
     path.write_text(LINTED)
