@@ -13,9 +13,9 @@ import pytest
 import knit.typing as nt
 from knit.testing import assert_kernel_close, assert_latency, normal, run_on_targets
 from matmul import matmul_kernel, reference as matmul_reference
-from rmsnorm import rmsnorm_kernel, reference as rmsnorm_reference
-from softmax import softmax_kernel, reference as softmax_reference
-from tensor_add import tensor_add_kernel, reference as add_reference
+from rmsnorm import reference as rmsnorm_reference, rmsnorm_kernel
+from softmax import reference as softmax_reference, softmax_kernel
+from tensor_add import reference as add_reference, tensor_add_kernel
 
 DTYPES = ["float32", "bfloat16"]
 

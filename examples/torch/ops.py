@@ -14,7 +14,8 @@ import torch
 
 import knit.torch
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python")))
+_KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels", "python")
+sys.path.insert(0, os.path.normpath(_KERNELS))
 
 from attention import attention_kernel  # noqa: E402
 from layernorm import layernorm_kernel  # noqa: E402

@@ -92,9 +92,12 @@ def op_latencies():
     return {
         "rmsnorm [128x128]": ops.rmsnorm.latency_us(x, torch.empty(DIM)),
         "rmsnorm backward [128x128]": ops.rmsnorm.backward_op.latency_us(x, torch.empty(DIM), x),
-        "matmul 128x128 @ 128x128 (projections, P V)": ops.matmul.latency_us(torch.empty(DIM, SEQ), torch.empty(DIM, DIM)),
-        "matmul 128x128 @ 128x256 (MLP up)": ops.matmul.latency_us(torch.empty(DIM, SEQ), torch.empty(DIM, HIDDEN)),
-        "matmul 128x256 @ 256x128 (MLP down)": ops.matmul.latency_us(torch.empty(HIDDEN, SEQ), torch.empty(HIDDEN, DIM)),
+        "matmul 128x128 @ 128x128 (projections, P V)":
+            ops.matmul.latency_us(torch.empty(DIM, SEQ), torch.empty(DIM, DIM)),
+        "matmul 128x128 @ 128x256 (MLP up)":
+            ops.matmul.latency_us(torch.empty(DIM, SEQ), torch.empty(DIM, HIDDEN)),
+        "matmul 128x256 @ 256x128 (MLP down)":
+            ops.matmul.latency_us(torch.empty(HIDDEN, SEQ), torch.empty(HIDDEN, DIM)),
         "softmax [128x128]": ops.softmax.latency_us(torch.empty(SEQ, SEQ)),
     }
 

@@ -1,11 +1,15 @@
 """knit.jit / knit.simulate / knit.compile: trace a Python kernel into Knit's IR (cached per
 argument shapes, dtypes and constants) and run it on the reference interpreter."""
+from __future__ import annotations
+
 import functools
 import inspect
 import os
 import time
 import types
 import warnings
+from collections.abc import Callable
+from typing import Any, overload
 
 import numpy as np
 
@@ -119,11 +123,11 @@ class Compiled:
         self.from_disk_cache = False  # loaded from the disk cache instead of traced and lowered
 
     @property
-    def ir(self):
+    def ir(self) -> str:
         return self.core.text
 
     @property
-    def program(self):
+    def program(self) -> Any:
         """The engine program (codegen pipeline output), built on first use (and then written to
         the disk cache, so another process loads it instead of tracing and lowering)."""
         if self._program is None:
@@ -145,19 +149,20 @@ class Compiled:
         return compiled
 
     @property
-    def asm(self):
+    def asm(self) -> str:
         return self.program.asm
 
     @property
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """dict: instructions per queue (pe/act/dve/pool/dma0..3, sync), semaphore_waits,
         dependences, dma_bytes, sbuf_high_water / psum_high_water (bytes per partition), summary."""
         return self.program.stats()
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.kernel._run(self, args, kwargs)
 
-    def run(self, *args, schedule="round_robin", seed=0, check_races=True, backend=None, **kwargs):
+    def run(self, *args: Any, schedule: str = "round_robin", seed: int = 0, check_races: bool = True,
+            backend: str | None = None, **kwargs: Any) -> Any:
         """Run the engine program with a chosen queue interleaving: "program_order",
         "round_robin" or "random" (with `seed`), on `backend` ("jit", "jit-strict", "jit-fallback"
         or "reference"; default $KNIT_BACKEND, else "jit"). ``last_run`` then tells how many
@@ -166,7 +171,7 @@ class Compiled:
         return self.kernel._run(self, args, kwargs, runner=lambda hosts, uninit: self.program.run(
             hosts, uninit, schedule, seed, check_races, backend or default_backend()))
 
-    def reference(self, *args, **kwargs):
+    def reference(self, *args: Any, **kwargs: Any) -> Any:
         """Run the IR on the reference interpreter (program order, no engine program)."""
         return self.kernel._run(self, args, kwargs, runner=self.core.run)
 
@@ -187,7 +192,7 @@ def _warn_fallbacks(compiled):
 
 # Called as observe(seconds, last_run) after every kernel run (the wall time of the run itself,
 # JIT compiling included; not tracing or lowering): the pytest plugin's --knit-durations.
-run_observers = []
+run_observers: list[Callable[[float, dict], None]] = []
 
 
 def default_backend():
@@ -247,24 +252,25 @@ class Kernel:
     # NKI 0.3 made shared_hbm the rule for outputs; G1 kernels (knit.legacy) return private HBM.
     _outputs_may_be_private_hbm = False
 
-    def __init__(self, fn, grid=(), cache=None, **options):
+    def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (), cache: dict | None = None,
+                 **options: Any) -> None:
         self.fn = fn
         self.grid = tuple(grid)
         self.options = options
         self._cache = {} if cache is None else cache  # shared by kernel and kernel[grid]
         functools.update_wrapper(self, fn)
 
-    def __getitem__(self, grid):
+    def __getitem__(self, grid: int | tuple[int, ...]) -> Kernel:
         grid = grid if isinstance(grid, tuple) else (grid,)
         return Kernel(self.fn, tuple(int(g) for g in grid), cache=self._cache, **self.options)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _trace.active():
             return self.fn(*args, **kwargs)
         args, kwargs = _as_positional(self.fn, args, kwargs)
         return self.compile(*args, **kwargs)(*args, **kwargs)
 
-    def compile(self, *args, target=None, **kwargs):
+    def compile(self, *args: Any, target: str | None = None, **kwargs: Any) -> Compiled:
         args, kwargs = _as_positional(self.fn, args, kwargs)
         target = target or self.options.get("platform_target") or target_from_env()
         target = _TARGETS.get(str(target).lower(), target)
@@ -367,7 +373,8 @@ class Kernel:
     def _hosts(compiled, args, shapes_only=False):
         """The kernel's inputs as (dtype, shape, bytes) for the C++ core; with shapes_only,
         nt.tensor placeholders are allowed and every input goes without its bytes."""
-        hosts, originals, any_torch = [], [], None
+        hosts: list[tuple[str, list[int], bytes | np.ndarray]] = []
+        originals, any_torch = [], None
         specs = compiled.core.param_specs()
         for n, i in enumerate(compiled._param_positions):
             a = args[i]
@@ -416,7 +423,14 @@ class Kernel:
         return arrays[0] if compiled._single else tuple(arrays)
 
 
-def jit(fn=None, mode=None, **kwargs):
+@overload
+def jit(fn: Callable[..., Any], mode: str | None = None, **kwargs: Any) -> Kernel: ...
+@overload
+def jit(fn: None = None, mode: str | None = None, **kwargs: Any) -> Callable[[Callable[..., Any]], Kernel]: ...
+
+
+def jit(fn: Callable[..., Any] | None = None, mode: str | None = None,
+        **kwargs: Any) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """@knit.jit / @knit.jit(...): unknown compiler options (mode, additional_compile_opt,
     compile_config, ...) are accepted and ignored; platform_target= picks the target."""
     if fn is None:
@@ -426,19 +440,19 @@ def jit(fn=None, mode=None, **kwargs):
     return Kernel(fn, **{k: v for k, v in kwargs.items() if k == "platform_target"})
 
 
-def simulate(kernel):
+def simulate(kernel: Callable[..., Any]) -> Kernel:
     """knit.simulate(kernel)(*args): run on the CPU simulator (a plain function is wrapped). The
     result is the kernel itself, so ``knit.simulate(kernel)[2](...)`` launches an LNC2 grid as
     ``knit.simulate(kernel[2])(...)`` does."""
     return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
 
 
-def simulate_kernel(kernel, *args, **kwargs):
+def simulate_kernel(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Legacy (neuronxcc.nki) spelling: simulate_kernel(kernel, *args)."""
     return simulate(kernel)(*args, **kwargs)
 
 
-def compile(kernel, *args, target=None, **kwargs):
+def compile(kernel: Callable[..., Any], *args: Any, target: str | None = None, **kwargs: Any) -> Compiled:
     """Trace and verify `kernel` for these arguments (arrays or nt.tensor placeholders) on `target`
     ("trn1" | "trn2" | "trn3"; default: jit's platform_target, else NEURON_PLATFORM_TARGET_OVERRIDE,
     else trn2); the result's ``.ir`` is the IR text and calling it runs the kernel."""

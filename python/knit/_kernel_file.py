@@ -76,6 +76,7 @@ def _import_path(path):
     path = os.path.abspath(path)
     name = "knit_cli_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a path ending in .py always has a loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     sys.path.insert(0, os.path.dirname(path))

@@ -83,7 +83,7 @@ def _free_values(fn, seen=None):
         return []
     seen.add(fn)
     code = fn.__code__
-    items = [(code.co_firstlineno, hashlib.sha256(code.co_code).hexdigest())]
+    items: list[tuple] = [(code.co_firstlineno, hashlib.sha256(code.co_code).hexdigest())]
 
     def describe(name, value):
         if _plain(value):
@@ -166,7 +166,8 @@ def store(name, program, meta, constants):
                 sources={p: _file_hash(p) for p in _sources(program.text)})
     arrays = io.BytesIO()
     if constants:
-        np.savez(arrays, **{f"c{i}": np.asarray(a) for i, (_, a) in enumerate(constants)})
+        named = {f"c{i}": np.asarray(a) for i, (_, a) in enumerate(constants)}
+        np.savez(arrays, **named)  # type: ignore[arg-type]  # numpy's stub takes **kwds as allow_pickle
     meta_bytes = json.dumps(meta).encode()
     _core.cache_store(folder, _SUFFIX, name, len(meta_bytes).to_bytes(8, "little") + meta_bytes + text
                       + arrays.getvalue())
@@ -184,7 +185,7 @@ def _sources(ir_text):
     return sorted(set(re.findall(r'@ "([^"]+)":\d+', ir_text)))
 
 
-_hashes = {}
+_hashes: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256
 
 
 def _file_hash(path):

@@ -10,9 +10,14 @@ reads tensor data falls back to a functional run on the arrays given). The simul
 deterministic, so every percentile is the same number; warmup and iters are accepted for
 compatibility and do not repeat the simulation.
 """
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 from ._kernel import Kernel
 from .errors import KnitRuntimeError
-from .profile import has_placeholders, profile
+from .profile import Profile, has_placeholders, profile
 
 _PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
@@ -20,10 +25,10 @@ _PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 class LatencyStats:
     """Latency percentiles in microseconds (nki.benchmark's nc_latency)."""
 
-    def __init__(self, latency_us):
+    def __init__(self, latency_us: float) -> None:
         self._us = latency_us
 
-    def get_latency_percentile(self, p):
+    def get_latency_percentile(self, p: float) -> float:
         if not 0 <= p <= 100:
             raise ValueError(f"percentile must be in [0, 100], got {p}")
         return self._us
@@ -33,7 +38,7 @@ class LatencyStats:
 
 
 class BenchmarkResult:
-    def __init__(self, latency_us):
+    def __init__(self, latency_us: float) -> None:
         self.nc_latency = LatencyStats(latency_us)
 
 
@@ -41,14 +46,15 @@ class Benchmark:
     """A kernel wrapped for benchmarking; calling it simulates one run and sets
     ``benchmark_result`` (and ``profile``, the full knit.profile.Profile)."""
 
-    def __init__(self, kernel, warmup=10, iters=100, target=None, save_trace_name=None):
+    def __init__(self, kernel: Callable[..., Any], warmup: int = 10, iters: int = 100, target: str | None = None,
+                 save_trace_name: str | None = None) -> None:
         self.kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
         self.warmup, self.iters, self.target = warmup, iters, target
         self.save_trace_name = save_trace_name
-        self.benchmark_result = None
-        self.profile = None
+        self.benchmark_result: BenchmarkResult | None = None
+        self.profile: Profile | None = None
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Benchmark:
         try:
             prof = profile(self.kernel, *args, target=self.target, timing_only=True, **kwargs)
         except KnitRuntimeError as e:
@@ -62,8 +68,9 @@ class Benchmark:
         return self
 
 
-def benchmark(kernel=None, *args, warmup=10, iters=100, target=None, save_trace_name=None, save_neff_name=None,
-              **kwargs):
+def benchmark(kernel: Callable[..., Any] | None = None, *args: Any, warmup: int = 10, iters: int = 100,
+              target: str | None = None, save_trace_name: str | None = None, save_neff_name: str | None = None,
+              **kwargs: Any) -> Benchmark | Callable[[Callable[..., Any]], Benchmark]:
     """``knit.benchmark(warmup=, iters=)(kernel)`` -> Benchmark; ``knit.benchmark(kernel, *args)``
     -> the Benchmark after one simulated run. Other nki.benchmark options are accepted and ignored."""
     if kernel is None:

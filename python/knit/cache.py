@@ -8,6 +8,7 @@ never used. From the shell: ``python -c "import knit; knit.cache.clear()"``.
 """
 import os
 import re
+from typing import Any
 
 from . import _core, _program_cache
 
@@ -16,7 +17,7 @@ from . import _core, _program_cache
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.(o|pch)(\.tmp\.\d+(\.\d+)?)?$")
 
 
-def info():
+def info() -> dict[str, Any]:
     """dict: the compiled-objects directory ("" when off), the number of entries and bytes of
     compiled objects (precompiled C++ headers included) and of cached programs, and what this
     process compiled / loaded from the cache / rejected as corrupt."""
@@ -30,7 +31,7 @@ def info():
     return stats
 
 
-def clear():
+def clear() -> int:
     """Delete every cache entry (only files Knit wrote); returns how many were removed. Safe while
     other processes run: they recompile what they miss."""
     removed = 0

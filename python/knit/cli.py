@@ -22,12 +22,13 @@ import warnings
 import numpy as np
 
 from . import _kernel_file, cache
-from .profile import profile as profile_kernel
 from ._kernel_file import UsageError
 from .errors import KnitError
+from .profile import profile as profile_kernel
 from .testing import ALL_TARGETS
 from .testing.compare import fmt_atol, mismatch_report, reference_inputs, tolerance_for
 from .typing import TensorType
+
 
 def _kernel_options(parser):
     """The options every kernel command takes (all default to None so that a file's knit-run
@@ -52,7 +53,8 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run a kernel on random inputs: result check, latency, engine summary")
     _kernel_options(run)
-    run.add_argument("--backend", choices=("jit", "jit-strict", "jit-fallback", "reference"), help="execution backend (default jit)")
+    run.add_argument("--backend", choices=("jit", "jit-strict", "jit-fallback", "reference"),
+                     help="execution backend (default jit)")
     run.add_argument("--reference", metavar="FUNC_OR_EXPR",
                      help="what to check against: a function of the file (Python) or a NumPy expression over "
                           "the inputs x0, x1, ... and --param names (default: the file's `reference` function, if any)")
@@ -125,7 +127,7 @@ class Job:
     def compile(self, inputs):
         started = time.perf_counter()
         compiled = self.kernel.compile(*inputs, target=self.target, **self.params)
-        compiled.program  # lowering to the engine program is part of compiling
+        _ = compiled.program  # lowering to the engine program is part of compiling
         return compiled, time.perf_counter() - started
 
     def file_function(self, name):

@@ -20,7 +20,7 @@ import types
 
 _MARK = "__knit_compat_alias__"
 
-_FAMILIES = {
+_FAMILIES: dict[str, list[tuple[str, str | None]]] = {
     "nki": [("nki", "knit"), ("nki.language", "knit.language"), ("nki.isa", "knit.isa"),
             ("nki.typing", "knit.typing"), ("nki.lnc", "knit.lnc")],
     "neuronxcc": [("neuronxcc", None), ("neuronxcc.nki", "knit.legacy"),
@@ -29,7 +29,7 @@ _FAMILIES = {
                   ("neuronxcc.nki.compiler", "knit.legacy.compiler")],
 }
 
-_installed = {}  # alias name -> module object this module put into sys.modules
+_installed: dict[str, types.ModuleType] = {}  # alias name -> module object this module put into sys.modules
 
 
 def _is_ours(name):

@@ -15,6 +15,7 @@ disk cache, so later loads of the unchanged file (and headers) take about 15 ms.
 import os
 import types
 import warnings
+from typing import Any
 
 from . import _core, _program_cache, _trace
 from ._dtypes import to_dtype
@@ -49,7 +50,7 @@ class CppKernel(Kernel):
         # reads for the op's schema and error locations); it is never called.
         # Its code says it starts at the KNIT_KERNEL line, where errors about the arguments point.
         code = compile("\n" * (line - 1) + f"def {short}({params}):\n    pass\n", path, "exec")
-        namespace = {}
+        namespace: dict[str, Any] = {}
         exec(code, namespace)  # noqa: S102 (our own two lines)
         fn = namespace[short]
         fn.__doc__ = f"C++ kernel {name} from {path}"

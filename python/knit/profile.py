@@ -5,13 +5,19 @@
 :class:`Profile`. ``knit.benchmark`` wraps the same simulation in ``nki.benchmark``'s interface.
 The simulator is deterministic: the same kernel, shapes and target always give the same times.
 """
+from __future__ import annotations
+
 import functools
 import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from . import _trace
-from . import _kernel
+from . import _kernel, _trace
 from ._kernel import Kernel
 from .typing import TensorType
+
+PathLike = str | os.PathLike
 
 
 class EngineStats:
@@ -37,9 +43,9 @@ class Profile:
     total_ns / latency_us: end-to-end time including the fixed launch overhead;
     engines: {queue: EngineStats} for pe (TensorE), act (ScalarE), dve (VectorE), pool (GpSimd)
     and the DMA queues dma0..dma3; dma_bytes, dma_bandwidth_gbps (bytes over the whole run),
-    dma_utilization (time the DMA bandwidth was in use); hbm_read_bytes / hbm_write_bytes; mfu (model matmul FLOPs over the bf16
-    peak) and hfu (TensorE streaming time over the run); instructions (executed, loops count
-    every trip); stalls (time each queue waited for each other queue's semaphores);
+    dma_utilization (time the DMA bandwidth was in use); hbm_read_bytes / hbm_write_bytes; mfu
+    (model matmul FLOPs over the bf16 peak) and hfu (TensorE streaming time over the run);
+    instructions (executed, loops count every trip); stalls (time each queue waited for each other queue's semaphores);
     outputs: the kernel's results (None for a timing-only run)."""
 
     def __init__(self, compiled, data, outputs):
@@ -81,14 +87,14 @@ class Profile:
         return self._program.source
 
     @property
-    def latency_us(self):
+    def latency_us(self) -> float:
         return self.total_ns / 1e3
 
-    def top_stalls(self, n=5):
+    def top_stalls(self, n: int = 5) -> list[tuple[str, str, float]]:
         """The n longest waits: (waiting queue, queue waited for, total ns), longest first."""
         return sorted(((w, p, ns) for (w, p), ns in self.stalls.items()), key=lambda x: -x[2])[:n]
 
-    def top_stalled_instructions(self, n=5):
+    def top_stalled_instructions(self, n: int = 5) -> list[tuple[str, str, str, float, str | None]]:
         """The n instructions that waited longest: (queue, opcode, file:line, stall ns, waited-for queue)."""
         rows = sorted(self._timeline, key=lambda t: -t[6])[:n]
         out = []
@@ -99,7 +105,7 @@ class Profile:
             out.append((self._queues[q], op, f"{file}:{line}", stall, self._queues[on] if on >= 0 else None))
         return out
 
-    def summary(self):
+    def summary(self) -> str:
         lines = [f"kernel {self.kernel_name} on {self.target} ({self.core_name}): "
                  f"{self.latency_us:.2f} us (includes {self.launch_ns / 1e3:.1f} us launch overhead)",
                  f"  {'engine':<8}{'busy us':>12}{'util':>8}{'instrs':>10}"]
@@ -108,7 +114,8 @@ class Profile:
                 lines.append(f"  {q:<8}{e.busy_ns / 1e3:>12.2f}{100 * e.utilization:>7.1f}%{e.instructions:>10}")
         lines.append(f"  DMA: {self.dma_bytes / 1e6:.2f} MB, {self.dma_bandwidth_gbps:.1f} GB/s average, "
                      f"bandwidth in use {100 * self.dma_utilization:.1f}% of the time")
-        lines.append(f"  MFU {100 * self.mfu:.2f}%  HFU {100 * self.hfu:.2f}%  sync instructions {self.instructions['sync']}")
+        lines.append(f"  MFU {100 * self.mfu:.2f}%  HFU {100 * self.hfu:.2f}%  "
+                     f"sync instructions {self.instructions['sync']}")
         stalls = self.top_stalls()
         if stalls:
             lines.append("  top stalls: " + ", ".join(f"{w} waited {ns / 1e3:.2f} us on {p}" for w, p, ns in stalls))
@@ -119,7 +126,7 @@ class Profile:
     def __repr__(self):
         return self.summary()
 
-    def summary_json(self):
+    def summary_json(self) -> dict[str, float]:
         """The headline metrics under neuron-profile's summary-json names (hw-model.md §4.3)."""
         def active(queues):
             return 100 * sum(self.engines[q].utilization for q in queues)
@@ -137,23 +144,23 @@ class Profile:
             "dma_active_time_percent": 100 * self.dma_utilization,
         }
 
-    def trace_json(self):
+    def trace_json(self) -> str:
         """The timeline as Chrome / Perfetto trace JSON text: one complete event per executed
         instruction on its queue's track (per core), times in microseconds. Written by the core's
         one trace writer (knit/sim/trace.h), which knit/testing.h's C++ profiles share."""
         return self._program.chrome_trace(self._timeline_array)
 
-    def trace_events(self):
+    def trace_events(self) -> list[dict[str, Any]]:
         """The trace's events as Python dicts (see trace_json)."""
         return json.loads(self.trace_json())["traceEvents"]
 
-    def save_trace(self, path):
+    def save_trace(self, path: PathLike) -> PathLike:
         """Write the timeline as Chrome trace JSON (open in ui.perfetto.dev or chrome://tracing)."""
         with open(path, "w") as f:
             f.write(self.trace_json())
         return path
 
-    def plot(self, path):
+    def plot(self, path: PathLike) -> PathLike:
         """Save a PNG engine timeline (needs matplotlib: pip install matplotlib)."""
         try:
             import matplotlib
@@ -177,12 +184,13 @@ class Profile:
         return path
 
 
-def has_placeholders(args):
+def has_placeholders(args: Sequence[Any]) -> bool:
     """Whether any argument is a shape/dtype placeholder (a timing-only run)."""
     return any(isinstance(a, TensorType) for a in args)
 
 
-def profile(kernel, *args, target=None, timing_only=None, **kwargs):
+def profile(kernel: Callable[..., Any], *args: Any, target: str | None = None, timing_only: bool | None = None,
+            **kwargs: Any) -> Profile:
     """Simulate `kernel` on `args` for `target` and return its Profile. Placeholders
     (``nt.tensor[[shape], dtype]``) among the arguments make it timing-only; so does
     timing_only=True with real arrays (their values are then ignored)."""

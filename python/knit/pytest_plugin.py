@@ -83,7 +83,7 @@ class _RunTimes:
     """Kernel runs of the session by test (--knit-durations): [seconds, runs, native, interpreted]."""
 
     def __init__(self):
-        self.by_test = collections.defaultdict(lambda: [0.0, 0, 0, 0])
+        self.by_test: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0, 0, 0])
         self.current = "(outside tests)"
         self.start = time.perf_counter()
 
@@ -99,7 +99,7 @@ class _RunTimes:
         session = time.perf_counter() - self.start
         write(f"{total[1]} kernel runs took {total[0]:.2f} s of the session's {session:.2f} s "
               f"({100 * total[0] / max(session, 1e-9):.0f}%); instructions: {total[2]} native, {total[3]} interpreted")
-        by_file = collections.defaultdict(lambda: [0.0, 0])
+        by_file: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
         for test, row in self.by_test.items():
             by_file[test.split("::")[0]][0] += row[0]
             by_file[test.split("::")[0]][1] += row[1]

@@ -18,6 +18,8 @@ See docs/torch.md.
 import ast
 import inspect
 import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -42,7 +44,7 @@ _TORCH_OF_KNIT = {
 _KNIT_OF_TORCH = {t: k for k, t in _TORCH_OF_KNIT.items()}
 
 
-def torch_dtype(dtype, where=None):
+def torch_dtype(dtype: Any, where: tuple | None = None) -> torch.dtype:
     """The torch dtype of a Knit dtype; a clear error for the Knit types torch lacks."""
     name = str(to_dtype(dtype))
     if name not in _TORCH_OF_KNIT:
@@ -52,7 +54,7 @@ def torch_dtype(dtype, where=None):
     return _TORCH_OF_KNIT[name]
 
 
-def knit_dtype(dtype, where=None):
+def knit_dtype(dtype: torch.dtype, where: tuple | None = None) -> Any:
     """The Knit dtype of a torch dtype."""
     if dtype not in _KNIT_OF_TORCH:
         raise user_error("torch-dtype", f"torch dtype {dtype} has no Knit counterpart; Knit kernels take "
@@ -140,7 +142,10 @@ def _schema(name, fn, mutates_args, num_outputs, where):
     unknown = set(mutates_args) - {p.name for p in params}
     if unknown:
         raise user_error("torch-schema", f"mutates_args names {sorted(unknown)}, not parameters of the kernel", where)
-    returns = "()" if num_outputs == 0 else "Tensor" if num_outputs == 1 else "(" + ", ".join(["Tensor"] * num_outputs) + ")"
+    if num_outputs == 1:
+        returns = "Tensor"
+    else:
+        returns = "(" + ", ".join(["Tensor"] * num_outputs) + ")"  # "()" for none
     return f"({', '.join(parts)}) -> {returns}", [p.name for p in params], kinds
 
 
@@ -153,7 +158,8 @@ class KnitOp:
     ``torch.library.opcheck``), ``.register_backward`` adds autograd, ``.latency_us`` gives the
     simulated Trainium latency for some inputs' shapes."""
 
-    def __init__(self, name, kernel, mutates_args=(), num_outputs=None, target=None, backend=None):
+    def __init__(self, name: str, kernel: Callable[..., Any], mutates_args: Sequence[str] = (),
+                 num_outputs: int | None = None, target: str | None = None, backend: str | None = None) -> None:
         self.kernel = kernel if isinstance(kernel, Kernel) else jit(kernel)
         fn = self.kernel.fn
         code = fn.__code__
@@ -176,12 +182,12 @@ class KnitOp:
         self.op = getattr(getattr(torch.ops, namespace), op_name).default
         self.__name__ = op_name
         self.__doc__ = fn.__doc__
-        self.backward_op = None  # the KnitOp computing the gradients, if register_backward gave one
+        self.backward_op: KnitOp | None = None  # the KnitOp computing the gradients, if register_backward gave one
 
     def __repr__(self):
         return f"<knit.torch op {self.name}{self.schema}>"
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._op(*args, **kwargs)
 
     # -- implementations --
@@ -218,15 +224,17 @@ class KnitOp:
         written = {self._names[i] for i in compiled.last_written}
         undeclared = sorted(written - set(self.mutates_args))
         if undeclared:
-            raise user_error("torch-mutation", f"{self.kernel.fn.__name__} writes its argument(s) {undeclared}, which "
-                                               f"the op {self.name} does not declare: add them to mutates_args", self._where)
+            raise user_error("torch-mutation",
+                             f"{self.kernel.fn.__name__} writes its argument(s) {undeclared}, which the op "
+                             f"{self.name} does not declare: add them to mutates_args", self._where)
         if self.num_outputs == 0:
             return None
         return result
 
     # -- autograd --
 
-    def register_backward(self, backward, setup_context=None):
+    def register_backward(self, backward: Callable[..., Any],
+                          setup_context: Callable[..., Any] | None = None) -> "KnitOp":
         """Make the op differentiable. `backward` is either
 
         * a Knit kernel or KnitOp, called as ``backward(*inputs, *grad_outputs)`` and returning one
@@ -269,7 +277,7 @@ class KnitOp:
 
     # -- timing --
 
-    def latency_us(self, *args):
+    def latency_us(self, *args: Any) -> float:
         """Simulated latency (µs) of the kernel on the op's target for these arguments' shapes
         and dtypes (a timing-only simulation: values are not read)."""
         specs = [TensorType(tuple(a.shape), knit_dtype(a.dtype, self._where)) if isinstance(a, torch.Tensor) else a
@@ -293,7 +301,9 @@ def _concrete(shape, op):
     return out
 
 
-def op(name, kernel=None, *, mutates_args=(), num_outputs=None, target=None, backend=None):
+def op(name: str, kernel: Callable[..., Any] | None = None, *, mutates_args: Sequence[str] = (),
+       num_outputs: int | None = None, target: str | None = None,
+       backend: str | None = None) -> KnitOp | Callable[[Callable[..., Any]], KnitOp]:
     """Register a Knit kernel as the torch op `name` ("namespace::op_name"); a decorator, or
     ``knit.torch.op(name, kernel)``.
 

@@ -3,6 +3,9 @@
 ``nt.tensor[128, 512]`` (shape only) or ``nt.tensor[[128, 512], nl.bfloat16]`` (shape and dtype)
 annotates kernel parameters; an instance can also stand in for an argument where only its shape
 and dtype matter (timing-only simulation, fake tensors)."""
+from collections.abc import Iterable
+from typing import Any
+
 from ._dtypes import to_dtype
 
 
@@ -11,7 +14,7 @@ class TensorType:
 
     __slots__ = ("shape", "dtype")
 
-    def __init__(self, shape, dtype=None):
+    def __init__(self, shape: Iterable[int], dtype: Any = None) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = None if dtype is None else to_dtype(dtype)
 
@@ -26,7 +29,7 @@ class TensorType:
 
 
 class _TensorFactory:
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> TensorType:
         if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], (list, tuple)):
             return TensorType(key[0], key[1])
         return TensorType(key if isinstance(key, tuple) else (key,))

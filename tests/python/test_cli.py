@@ -155,6 +155,7 @@ def test_ir_and_asm_print_what_compile_gives(capsys, two_kernels):
     assert code == 0 and out.strip() == compiled.asm.strip()
 
 
+@pytest.mark.slow
 def test_profile_writes_a_perfetto_trace_and_a_plot(capsys, tmp_path):
     trace, plot = tmp_path / "t.json", tmp_path / "t.png"
     code, out, _ = run_main(capsys, "profile", example("matmul.py"), "--trace", str(trace), "--plot", str(plot))
@@ -190,6 +191,7 @@ def cache_info(env):
     return dict(line.split(": ", 1) for line in out.splitlines())
 
 
+@pytest.mark.slow
 def test_cache_info_and_clear(tmp_path, two_kernels):
     """`cache info` counts what a run wrote (compiled bodies, the program) as the files on disk
     say, and `cache clear` removes exactly those files."""

@@ -146,6 +146,7 @@ def test_every_example_file_is_covered():
     assert {os.path.relpath(f, _EXAMPLES) for f in files} - SCRIPTS == {path for path, *_ in CASES.values()}
 
 
+@pytest.mark.slow
 def test_profile_demo_script_runs():
     """examples/kernels/python/profile_matmul.py prints the engine program, its stats, a profile
     checked against NumPy (its own assert) and a timing-only benchmark."""

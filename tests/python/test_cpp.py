@@ -59,6 +59,7 @@ def write_kernel_dir(tmp_path, scale="2.0f"):
 
 
 @pytest.mark.parametrize("name", EXAMPLE_FILES)
+@pytest.mark.slow
 def test_every_cpp_example_runs_through_knit_run(name):
     """The file's own knit-run line gives shapes and a NumPy reference; the run must match it
     and the reference interpreter, and print the simulated timing."""
@@ -75,6 +76,7 @@ def test_every_cpp_example_runs_through_knit_run(name):
     assert latency and float(latency.group(1)) > 15.0, out  # more than the launch overhead alone
 
 
+@pytest.mark.slow
 def test_second_process_loads_the_compiled_file_from_the_cache_and_edits_recompile(tmp_path):
     path = write_kernel_dir(tmp_path)
     env = {"KNIT_CACHE_DIR": str(tmp_path / "cache")}
@@ -104,6 +106,7 @@ def settle(*folders):
         os.utime(d, (settled, settled))
 
 
+@pytest.mark.slow
 def test_a_header_added_where_an_include_now_finds_it_first_recompiles(tmp_path):
     # A new scale.h next to the kernel shadows the one from -I (quoted includes look there
     # first) while every file the manifest lists keeps its contents: only the folder shows it.
@@ -123,6 +126,7 @@ def test_a_header_added_where_an_include_now_finds_it_first_recompiles(tmp_path)
     assert third[0] == 0 and "C++ file compiled by Clang" in third[1], third[1] + third[2]
 
 
+@pytest.mark.slow
 def test_an_include_added_to_the_file_is_followed_by_later_edits_of_that_header(tmp_path):
     # The edit that adds the #include changes the file's recorded hash, so the file is
     # preprocessed again and the manifest lists extra.h; an edit of extra.h then recompiles.
@@ -145,6 +149,7 @@ def test_an_include_added_to_the_file_is_followed_by_later_edits_of_that_header(
     assert code == 0 and "C++ file compiled by Clang" in out, out + err
 
 
+@pytest.mark.slow
 def test_corrupted_cache_entries_are_detected_and_rebuilt(tmp_path, monkeypatch):
     path = write_kernel_dir(tmp_path)
     cache = tmp_path / "cache"
@@ -165,6 +170,7 @@ def test_corrupted_cache_entries_are_detected_and_rebuilt(tmp_path, monkeypatch)
 
 @pytest.mark.skipif(os.environ.get("KNIT_USE_INSTALLED") == "1",
                     reason="an installed package has no build folder of precompiled headers")
+@pytest.mark.slow
 def test_the_first_compile_uses_the_header_the_build_precompiled(tmp_path):
     # A source build precompiles <knit/knit.h> into build/pch (python/CMakeLists.txt): a first
     # compile with an empty cache includes that one and precompiles none of its own.
@@ -176,6 +182,7 @@ def test_the_first_compile_uses_the_header_the_build_precompiled(tmp_path):
     assert (cache / "objects").is_dir() and not (cache / "pch").exists()
 
 
+@pytest.mark.slow
 def test_cpp_kernels_from_python_match_numpy_and_profile():
     kernels = knit.cpp.load(os.path.join(CPP_EXAMPLES, "rmsnorm.cpp"))
     assert set(kernels.kernels) == {"rmsnorm"}
@@ -194,6 +201,7 @@ def test_cpp_kernels_from_python_match_numpy_and_profile():
     np.testing.assert_array_equal(profile.outputs, got)
 
 
+@pytest.mark.slow
 def test_cpp_kernel_as_a_torch_op():
     torch = pytest.importorskip("torch")
     import knit.torch as ktorch
@@ -276,6 +284,7 @@ KNIT_KERNEL(linted)
 """
 
 
+@pytest.mark.slow
 def test_lint_flags_partition_psum_and_device_branch_mistakes_with_ranges(tmp_path):
     path = tmp_path / "linted.cpp"
     path.write_text(LINTED)
@@ -296,10 +305,12 @@ def test_lint_flags_partition_psum_and_device_branch_mistakes_with_ranges(tmp_pa
 
 
 @pytest.mark.parametrize("name", ["gather_rows.cpp", "matmul.cpp"])  # parameters, lambdas, PSUM tiles
+@pytest.mark.slow
 def test_lint_finds_nothing_in_the_examples(name):
     assert knit.cpp.lint(os.path.join(CPP_EXAMPLES, name)) == []
 
 
+@pytest.mark.slow
 def test_installed_headers_are_found_next_to_the_extension(tmp_path):
     """A pip install puts the headers in knit/include beside knit._cppc: then those are the
     compiler's include folders (not the source tree's), and a file compiles with them.
@@ -317,6 +328,7 @@ def test_installed_headers_are_found_next_to_the_extension(tmp_path):
     assert done.stdout.split() == ["False", "['scaled_add']", str(package / "include")]
 
 
+@pytest.mark.slow
 def test_cxxflags_warnings_and_errors_from_the_kernels_own_cpp(tmp_path):
     """--cxxflag values that look like options, Clang's warnings on stderr, and a C++ mistake the
     API catches (a dimension the tensor lacks) named at the kernel line; a C++ exception of the

@@ -118,6 +118,7 @@ def knit_commands(text):
 
 
 @pytest.mark.parametrize("block", [p for p in of("sh") if knit_commands(p.values[0].text)])
+@pytest.mark.slow
 def test_knit_command_block(block, tmp_path):
     skip_fragment(block)
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"), KNIT_PROGRESS="0")

@@ -205,6 +205,7 @@ def test_example_numpy(case, dtype_name):
 
 
 @pytest.mark.parametrize("case", list(REALISTIC))
+@pytest.mark.slow
 def test_example_at_realistic_size(case):
     """The examples at the sizes a model runs them (a 2048^3 bf16 matmul, 2048x2048 rows, 4096-token
     attention), with the same rigorous bounds: several loop iterations of every tile, PSUM
@@ -256,6 +257,7 @@ def test_example_torch(case, dtype_name):
 
 
 @pytest.mark.parametrize("module_name", sorted(KERNELS))
+@pytest.mark.slow
 def test_example_main_block(module_name, capsys):
     """Every example defines its kernel and reference(), imports Knit only under NKI's names (so
     swapping the imports runs it on NKI), and its __main__ block runs and prints a small error."""

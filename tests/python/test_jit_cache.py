@@ -62,6 +62,7 @@ def entries(cache_dir):
     return sorted(objects.glob("*.o")) if objects.exists() else []
 
 
+@pytest.mark.slow
 def test_second_process_loads_compiled_code_from_the_cache(tmp_path):
     cold = run_script(tmp_path)
     assert cold["modules_compiled"] > 0 and cold["modules_from_cache"] == 0
@@ -72,6 +73,7 @@ def test_second_process_loads_compiled_code_from_the_cache(tmp_path):
     assert warm["outputs"] == cold["outputs"]
 
 
+@pytest.mark.slow
 def test_a_corrupt_entry_is_rejected_and_rebuilt(tmp_path):
     clean = run_script(tmp_path)
     damaged = entries(tmp_path)
@@ -93,6 +95,7 @@ def test_a_corrupt_entry_is_rejected_and_rebuilt(tmp_path):
     assert again["modules_compiled"] == 0 and again["entries_rejected"] == 0
 
 
+@pytest.mark.slow
 def test_concurrent_processes_share_one_directory(tmp_path):
     environment = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KNIT_CACHE_DIR=str(tmp_path),
                        KNIT_JIT_THRESHOLD="0")
@@ -110,12 +113,14 @@ def test_concurrent_processes_share_one_directory(tmp_path):
     assert after["outputs"] == results[0]["outputs"]
 
 
+@pytest.mark.slow
 def test_cache_off_writes_nothing(tmp_path):
     stats = run_script(tmp_path, KNIT_CACHE="0")
     assert stats["directory"] == "" and stats["modules_compiled"] > 0
     assert not (tmp_path / "objects").exists()
 
 
+@pytest.mark.slow
 def test_clear_removes_only_cache_entries(tmp_path):
     run_script(tmp_path)
     keep = tmp_path / "objects" / "notes.txt"
@@ -179,6 +184,7 @@ def run_repeated(cache_dir):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_small_kernel_compiles_once_its_runs_would_have_paid_for_it(tmp_path):
     """Run once, the small kernel is interpreted (building its bodies would cost more than it
     saves); its repeated runs add up, a later run compiles and every run after it is native, with
@@ -247,6 +253,7 @@ def write_kernel(src_dir, factor, helper_op="nl.multiply"):
     (src_dir / "helper.py").write_text(HELPER_FILE.replace("nl.multiply", helper_op))
 
 
+@pytest.mark.slow
 def test_program_cache_reuses_the_trace_until_a_source_changes(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -261,6 +268,7 @@ def test_program_cache_reuses_the_trace_until_a_source_changes(tmp_path):
     assert run_kernel_file(cache, src) == {"cached": True, "first": 7.0}
 
 
+@pytest.mark.slow
 def test_a_corrupt_program_entry_is_traced_again(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -363,6 +363,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_a_process_using_only_numpy_types_never_loads_ml_dtypes(tmp_path):
     # Loading ml_dtypes costs about half a second (knit._dtypes), most of `import knit`: an fp32
     # kernel run (and the knit command) must not need it, and bf16 must still work after it.

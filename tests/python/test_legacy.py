@@ -109,6 +109,7 @@ def test_legacy_example_simulate_kernel():
     np.testing.assert_array_equal(nki.simulate_kernel(mod.tensor_add_kernel, a, b), a + b)
 
 
+@pytest.mark.slow
 def test_legacy_examples_run_as_scripts():
     """Each script's __main__ runs its kernel on seed-0 fp32 inputs (CASES' shapes) and prints the
     max abs error against its float64 reference: within the fp32 bound above, and for tensor_add

@@ -2277,6 +2277,7 @@ print(info["modules_compiled"], info["modules_from_cache"])
 """
 
 
+@pytest.mark.slow
 def test_single_worker_thread(tmp_path):
     """Large matmuls are split over worker threads by output columns, each output still one
     thread's k-ordered sum: a process with $KNIT_THREADS=1 (one part; the in-process tests use
@@ -3000,6 +3001,7 @@ def test_more_walk_dims_than_a_body_has():
     assert_bytes_equal(np.ascontiguousarray(h.transpose(4, 3, 2, 1, 0)), g, "numpy")
 
 
+@pytest.mark.slow
 def test_row_folds_over_outer_dims_split_across_threads():
     """A row sum and a scan over a 5-dim view whose inner walk is large enough to split over
     the worker threads (each part continuing its own rows' folds and carries from call to call):
@@ -3274,6 +3276,7 @@ def test_psum_operands_and_int_paths():
     assert not np.array_equal(exact, fp32)  # the two paths really differ on this data
 
 
+@pytest.mark.slow
 def test_trn3_bf16_psum_and_wide_matmuls():
     """trn3: a bf16 PSUM dst (each accumulation rounds to bf16) and N up to 4096 (split over the
     worker threads), with accumulation groups."""
@@ -3351,6 +3354,7 @@ def _view_specs(draw):
 
 
 @pytest.mark.skipif(hypothesis is None, reason="hypothesis is not installed")
+@pytest.mark.slow
 def test_random_views():
     """Random strided / permuted / partition-offset views through tensor_copy (converting),
     tensor_tensor (one operand the same view of a second tile), a reduction over the last view dim

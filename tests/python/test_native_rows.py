@@ -111,6 +111,7 @@ def row_views(draw):
 @given(view=row_views(), table_dt=st.sampled_from(DTYPES), tile_dt=st.sampled_from(DTYPES),
        seed=st.integers(0, 2**16))
 @SETTINGS
+@pytest.mark.slow
 def test_gather_and_scatter_rows_match_the_reference(view, table_dt, tile_dt, seed):
     R, F, n, count, pattern, off, idx, oob = view
 
@@ -135,6 +136,7 @@ def test_gather_and_scatter_rows_match_the_reference(view, table_dt, tile_dt, se
 
 @given(view=row_views(), direct_at=st.integers(0, 40), scatter=st.booleans(), seed=st.integers(0, 2**16))
 @SETTINGS
+@pytest.mark.slow
 def test_rows_moved_within_one_tensor_match_the_reference(view, direct_at, scatter, seed):
     """A gather from rows of a tensor into a direct view of the same tensor, or a scatter of such
     a view into its rows, the two overlapping or not: the native path reads the source from a
@@ -159,6 +161,7 @@ def test_rows_moved_within_one_tensor_match_the_reference(view, direct_at, scatt
 
 @given(view=row_views(), dst_dt=st.sampled_from(DTYPES[:2]), unique=st.booleans(), seed=st.integers(0, 2**16))
 @SETTINGS
+@pytest.mark.slow
 def test_scatter_add_matches_the_reference(view, dst_dt, unique, seed):
     R, F, n, count, pattern, off, idx, oob = view
 
@@ -183,6 +186,7 @@ def test_scatter_add_matches_the_reference(view, dst_dt, unique, seed):
        dst_at=st.integers(0, 24), p_shift=st.integers(0, 8), op=st.sampled_from(["copy", "add", "reduce", "act"]),
        dt=st.sampled_from(DTYPES[:2]), seed=st.integers(0, 2**16))
 @SETTINGS
+@pytest.mark.slow
 def test_outputs_overlapping_inputs_match_the_reference(P, F, width, src_at, dst_at, p_shift, op, dt, seed):
     """An instruction whose dst overlaps its input in one tile, shifted along the free dim and
     across partitions (the native path reads the input from a snapshot taken before writing)."""
@@ -235,6 +239,7 @@ def many_dim_views(draw):
 @given(view=many_dim_views(), op=st.sampled_from(["copy", "add", "act", "in_place", "act_sum", "scalar_max"]),
        dt=st.sampled_from(DTYPES[:2]), seed=st.integers(0, 2**16))
 @SETTINGS
+@pytest.mark.slow
 def test_element_wise_walks_of_more_dims_than_a_body_match_the_reference(view, op, dt, seed):
     """Element-wise instructions over views needing more walk dims than a body has run natively
     (the executor walks the outer dims around the body) with the reference's bytes: a converting

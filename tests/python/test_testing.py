@@ -350,6 +350,7 @@ def _profile_in_subprocess(backend):
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.slow
 def test_simulated_latency_is_identical_in_two_separate_processes():
     first, second = _profile_in_subprocess("jit"), _profile_in_subprocess("jit")
     assert first == second  # every total, busy time and timeline start/end, bit for bit
@@ -393,6 +394,7 @@ def _pytest(*args, cwd=None, extra_path=None):
                            *args], cwd=cwd or _REPO, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_example_tests_pass_on_every_target():
     r = _pytest("examples/tests", "-q", "--knit-target", "all")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -402,6 +404,7 @@ def test_example_tests_pass_on_every_target():
     assert "[trn2]" not in listed.stdout
 
 
+@pytest.mark.slow
 def test_plugin_reports_the_trace_of_a_failing_latency_test(tmp_path):
     (tmp_path / "test_slow.py").write_text(textwrap.dedent("""
         import os, sys, pytest
@@ -426,6 +429,7 @@ def test_plugin_reports_the_trace_of_a_failing_latency_test(tmp_path):
     assert "over the 1 us bound" in r.stdout and "knit: targets trn3, backend reference" in r.stdout
 
 
+@pytest.mark.slow
 def test_knit_durations_reports_the_time_kernel_runs_took(tmp_path):
     """--knit-durations N: the session's kernel runs counted per test (a test calling its kernel
     three times has 3 runs), their instructions (this small example stays below the JIT's
@@ -466,11 +470,13 @@ def test_knit_durations_reports_the_time_kernel_runs_took(tmp_path):
     assert quiet.returncode == 0 and "kernel runs" not in quiet.stdout
 
 
+@pytest.mark.slow
 def test_plugin_rejects_unknown_targets():
     r = _pytest("--knit-target", "trn9", "--collect-only", "-q", "examples/tests")
     assert r.returncode != 0 and "--knit-target: unknown target(s) ['trn9']" in r.stderr
 
 
+@pytest.mark.slow
 def test_plugin_is_registered_once_with_the_entry_point_and_explicit_loading(tmp_path):
     # An installed Knit's entry point, simulated by a dist-info folder on the path.
     dist = tmp_path / "site" / "knit_entry_point_probe-0.0.dist-info"

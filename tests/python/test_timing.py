@@ -199,6 +199,7 @@ for prof in (knit.profile(m.softmax_kernel, nt.tensor[[200, 256], nl.float32], t
 """
 
 
+@pytest.mark.slow
 def test_profile_is_identical_across_processes():
     script = _SUBPROCESS.format(python=os.path.join(_REPO, "python"), path=os.path.join(_EXAMPLES, "softmax.py"),
                                 mm=os.path.join(_EXAMPLES, "matmul.py"))
@@ -447,6 +448,7 @@ def test_save_trace_is_chrome_trace_json_with_one_event_per_executed_instruction
     assert sum(e["args"]["stall_ns"] for e in xs) == pytest.approx(sum(prof.stalls.values()))
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     prof = case("attention", "trn2")[2]

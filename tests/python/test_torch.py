@@ -74,6 +74,7 @@ def test_schema_from_signature_defaults_annotations_and_returns():
     assert str(inplace.op._schema).endswith("(Tensor(a0!) x) -> ()")
 
 
+@pytest.mark.slow
 def test_scalars_and_defaults_reach_the_kernel():
     op = ktorch.op(unique("scale_shift"), scale_shift)
     x = torch.randn(64, 32)
@@ -81,6 +82,7 @@ def test_scalars_and_defaults_reach_the_kernel():
     torch.testing.assert_close(op(x, 3.0, shift=-1.0, twice=True), (x * 3.0 - 1.0) * 2.0, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_several_outputs_and_bf16():
     op = ktorch.op(unique("sum_and_diff"), sum_and_diff)
     a, b = torch.randn(128, 64).bfloat16(), torch.randn(128, 64).bfloat16()
@@ -116,6 +118,7 @@ def test_an_undeclared_mutation_is_an_error_naming_the_argument():
         op(torch.randn(16, 8))
 
 
+@pytest.mark.slow
 def test_declared_mutation_writes_in_place_and_passes_opcheck():
     op = ktorch.op(unique("double"), double_in_place, mutates_args=("x",))
     x = torch.randn(64, 16)
@@ -156,6 +159,7 @@ def test_a_kernel_error_at_trace_time_points_at_the_kernel():
 
 
 @pytest.mark.parametrize("name", sorted(ops.OPS))
+@pytest.mark.slow
 def test_opcheck_every_example_op(name):
     op, make = ops.OPS[name]
     torch.manual_seed(0)
@@ -163,6 +167,7 @@ def test_opcheck_every_example_op(name):
 
 
 @pytest.mark.parametrize("name", ["rmsnorm", "matmul", "softmax"])
+@pytest.mark.slow
 def test_opcheck_with_gradients(name):
     op, make = ops.OPS[name]
     torch.manual_seed(1)
@@ -247,6 +252,7 @@ class SmallModel(torch.nn.Module):
         return ops.softmax(torch.relu(h) * 2)
 
 
+@pytest.mark.slow
 def test_torch_compile_fullgraph_matches_eager():
     torch.manual_seed(5)
     model, x = SmallModel(), torch.randn(128, 128)
@@ -258,6 +264,7 @@ def test_torch_compile_fullgraph_matches_eager():
     assert counts["unique_graphs"] >= 1
 
 
+@pytest.mark.slow
 def test_torch_compile_training_step_matches_eager():
     """Backward through the ops' autograd under torch.compile (aot_eager: the graphs as
     captured, without Inductor's codegen time)."""
@@ -279,6 +286,7 @@ def test_torch_compile_training_step_matches_eager():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_dynamic_shapes_specialize_per_shape():
     torch._dynamo.reset()
     f = torch.compile(lambda t: ops.softmax(t) * 2, fullgraph=True, dynamic=True)
@@ -298,6 +306,7 @@ def test_data_dependent_shapes_are_a_clear_error(monkeypatch):
 # ---- the end-to-end example ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_transformer_block_trains_like_pure_torch(monkeypatch):
     """examples/torch/transformer_block.py: three SGD steps of the Knit block follow the pure
     torch block's losses (relative 1e-5), and the Knit ops really ran (counted)."""
@@ -348,6 +357,7 @@ CPP_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CPP_CASES))
+@pytest.mark.slow
 def test_cpp_op_passes_opcheck_and_matches_torch(knit_cpp, name):
     make, reference = CPP_CASES[name]
     torch.manual_seed(7)
@@ -361,6 +371,7 @@ def test_cpp_op_passes_opcheck_and_matches_torch(knit_cpp, name):
     torch.testing.assert_close(got.float(), reference(*(a.float() for a in bf16)), rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.slow
 def test_cpp_op_under_torch_compile(knit_cpp):
     torch._dynamo.reset()
     x, w = torch.randn(128, 256), torch.randn(256)

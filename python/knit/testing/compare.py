@@ -6,6 +6,9 @@ where its value overflows the output dtype the expected value is what the hardwa
 (+-inf, or NaN for float8_e4m3fn, which has no infinity). A failure names the worst elements, their
 indices, both values and their distance in ULPs of the output dtype.
 """
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .._dtypes import to_dtype
@@ -153,7 +156,8 @@ def tolerance_for(dtype, expected, rtol, atol):
     return tol, f" (atol = rtol * max|expected| {scale:.4g}{'' if rtol is not None else ', defaults for ' + name})"
 
 
-def assert_close(actual, expected, rtol=None, atol=None, equal_nan=True, name="result"):
+def assert_close(actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None,
+                 equal_nan: bool = True, name: str = "result") -> None:
     """Assert that `actual` (a kernel result) matches `expected` (a reference) element by element.
     Tuples/lists compare item by item. rtol/atol default to the table for `actual`'s dtype
     (knit.testing.tolerance); one given alone keeps the other's default."""
@@ -191,7 +195,9 @@ def reference_inputs(inputs):
     return out
 
 
-def assert_kernel_close(kernel, reference, *inputs, rtol=None, atol=None, target=None, equal_nan=True, **kwargs):
+def assert_kernel_close(kernel: Callable[..., Any], reference: Any, *inputs: Any, rtol: float | None = None,
+                        atol: float | None = None, target: str | None = None, equal_nan: bool = True,
+                        **kwargs: Any) -> Any:
     """Run `kernel` on `inputs` (on `target`, default as knit.compile picks it) and assert its
     result(s) match `reference`: a callable given the same inputs as exact float64 arrays (and the
     same keyword arguments), or the expected array(s) themselves. Returns the kernel's result(s)."""

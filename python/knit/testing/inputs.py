@@ -4,6 +4,9 @@ Every generator is reproducible (a NumPy Generator seeded with `seed`) and retur
 Knit dtype asked for (bf16 / fp8 as ml_dtypes arrays), so the values are exactly what the kernel
 receives. Give each input of a test its own seed: equal seeds give equal arrays.
 """
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from .._dtypes import to_dtype
@@ -33,19 +36,21 @@ def as_dtype(values, dtype):
     return values.astype(np.float32).astype(dt)
 
 
-def normal(shape, dtype="float32", seed=0, mean=0.0, std=1.0):
+def normal(shape: int | Sequence[int], dtype: Any = "float32", seed: int = 0, mean: float = 0.0,
+           std: float = 1.0) -> np.ndarray:
     """Normally distributed values of `shape`, rounded to `dtype`."""
     rng = np.random.default_rng(seed)
     return as_dtype(rng.normal(mean, std, _shape(shape)), dtype)
 
 
-def uniform(shape, dtype="float32", seed=0, low=-1.0, high=1.0):
+def uniform(shape: int | Sequence[int], dtype: Any = "float32", seed: int = 0, low: float = -1.0,
+            high: float = 1.0) -> np.ndarray:
     """Values uniform in [low, high) of `shape`, rounded to `dtype`."""
     rng = np.random.default_rng(seed)
     return as_dtype(rng.uniform(low, high, _shape(shape)), dtype)
 
 
-def special_values(dtype, nan=False, inf=False):
+def special_values(dtype: Any, nan: bool = False, inf: bool = False) -> np.ndarray:
     """The edge values of a float `dtype`: +-0, the smallest and largest subnormals, the smallest
     normal, +-1, the neighbours of 1, the largest finite value (both signs), and NaN / +-inf when
     asked. Integers: 0, +-1, the minimum and the maximum."""
@@ -68,7 +73,8 @@ def special_values(dtype, nan=False, inf=False):
     return np.array(values, dtype=np.float64).astype(dt)
 
 
-def edge_values(shape, dtype="float32", seed=0, nan=False, inf=False, fraction=0.25):
+def edge_values(shape: int | Sequence[int], dtype: Any = "float32", seed: int = 0, nan: bool = False,
+                inf: bool = False, fraction: float = 0.25) -> np.ndarray:
     """Standard-normal values of `shape` in `dtype` with `fraction` of the elements (and at least
     one of each, when there is room) replaced by special_values(dtype, nan, inf) at random places."""
     shape = _shape(shape)
@@ -78,6 +84,7 @@ def edge_values(shape, dtype="float32", seed=0, nan=False, inf=False, fraction=0
     count = min(out.size, max(len(specials), int(round(fraction * out.size))))
     places = rng.permutation(out.size)[:count]
     # Cycle through the specials first so each appears once before any repeats.
-    picks = np.concatenate([rng.permutation(len(specials)), rng.integers(0, len(specials), max(0, count - len(specials)))])
+    repeats = rng.integers(0, len(specials), max(0, count - len(specials)))
+    picks = np.concatenate([rng.permutation(len(specials)), repeats])
     out[places] = specials[picks[:count]]
     return out.reshape(shape)

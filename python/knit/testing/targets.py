@@ -1,12 +1,16 @@
 """Differential checks across NeuronCore generations: run_on_targets."""
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from .._kernel import compile as knit_compile
 from .compare import assert_close, assert_kernel_close
 
 ALL_TARGETS = ("trn1", "trn2", "trn3")
 
 
-def run_on_targets(kernel, *inputs, targets=ALL_TARGETS, reference=None, rtol=None, atol=None, exact=True,
-                   **kwargs):
+def run_on_targets(kernel: Callable[..., Any], *inputs: Any, targets: str | Sequence[str] = ALL_TARGETS,
+                   reference: Any = None, rtol: float | None = None, atol: float | None = None, exact: bool = True,
+                   **kwargs: Any) -> dict[str, Any]:
     """Run `kernel` on `inputs` for each target and return {target: result(s)}.
 
     Every target's result must equal the first target's (exact=True: same values, since every
@@ -18,7 +22,7 @@ def run_on_targets(kernel, *inputs, targets=ALL_TARGETS, reference=None, rtol=No
         targets = (targets,)
     if not targets:
         raise ValueError("run_on_targets needs at least one target")
-    results = {}
+    results: dict[str, Any] = {}
     for target in targets:
         if reference is not None:
             results[target] = assert_kernel_close(kernel, reference, *inputs, rtol=rtol, atol=atol, target=target,

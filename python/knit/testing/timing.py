@@ -7,21 +7,23 @@ A failure carries the profile summary and the path of a saved Perfetto trace of 
 import os
 import re
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
-from ..profile import profile as knit_profile
+from ..profile import Profile, profile as knit_profile
 
 # Where failing runs save their traces. The pytest plugin points it into pytest's temporary
 # folder (--knit-trace-dir overrides); plain scripts use the system temporary folder.
-trace_dir = None
+trace_dir: str | None = None
 # Names the trace file after the running test when the pytest plugin sets it.
-current_test = None
+current_test: str | None = None
 
 
 class KnitTimingError(AssertionError):
     """A latency or utilization bound failed. `profile` is the run's knit.Profile, `trace_path`
     the Perfetto / Chrome trace saved for it."""
 
-    def __init__(self, message, profile, trace_path):
+    def __init__(self, message: str, profile: Profile, trace_path: str) -> None:
         super().__init__(message)
         self.profile = profile
         self.trace_path = trace_path
@@ -49,7 +51,11 @@ def _bound_for(bound, target):
     return bound
 
 
-def assert_latency(kernel, *inputs, max_us, min_us=None, target=None, **kwargs):
+Bound = float | dict[str, float]
+
+
+def assert_latency(kernel: Callable[..., Any], *inputs: Any, max_us: Bound, min_us: Bound | None = None,
+                   target: str | None = None, **kwargs: Any) -> Profile:
     """Profile `kernel` on `inputs` (arrays, or nt.tensor placeholders for a timing-only run) and
     assert its simulated latency is at most `max_us` microseconds (and at least `min_us`: a kernel
     that suddenly got much faster may have stopped doing its work). Bounds may be dicts keyed by
@@ -73,7 +79,8 @@ _ENGINES = {"pe": "pe", "tensor": "pe", "tensore": "pe", "act": "act", "scalar":
             "dve": "dve", "vector": "dve", "vectore": "dve", "pool": "pool", "gpsimd": "pool", "dma": "dma"}
 
 
-def assert_engine_utilization(kernel, *inputs, engine, min_util=None, max_util=None, target=None, **kwargs):
+def assert_engine_utilization(kernel: Callable[..., Any], *inputs: Any, engine: str, min_util: float | None = None,
+                              max_util: float | None = None, target: str | None = None, **kwargs: Any) -> Profile:
     """Assert the fraction of the run `engine` was busy ("pe"/"tensor", "act"/"scalar",
     "dve"/"vector", "pool"/"gpsimd", or "dma": the DMA bandwidth) is within [min_util, max_util]
     (fractions of the total, launch overhead included, as Profile.engines reports). Returns the

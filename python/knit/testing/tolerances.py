@@ -29,13 +29,19 @@ Defaults, chosen from how many roundings a typical kernel applies. An element pa
 Keep this table in step with KNIT_TESTING_TOLERANCES in dsl/include/knit/testing.h (a test
 compares them).
 """
-import collections
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._dtypes import to_dtype
 
-Tolerance = collections.namedtuple("Tolerance", "rtol atol")
+
+class Tolerance(NamedTuple):
+    """An element passes when |actual - expected| <= atol + rtol * |expected|."""
+
+    rtol: float
+    atol: float
+
 
 # dtype name -> (significant bits p, rtol). rtol is a power of two so that it reads as "so many
 # roundings" (2 * 2^-p for the narrow formats). The subnormal floor comes from ml_dtypes.finfo.
@@ -50,7 +56,7 @@ _TABLE = {
 }
 
 
-def tolerance(dtype, scale=0.0):
+def tolerance(dtype: Any, scale: float = 0.0) -> Tolerance:
     """The default Tolerance(rtol, atol) for results of `dtype` whose largest expected magnitude
     is `scale`: atol = rtol * scale + the dtype's smallest subnormal. Exact for integers and bool."""
     name = str(to_dtype(dtype))
@@ -76,7 +82,7 @@ def _ordered(values, dtype):
     return np.where(bits & sign, -(bits & (sign - 1)), bits)
 
 
-def ulp_distance(actual, expected, dtype):
+def ulp_distance(actual: Any, expected: Any, dtype: Any) -> np.ndarray:
     """ULPs of `dtype` between `actual` and `expected` (both rounded to `dtype` first), elementwise;
     -1 where either is NaN. +0 and -0 are 0 apart; the largest finite value and inf are 1 apart."""
     dtype = np.dtype(to_dtype(dtype).numpy)
