@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import _trace, _wrappers, isa
+from . import _core, _trace, _wrappers, isa
 from . import _types as _t
 from ._buffers import Buffer as _Buffer  # noqa: F401
 from ._buffers import buffer_named, hbm, psum, sbuf, shared_hbm  # noqa: F401  (nl.hbm, ...)
@@ -94,16 +94,22 @@ def is_on_chip(b: object) -> bool:
 
 
 class tile_size:
-    """Hardware tile limits as plain ints (nki-api.md §2.11)."""
+    """Hardware tile limits as plain ints (NKI's nl.tile_size), the C++ core's values
+    (knit._core.tile_size(); ir::tile_size in C++)."""
 
-    pmax = 128
-    psum_fmax = 512
-    psum_bank_fmax = 512
-    psum_bank_fmax_bytes = 2048
-    psum_num_banks = 8
-    gemm_stationary_fmax = 128
-    gemm_moving_fmax = 512
-    bn_stats_fmax = 512
+    pmax: int
+    psum_fmax: int
+    psum_bank_fmax: int
+    psum_bank_fmax_bytes: int
+    psum_num_banks: int
+    gemm_stationary_fmax: int
+    gemm_moving_fmax: int
+    bn_stats_fmax: int
+
+
+for _limit, _value in _core.tile_size().items():
+    setattr(tile_size, _limit, _value)
+del _limit, _value
 
 
 # ---- tensor creation --------------------------------------------------------------------------

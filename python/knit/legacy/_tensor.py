@@ -142,7 +142,7 @@ def zero_fill(full, loc):
     F = 1
     for s in shape[1:]:
         F *= s
-    if full.dtype != F32 or P > 128 or len(shape) < 2:
+    if full.dtype != F32 or P > _nl.tile_size.pmax or len(shape) < 2:
         emit(loc, "memset", dst=full, value=0.0)
         return
     flat = full if full.ndim == 2 else full._derive_at(loc, _core.view_flatten_dims, 1, full.ndim - 1)

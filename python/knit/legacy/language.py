@@ -19,7 +19,8 @@ import numpy as _np
 from .. import _source, _trace
 from .. import language as _knl
 from .._buffers import Buffer as _Buffer
-from .._operators import KINDS as _KINDS, Op
+from .._operators import ALU_OPS as _ALU_OPS, BINARY as _BINARY, KINDS as _KINDS, Op
+from .._operators import OPERATOR_ONLY as _OPERATOR_ONLY
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._keywords import checked as _checked_by
 from .._source import user_location as _loc
@@ -699,14 +700,12 @@ def _reduction(name, alu):
     return _checked(fn)
 
 
-_BINARY_NAMES = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "abs_max",
-                 "abs_min", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
-                 "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
-                 "right_shift"]
-_UNARY_NAMES = ["abs", "negative", "sign", "square", "sqrt", "rsqrt", "reciprocal", "exp", "log", "sin", "arctan",
-                "tanh", "relu", "sigmoid", "silu", "silu_dx", "gelu", "gelu_dx", "gelu_apprx_tanh",
-                "gelu_apprx_sigmoid", "gelu_apprx_sigmoid_dx", "mish", "softplus", "erf", "erf_dx", "invert",
-                "logical_not"]
+# G1's element-wise calls: the two-input ALU operators, and the one-input ones (the unary ALU
+# operators and the activation functions but nl.copy, defined above) plus two G1 computes from
+# other instructions. The operator names come from the C++ tables (knit/_operators.py).
+_BINARY_NAMES = list(_BINARY)
+_UNARY_NAMES = [_n for _n, (_alu, _act) in _KINDS.items() if _n not in _OPERATOR_ONLY and _n != "copy"
+                and (_act is not None or _ALU_OPS[_n]["unary"])] + ["negative", "logical_not"]
 _REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "mean": None, "var": None,
                "all": None}
 
@@ -718,7 +717,7 @@ for _n in _UNARY_NAMES:
     OPS[_n] = Op(_n, alu=_alu, act=_act, fn=_unary(_n))
 for _n, _alu in _REDUCTIONS.items():
     OPS[_n] = Op(_n, alu=_alu, fn=_reduction(_n, _alu))
-for _n in ["prelu", "bypass", "average"]:  # operator-only constants
+for _n in sorted(_OPERATOR_ONLY):  # operator-only constants
     OPS[_n] = Op(_n, *_KINDS[_n])
 OPS["copy"] = Op("copy", act="copy", fn=_copy)  # nl.copy: the copy function and the identity activation
 for _n in ["cos", "tan", "ceil", "floor", "trunc"]:  # computed by knit.language from other instructions
