@@ -5,6 +5,8 @@ them as op=), the nl.* wrappers and the legacy facade all read the same table.
 An operator is also the element-wise nl.* function of the same name (``nl.add(x, y)``): the API
 modules build their operator objects with ``operator_table(functions)``, each one holding its
 function from construction on."""
+from __future__ import annotations
+
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -14,7 +16,7 @@ from .errors import user_error
 
 # The C++ tables (KNIT_ALU_OPS, KNIT_ACT_FUNCS in ir/types.h): each ALU operator with its class,
 # each activation function. A new operator added there is an nl.* object here with no edit.
-ALU_OPS: dict[str, dict[str, Any]] = {row["name"]: row for row in _core.alu_ops()}
+ALU_OPS: dict[str, _core.AluOpRow] = {row["name"]: row for row in _core.alu_ops()}
 ACT_FUNCS: tuple[str, ...] = tuple(_core.act_funcs())
 
 # name -> (ALU op name or None, activation function name or None). NKI names every operator as
