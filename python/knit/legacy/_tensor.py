@@ -25,7 +25,8 @@ from .. import isa as _isa
 from .. import language as _nl
 from .._buffers import hbm, psum, sbuf, shared_hbm  # noqa: F401
 from .._dtypes import ALL, to_dtype
-from .._source import user_location
+from .._operators import OPS
+from .._source import located_at, user_location
 from .._tensor import NkiTensor, _key, new_tensor
 from ..errors import user_error
 from . import _index
@@ -61,6 +62,20 @@ def op_name(op, kind, what, loc):
     if isinstance(op, str):
         return op
     return _isa._op_name(op, kind, what, loc)
+
+
+def operator(name):
+    """The operator object knit.isa takes as op= for an ALU op / activation function name."""
+    return OPS[name]
+
+
+def call_isa(loc, fn, *args, **kwargs):
+    """Calls knit.isa instruction `fn` (dst first) as if from the user's line `loc`: the legacy
+    call adds the result tile, the masks and the deferral; the instruction's fields, operand
+    checks and errors are knit.isa's. A deferred result emits after the user's call returned, so
+    the line is pinned (_source.located_at) rather than found on the stack."""
+    with located_at(loc):
+        fn(*args, **kwargs)
 
 
 # ---- deferred results ------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from . import _ops
 from . import _index
 from ._index import IndexExpr as _IndexExpr, Predicate as _Predicate
 from .language import _split_shape
-from ._tensor import alloc as _alloc, emit as _emit, flush as _flush, op_name as _op, psum as _psum, sbuf as _sbuf
+from ._tensor import alloc as _alloc, call_isa as _call, emit as _emit, flush as _flush, op_name as _op
+from ._tensor import operator as _operator, psum as _psum, sbuf as _sbuf
 
 _checked = _checked_by("nisa", current_api=False)  # unknown keyword arguments are errors
 
@@ -50,6 +51,8 @@ class dma_engine(_enum.IntEnum):
 
 
 _F32 = _ALL["float32"]
+# The enums under names no parameter shadows (engine=, reduce_cmd=, ... are parameters too).
+_Engine, _ReduceCmd, _OobMode, _DgeMode = engine, reduce_cmd, _kisa.oob_mode, _kisa.dge_mode
 
 
 def _engine(e, loc):
@@ -115,15 +118,13 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     _flush()
     (s, s_region), (m, m_region) = _ops.operand_region(stationary, loc), _ops.operand_region(moving, loc)
     s, m = _t(s, "stationary", loc), _t(m, "moving", loc)
-    mode = "none" if perf_mode is None else str(getattr(perf_mode, "value", perf_mode))
+    mode = matmul_perf_mode.none if perf_mode is None else perf_mode
     region = _ops.mask_region(mask, loc)  # over the [M, N] result
 
     def emit_matmul(dst, stationary, moving, accumulate):
-        _emit(loc, "nc_matmul", dst=dst, stationary=stationary, moving=moving,
-              is_stationary_onezero=bool(is_stationary_onezero), is_moving_onezero=bool(is_moving_onezero),
-              is_transpose=bool(is_transpose), accumulate=_ops.accumulate_field(accumulate),
-              tile_position=[int(v) for v in tile_position or ()], tile_size=[int(v) for v in tile_size or ()],
-              perf_mode=mode.replace("double_row_gen3", "double_row"))
+        _call(loc, _kisa.nc_matmul, dst, stationary, moving, is_stationary_onezero=is_stationary_onezero,
+              is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=accumulate,
+              tile_position=tile_position, tile_size=tile_size, perf_mode=mode)
 
     def fn(dst, accumulate=False, mark_written=None):
         _ops.matmul_masked(dst, s, m, region, s_region, m_region, loc, emit_matmul, accumulate, mark_written)
@@ -149,11 +150,11 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0):
 
     def transposed(dst, x):
         if dst.dtype == x.dtype:
-            _emit(loc, "nc_transpose", dst=dst, data=x, engine=eng)
+            _call(loc, _kisa.nc_transpose, dst, x, engine=_Engine[eng])
             return
         tmp = _alloc(dst.shape, x.dtype, natural, loc)
-        _emit(loc, "nc_transpose", dst=tmp, data=x, engine=eng)
-        _emit(loc, "tensor_copy", dst=dst, src=tmp)
+        _call(loc, _kisa.nc_transpose, tmp, x, engine=_Engine[eng])
+        _call(loc, _kisa.tensor_copy, dst, tmp)
 
     def fn(dst, **kw):
         _ops.run_transposed(region, [1, 0], loc, transposed, dst, x)
@@ -173,19 +174,20 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     _flush()
     mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
-    fields = dict(op=_op(op, "act", "op", loc), bias=_imm_or_tile(bias, "bias", loc),
-                  scale=_imm_or_tile(scale, "scale", loc), reduce_op=_op(reduce_op, "alu", "reduce_op", loc),
-                  reduce_res=None if reduce_res is None else _t(reduce_res, "reduce_res", loc),
-                  reduce_cmd=_reduce_cmd(reduce_cmd, loc), alpha=float(alpha))
+    opn, red = _operator(_op(op, "act", "op", loc)), _operator(_op(reduce_op, "alu", "reduce_op", loc))
+    bias, scale = _imm_or_tile(bias, "bias", loc), _imm_or_tile(scale, "scale", loc)
+    res = None if reduce_res is None else _t(reduce_res, "reduce_res", loc)
+    cmd = _reduce_cmd(reduce_cmd, loc)
     region = _ops.mask_region(mask, loc)
-    if reduce_res is not None or fields["reduce_cmd"] != "idle":
+    if reduce_res is not None or cmd != "idle":
         _ops.rect_only(region, "nisa.activation with a reduction", loc)
 
     def act(dst, x, bias, scale, res):
-        _emit(loc, "activation", **{**fields, "dst": dst, "data": x, "bias": bias, "scale": scale, "reduce_res": res})
+        _call(loc, _kisa.activation, dst, opn, x, bias=bias, scale=scale, reduce_op=red, reduce_res=res,
+              reduce_cmd=_ReduceCmd[cmd], alpha=alpha)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, act, dst, x, fields["bias"], fields["scale"], fields["reduce_res"])
+        _ops.run_masked(region, loc, act, dst, x, bias, scale, res)
 
     if reduce_res is not None:  # side effect: emit now
         return _emitted(x.shape, dtype or x.dtype, region, loc, fn)
@@ -200,10 +202,10 @@ def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, 
     x = _t(data, "data", loc)
     region = _ops.mask_region(mask, loc)
     _ops.rect_only(region, "nisa.activation_reduce", loc)
-    opn, red = _op(op, "act", "op", loc), _op(reduce_op, "alu", "reduce_op", loc)
+    opn, red = _operator(_op(op, "act", "op", loc)), _operator(_op(reduce_op, "alu", "reduce_op", loc))
 
     def act(dst, x, res, bias, scale):
-        _emit(loc, "activation_reduce", dst=dst, op=opn, data=x, reduce_op=red, reduce_res=res, bias=bias, scale=scale)
+        _call(loc, _kisa.activation_reduce, dst, opn, x, red, res, bias=bias, scale=scale)
 
     return _emitted(x.shape, dtype or x.dtype, region, loc,
                     lambda out: _ops.run_masked(region, loc, act, out, x, _t(reduce_res, "reduce_res", loc),
@@ -222,8 +224,8 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0):
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, lambda d, a, b: _emit(loc, "tensor_tensor", dst=d, data1=a, data2=b, op=opn,
-                                                           engine=eng), dst, a, b)
+        _ops.run_masked(region, loc, lambda d, a, b: _call(loc, _kisa.tensor_tensor, d, a, b, _operator(opn),
+                                                           engine=_Engine[eng]), dst, a, b)
 
     kind = "gpsimd" if eng == "gpsimd" or opn == "power" else "vector"
     return _ops.pending(a.shape, _ops.out_dtype(dtype, a, b), _sbuf, loc, fn, kind=kind, mask=region)
@@ -237,18 +239,19 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     _flush()
     mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
-    fields = dict(op0=_op(op0, "alu", "op0", loc), operand0=_operand(operand0, "operand0", loc),
-                  reverse0=bool(reverse0), op1=_op(op1, "alu", "op1", loc),
-                  operand1=_operand(operand1, "operand1", loc), reverse1=bool(reverse1), engine=_engine(engine, loc))
+    first, second = _operator(_op(op0, "alu", "op0", loc)), _operator(_op(op1, "alu", "op1", loc))
+    operand0, operand1 = _operand(operand0, "operand0", loc), _operand(operand1, "operand1", loc)
+    eng = _engine(engine, loc)
     region = _ops.mask_region(mask, loc)
 
     def scalar_op(dst, x, operand0, operand1):
-        _emit(loc, "tensor_scalar", **{**fields, "dst": dst, "data": x, "operand0": operand0, "operand1": operand1})
+        _call(loc, _kisa.tensor_scalar, dst, x, first, operand0, reverse0, second, operand1, reverse1,
+              engine=_Engine[eng])
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, scalar_op, dst, x, fields["operand0"], fields["operand1"])
+        _ops.run_masked(region, loc, scalar_op, dst, x, operand0, operand1)
 
-    kind = "gpsimd" if fields["engine"] == "gpsimd" else "vector"
+    kind = "gpsimd" if eng == "gpsimd" else "vector"
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=region)
 
 
@@ -266,16 +269,15 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     loc = _loc()
     _flush()
     x, o1 = _t(data, "data", loc), _t(operand1, "operand1", loc)
-    fields = dict(op0=_op(op0, "alu", "op0", loc), operand0=_operand(operand0, "operand0", loc),
-                  op1=_op(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
+    first, second = _operator(_op(op0, "alu", "op0", loc)), _operator(_op(op1, "alu", "op1", loc))
+    operand0 = _operand(operand0, "operand0", loc)
     region = _ops.mask_region(mask, loc)
 
     def stt(dst, x, operand1, operand0):
-        _emit(loc, "scalar_tensor_tensor", **{**fields, "dst": dst, "data": x, "operand1": operand1,
-                                              "operand0": operand0})
+        _call(loc, _kisa.scalar_tensor_tensor, dst, x, first, operand0, second, operand1, reverse0, reverse1)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, stt, dst, x, o1, fields["operand0"])
+        _ops.run_masked(region, loc, stt, dst, x, o1, operand0)
 
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
