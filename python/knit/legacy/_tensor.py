@@ -49,14 +49,8 @@ def bind_calls(**calls):
 
 
 # ---- instruction emission (explicit source location) ---------------------------------------------
-# Legacy calls emit with the location of the user's call that created the instruction (deferred
-# results are emitted later). Fields they leave out take the instruction's defaults from the op
-# table (ir/ops.h): the builder fills every field it is not given.
-def emit(loc, opname, **fields):
-    """Appends one Knit instruction at the user's `loc` (verified at once)."""
-    _isa._emit_at(loc, opname, None, **fields)
-
-
+# Legacy calls emit through knit.isa's functions, at the location of the user's call that created
+# the instruction (deferred results are emitted later): see call_isa.
 def op_name(op, kind, what, loc):
     """ALU op / activation name of an nl.* operator (legacy or current) or a NumPy ufunc."""
     if isinstance(op, str):
@@ -158,19 +152,18 @@ def zero_fill(full, loc):
     for s in shape[1:]:
         F *= s
     if full.dtype != F32 or P > _nl.tile_size.pmax or len(shape) < 2:
-        emit(loc, "memset", dst=full, value=0.0)
+        call_isa(loc, _isa.memset, full, 0.0)
         return
     flat = full if full.ndim == 2 else full._derive_at(loc, _core.view_flatten_dims, 1, full.ndim - 1)
     bank = _nl.tile_size.psum_bank_fmax
     zs = alloc((1, P), F32, sbuf, loc, "psum_zero_lhs")
     zm = alloc((1, min(F, bank)), F32, sbuf, loc, "psum_zero_rhs")
-    emit(loc, "memset", dst=zs, value=0.0)
-    emit(loc, "memset", dst=zm, value=0.0)
+    call_isa(loc, _isa.memset, zs, 0.0)
+    call_isa(loc, _isa.memset, zm, 0.0)
     for c in range(0, F, bank):
         w = min(bank, F - c)
-        emit(loc, "nc_matmul", dst=flat._derive_at(loc, _core.view_slice, 1, c, c + w, 1), stationary=zs,
-             moving=zm if w == zm.shape[1] else zm._derive_at(loc, _core.view_slice, 1, 0, w, 1),
-             accumulate="auto")
+        call_isa(loc, _isa.nc_matmul, flat._derive_at(loc, _core.view_slice, 1, c, c + w, 1), zs,
+                 zm if w == zm.shape[1] else zm._derive_at(loc, _core.view_slice, 1, 0, w, 1), accumulate=None)
 
 
 # ---- allocation ------------------------------------------------------------------------------------
@@ -449,7 +442,7 @@ class Pending(LegacyTensor):
         t = alloc(self._p_shape, self._p_dtype, self._p_buffer, self._p_loc)
         self._raw_view, self._store = t._raw_view, t._store
         if self.prefill:
-            emit(self._p_loc, "memset", dst=t, value=0)
+            call_isa(self._p_loc, _isa.memset, t, 0)
         self._p_emit(t)
 
     def can_write(self, dst):
