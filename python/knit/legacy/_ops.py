@@ -20,7 +20,7 @@ from .._tensor import NkiTensor
 from .._source import user_location
 from ..errors import user_error
 from . import _index
-from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, call_isa, op_name, operator, psum, sbuf
+from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, call_isa, operator, psum, sbuf
 from ._tensor import wrap
 
 # ---- operands -----------------------------------------------------------------------------------------
@@ -415,7 +415,7 @@ def to_sbuf(t, loc, dtype=None):
 def binary_into(dst, x, y, op, loc, region=None):
     """dst = x op y (tiles or scalars) with G1 broadcasting."""
     region = region or _index.Region()
-    opn = operator(op_name(op, "alu", "op", loc))
+    opn = operator(op, "alu", "op", loc)
     x, y = operand(x, "x", loc), operand(y, "y", loc)
     xt, yt = is_tensor(x), is_tensor(y)
     if xt and yt:

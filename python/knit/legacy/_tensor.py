@@ -58,9 +58,11 @@ def op_name(op, kind, what, loc):
     return _isa._op_name(op, kind, what, loc)
 
 
-def operator(name):
-    """The operator object knit.isa takes as op= for an ALU op / activation function name."""
-    return OPS[name]
+def operator(op, kind="alu", what="op", loc=None):
+    """The operator object knit.isa takes as op= for `op` (anything op_name takes: an nl.* operator
+    of either API, a NumPy ufunc, None for the instruction's default, or an IR name), checked as
+    `kind` now, at the legacy call, rather than when a deferred result is emitted."""
+    return OPS[op_name(op, kind, what, loc)]
 
 
 def call_isa(loc, fn, *args, **kwargs):

@@ -299,7 +299,7 @@ def atomic_rmw(dst, value, op, *, mask=None):
     loc = _loc()
     _flush()
     dst = _in_hbm(dst, "dst", "nl.atomic_rmw updates", "add into on-chip tiles with t[...] += value", loc)
-    if _ops.op_name(op, "alu", "op", loc) != "add":
+    if _tensor.op_name(op, "alu", "op", loc) != "add":
         raise _user_error("unsupported", "nl.atomic_rmw supports op=np.add / nl.add only (the DMA accumulates by "
                           "adding); for other ops load the rows, compute and store them", loc)
     mask, (value,) = _ops.unmask(mask, value, shape=dst.shape, loc=loc)
@@ -519,7 +519,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
     for i in loop_indices if isinstance(loop_indices, (tuple, list)) else [loop_indices]:
         if not isinstance(i, _numbers.Integral):
             raise _user_error("operand", f"loop_indices must be loop indices (ints), got {type(i).__name__}", loc)
-    opn = _ops.op_name(op, "alu", "op", loc)
+    opn = _tensor.op_name(op, "alu", "op", loc)
     frame = _source.user_frame()
     target = _statement_target(frame) if frame is not None else None
     if target is None:
@@ -544,7 +544,7 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
         raise _user_error("unsupported", "nl.all_reduce across launch-grid instances is not supported: Knit traces "
                           "the instances one after another, so no instance sees a later one's values; reduce "
                           "through a shared_hbm tensor in a second kernel instead", loc)
-    _ops.op_name(op, "alu", "op", loc)
+    _tensor.op_name(op, "alu", "op", loc)
     return _copy(x, dtype=dtype, mask=mask)
 
 
