@@ -124,7 +124,7 @@ def _filled(shape, dtype_, buffer, name, value, loc):
     t = new_tensor(shape, dtype_, buffer, name, None, loc)
     if not t.buffer.on_chip:
         raise user_error("buffer", "nl.zeros/ones/full create on-chip tiles; fill HBM tensors with dma_copy", loc)
-    isa._emit_at(loc, "memset", dst=t, value=value)
+    isa.memset(t, value)
     return t
 
 
@@ -315,9 +315,9 @@ def device_print(print_prefix: str, tensor: NkiTensor) -> None:
     src = tensor
     if tensor.buffer is psum:
         src = new_tensor(tensor.shape, tensor.dtype, sbuf, "device_print_tile", None, loc)
-        isa._emit_at(loc, "tensor_copy", dst=src, src=tensor)
+        isa.tensor_copy(src, tensor)
     out = new_tensor(tensor.shape, tensor.dtype, shared_hbm, f"device_print:{print_prefix}", None, loc)
-    isa._emit_at(loc, "dma_copy", dst=out, src=src)
+    isa.dma_copy(out, src)
     trace.prints.append((str(print_prefix), out._view.tensor))
 
 
