@@ -47,3 +47,16 @@ def test_stub_methods_exist_on_the_classes():
                         and not hasattr(cls, item.name)):
                     missing.append(f"{node.name}.{item.name}")
     assert not missing, missing
+
+
+def _typed_dict_keys(name):
+    tree = ast.parse(STUB.read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    return {item.target.id for item in cls.body if isinstance(item, ast.AnnAssign)}
+
+
+def test_the_table_rows_have_the_keys_the_stub_declares():
+    assert _typed_dict_keys("TileSize") == set(_core.tile_size())
+    assert _typed_dict_keys("TargetInfo") == set(_core.target_info("trn2"))
+    assert _typed_dict_keys("AluOpRow") == set(_core.alu_ops()[0])
+    assert _typed_dict_keys("OpRow") == set(_core.op_table()[0])
