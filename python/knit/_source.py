@@ -43,3 +43,13 @@ def located_at(loc):
         yield
     finally:
         _pinned.reset(token)
+
+
+def call_at(loc, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with user_location() pinned to `loc`: located_at without a context
+    manager's cost, for the legacy facade's one-instruction calls."""
+    token = _pinned.set(loc)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _pinned.reset(token)

@@ -26,7 +26,7 @@ from .. import language as _nl
 from .._buffers import hbm, psum, sbuf, shared_hbm  # noqa: F401
 from .._dtypes import ALL, to_dtype
 from .._operators import OPS
-from .._source import located_at, user_location
+from .._source import call_at, user_location
 from .._tensor import NkiTensor, _key, new_tensor
 from ..errors import user_error
 from . import _index
@@ -69,9 +69,8 @@ def call_isa(loc, fn, *args, **kwargs):
     """Calls knit.isa instruction `fn` (dst first) as if from the user's line `loc`: the legacy
     call adds the result tile, the masks and the deferral; the instruction's fields, operand
     checks and errors are knit.isa's. A deferred result emits after the user's call returned, so
-    the line is pinned (_source.located_at) rather than found on the stack."""
-    with located_at(loc):
-        fn(*args, **kwargs)
+    the line is pinned (_source.call_at) rather than found on the stack."""
+    call_at(loc, fn, *args, **kwargs)
 
 
 # ---- deferred results ------------------------------------------------------------------------------
