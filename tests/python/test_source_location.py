@@ -9,7 +9,7 @@ import knit.legacy.language as nl
 import numpy as np
 import pytest
 from kernel_test_util import source_line
-from knit._source import located_at, user_location
+from knit._source import call_at, located_at, user_location
 
 
 def test_located_at_pins_user_location_and_restores_it():
@@ -26,6 +26,13 @@ def test_located_at_pins_user_location_and_restores_it():
 def test_located_at_restores_after_an_error():
     with pytest.raises(RuntimeError), located_at(("kernel.py", 7, 0)):
         raise RuntimeError
+    assert user_location()[0] == __file__
+
+
+def test_call_at_pins_for_one_call_and_returns_its_value():
+    assert call_at(("kernel.py", 3, 0), user_location) == ("kernel.py", 3, 0)
+    with pytest.raises(ZeroDivisionError):
+        call_at(("kernel.py", 3, 0), lambda: 1 / 0)
     assert user_location()[0] == __file__
 
 
