@@ -5,9 +5,10 @@ default" and always agrees."""
 import enum
 import inspect
 
+import pytest
+
 import knit.isa as nisa
 import knit.legacy.isa as legacy_nisa
-import pytest
 from knit import _core
 from knit._operators import Op
 

@@ -1,9 +1,10 @@
 """The Python API reads the C++ tables instead of keeping copies: every ALU operator and activation
 function of the core (KNIT_ALU_OPS, KNIT_ACT_FUNCS) is an nl.* operator object in both API
 generations, every nl.* operator names only what the core knows, and nl.tile_size is the core's."""
+import pytest
+
 import knit.language as nl
 import knit.legacy.language as legacy_nl
-import pytest
 from knit import _core
 from knit._operators import NUMPY_NAMES, OPERATOR_ONLY, Op
 

@@ -3,11 +3,12 @@ call made earlier is emitted later (a deferred legacy result goes through knit.i
 which find the line with user_location())."""
 import re
 
+import numpy as np
+import pytest
+
 import knit.legacy as nki
 import knit.legacy.isa as nisa
 import knit.legacy.language as nl
-import numpy as np
-import pytest
 from kernel_test_util import source_line
 from knit._source import call_at, located_at, user_location
 

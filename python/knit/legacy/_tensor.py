@@ -39,7 +39,7 @@ F32 = ALL["float32"]
 # calls: lowerings in _ops and knit.legacy.language, which are built on this module's types and so
 # import it. The tile reaches them through this table, filled once by knit.legacy.language when it is
 # imported (bind_calls), which keeps the import order one-way.
-_CALLS = {}
+_CALLS: dict = {}  # name -> the G1 call
 
 
 def bind_calls(**calls):
