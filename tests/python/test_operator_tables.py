@@ -61,3 +61,15 @@ def test_tile_size_is_the_cores(api):
     shown = {name: value for name, value in vars(api.tile_size).items() if not name.startswith("_")}
     assert shown == limits
     assert set(api.tile_size.__annotations__) == set(limits), "the typed names of nl.tile_size drifted from C++"
+
+
+def test_python_reduction_tables_name_only_legal_reductions():
+    """The legacy facade's masked-reduction identities and its nl.sum/max/min/prod operators are
+    kept in Python (the identity of a *masked* reduction is not the accumulator reset the core
+    knows); every operator they name must be a legal reduction in the core's table."""
+    from knit.legacy import _ops
+    from knit.legacy.language import _REDUCTIONS
+
+    legal = {name for name, row in ALU.items() if row["reduction"]}
+    assert set(_ops._IDENTITY) <= legal
+    assert {alu for alu in _REDUCTIONS.values() if alu is not None} <= legal
