@@ -1,9 +1,15 @@
 """Where in the user's kernel a call came from, and Knit errors re-raised at that line."""
+import contextlib
+import contextvars
 import os
 import sys
 import types
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# A location pinned by `located_at` (the innermost one wins), or _UNPINNED.
+_UNPINNED = object()
+_pinned = contextvars.ContextVar("knit_pinned_location", default=_UNPINNED)
 
 
 def user_frame():
@@ -18,6 +24,32 @@ def user_frame():
 
 
 def user_location():
-    """(file, line, 0) of the innermost frame outside the knit package: the kernel's own line."""
+    """(file, line, 0) of the kernel's own line: the location pinned by `located_at`, else the
+    innermost frame outside the knit package."""
+    loc = _pinned.get()
+    if loc is not _UNPINNED:
+        return loc
     frame = user_frame()
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno, 0)
+
+
+@contextlib.contextmanager
+def located_at(loc):
+    """Inside the block, user_location() is `loc`. A call whose instruction is emitted after it
+    returned (a deferred legacy result) pins the line of the user's call while it emits, so the
+    instruction and its errors name that line, not the line that happened to trigger the emission."""
+    token = _pinned.set(loc)
+    try:
+        yield
+    finally:
+        _pinned.reset(token)
+
+
+def call_at(loc, fn, *args, **kwargs):
+    """fn(*args, **kwargs) with user_location() pinned to `loc`: located_at without a context
+    manager's cost, for the legacy facade's one-instruction calls."""
+    token = _pinned.set(loc)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _pinned.reset(token)

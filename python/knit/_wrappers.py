@@ -22,6 +22,8 @@ from . import isa
 from ._buffers import psum, sbuf
 from ._dtypes import ALL, to_dtype
 from ._keywords import checked as _checked_by
+from ._operators import BINARY as _BINARY
+from ._operators import OPERATOR_ONLY as _OPERATOR_ONLY
 from ._operators import OPS as _OPS
 from ._promotion import promote as _promote
 from ._source import user_location
@@ -83,11 +85,6 @@ def _fit(v, shape, what, loc):
 
 
 # ---- element-wise -------------------------------------------------------------------------------
-
-_BINARY = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "equal",
-           "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "abs_max",
-           "abs_min"]
 
 
 def _make_binary(op):
@@ -495,4 +492,4 @@ def rms_norm(x: NkiTensor, w: NkiTensor, axis: _t.AxisLike, n: float, epsilon: f
 FUNCTIONS = {"copy": _copy, "invert": _invert, "reciprocal": _reciprocal}
 FUNCTIONS.update({name: _make_binary(_OPS[name]) for name in _BINARY})
 FUNCTIONS.update({op.name: _make_activation(op) for op in _OPS.values()
-                  if op.name not in FUNCTIONS and op.act is not None and op.name != "prelu"})
+                  if op.name not in FUNCTIONS and op.act is not None and op.name not in _OPERATOR_ONLY})

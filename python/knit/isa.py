@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from . import _trace
 from . import _types as _t
 from ._keywords import checked as _checked_by
+from ._operators import NUMPY_NAMES as _NUMPY_NAMES
 from ._operators import OPS as _OPS
 from ._operators import Op as _Op
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, new_register  # noqa: F401
@@ -114,7 +115,7 @@ def _op_name(op, kind, what, loc):
         return "bypass" if kind == "alu" else "copy"
     given = op
     if not isinstance(op, _Op):
-        numpy_name = _NUMPY_OPS.get(str(getattr(op, "__name__", "")))
+        numpy_name = _NUMPY_NAMES.get(str(getattr(op, "__name__", "")))
         op = _OPS.get(numpy_name) if numpy_name else None
     name = getattr(op, kind, None) if op is not None else None
     if name is None:
@@ -123,17 +124,6 @@ def _op_name(op, kind, what, loc):
                     else "an activation function (nl.exp, ...)")
         raise user_error("alu-op" if kind == "alu" else "activation-op", f"{what}={op!r} is not {expected}", loc)
     return name
-
-
-# NumPy functions the legacy API accepts as op= (nki-api.md §3.0).
-_NUMPY_OPS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "maximum": "maximum",
-              "minimum": "minimum", "amax": "maximum", "amin": "minimum", "max": "maximum", "min": "minimum",
-              "square": "square", "exp": "exp", "tanh": "tanh", "sqrt": "sqrt", "abs": "abs", "absolute": "abs",
-              "equal": "equal", "not_equal": "not_equal", "greater": "greater", "greater_equal": "greater_equal",
-              "less": "less", "less_equal": "less_equal", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
-              "bitwise_xor": "bitwise_xor", "power": "power", "log": "log", "sin": "sin", "reciprocal": "reciprocal",
-              "negative": None, "sum": "add", "prod": "multiply", "logical_and": "logical_and",
-              "logical_or": "logical_or", "logical_xor": "logical_xor", "sign": "sign", "arctan": "arctan"}
 
 
 def _value(v, loc, what):

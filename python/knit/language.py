@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import _trace, _wrappers, isa
+from . import _core, _trace, _wrappers, isa
 from . import _types as _t
 from ._buffers import Buffer as _Buffer  # noqa: F401
 from ._buffers import buffer_named, hbm, psum, sbuf, shared_hbm  # noqa: F401  (nl.hbm, ...)
@@ -94,16 +94,22 @@ def is_on_chip(b: object) -> bool:
 
 
 class tile_size:
-    """Hardware tile limits as plain ints (nki-api.md §2.11)."""
+    """Hardware tile limits as plain ints (NKI's nl.tile_size), the C++ core's values
+    (knit._core.tile_size(); ir::tile_size in C++)."""
 
-    pmax = 128
-    psum_fmax = 512
-    psum_bank_fmax = 512
-    psum_bank_fmax_bytes = 2048
-    psum_num_banks = 8
-    gemm_stationary_fmax = 128
-    gemm_moving_fmax = 512
-    bn_stats_fmax = 512
+    pmax: int
+    psum_fmax: int
+    psum_bank_fmax: int
+    psum_bank_fmax_bytes: int
+    psum_num_banks: int
+    gemm_stationary_fmax: int
+    gemm_moving_fmax: int
+    bn_stats_fmax: int
+
+
+for _limit, _value in _core.tile_size().items():
+    setattr(tile_size, _limit, _value)
+del _limit, _value
 
 
 # ---- tensor creation --------------------------------------------------------------------------
@@ -118,7 +124,7 @@ def _filled(shape, dtype_, buffer, name, value, loc):
     t = new_tensor(shape, dtype_, buffer, name, None, loc)
     if not t.buffer.on_chip:
         raise user_error("buffer", "nl.zeros/ones/full create on-chip tiles; fill HBM tensors with dma_copy", loc)
-    isa._emit_at(loc, "memset", dst=t, value=value)
+    isa.memset(t, value)
     return t
 
 
@@ -309,9 +315,9 @@ def device_print(print_prefix: str, tensor: NkiTensor) -> None:
     src = tensor
     if tensor.buffer is psum:
         src = new_tensor(tensor.shape, tensor.dtype, sbuf, "device_print_tile", None, loc)
-        isa._emit_at(loc, "tensor_copy", dst=src, src=tensor)
+        isa.tensor_copy(src, tensor)
     out = new_tensor(tensor.shape, tensor.dtype, shared_hbm, f"device_print:{print_prefix}", None, loc)
-    isa._emit_at(loc, "dma_copy", dst=out, src=src)
+    isa.dma_copy(out, src)
     trace.prints.append((str(print_prefix), out._view.tensor))
 
 

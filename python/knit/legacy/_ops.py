@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from .. import _core
+from .. import isa as _kisa
 from .._buffers import hbm
 from .._dtypes import ALL, to_dtype
 from .._operators import OPS
@@ -19,7 +20,8 @@ from .._tensor import NkiTensor
 from .._source import user_location
 from ..errors import user_error
 from . import _index
-from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, emit, op_name, psum, sbuf, wrap
+from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, call_isa, operator, psum, sbuf
+from ._tensor import wrap
 
 # ---- operands -----------------------------------------------------------------------------------------
 
@@ -141,9 +143,9 @@ def partition_broadcast(t, partitions, loc):
     if t.buffer is psum:
         t = to_sbuf(t, loc)
     scratch = alloc(t.shape, t.dtype, hbm, loc, "partition_broadcast")
-    emit(loc, "dma_copy", dst=scratch, src=t)
+    call_isa(loc, _kisa.dma_copy, scratch, t)
     out = alloc((partitions,) + tuple(t.shape[1:]), t.dtype, sbuf, loc)
-    emit(loc, "dma_copy", dst=out, src=scratch._derive_at(loc, _core.view_broadcast, 0, partitions))
+    call_isa(loc, _kisa.dma_copy, out, scratch._derive_at(loc, _core.view_broadcast, 0, partitions))
     return out
 
 
@@ -244,8 +246,7 @@ def affine_select_into(dst, src, expr, op, fill, loc):
     check_rank([(expr, op)], dst.ndim, loc)
     coefs = list(expr.coefs[:dst.ndim]) + [0] * (dst.ndim - len(expr.coefs))
     pattern = [[coefs[r], dst.shape[r]] for r in range(1, dst.ndim)]
-    emit(loc, "affine_select", dst=dst, pattern=pattern, channel_multiplier=coefs[0], on_true_tile=src,
-         on_false_value=float(fill), cmp_op=_CMP[op], offset=expr.const)
+    call_isa(loc, _kisa.affine_select, dst, pattern, coefs[0], src, fill, operator(_CMP[op]), offset=expr.const)
 
 
 def select_where(x, terms, lo, fill, loc, dtype=None):
@@ -262,7 +263,7 @@ def select_where(x, terms, lo, fill, loc, dtype=None):
 def predicate_tile(terms, shape, lo, loc):
     """A uint8 SBUF tile of `shape`: 1 where every comparison holds, else 0."""
     ones = alloc(shape, ALL["uint8"], sbuf, loc)
-    emit(loc, "memset", dst=ones, value=1)
+    call_isa(loc, _kisa.memset, ones, 1)
     return select_where(ones, terms, lo, 0, loc)
 
 
@@ -271,13 +272,13 @@ def merge_masked(dst, scratch, terms, lo, loc):
     with a predicated copy; into HBM as one DMA per box of the masked elements (a triangle is a
     box per row), so the destination is never read."""
     if dst.buffer.on_chip:
-        emit(loc, "tensor_copy_predicated", dst=dst, predicate=predicate_tile(terms, dst.shape, lo, loc), src=scratch)
+        call_isa(loc, _kisa.tensor_copy_predicated, dst, scratch, predicate_tile(terms, dst.shape, lo, loc))
         return
     check_rank(terms, dst.ndim, loc)
     for box in _index.split_boxes(_index.shifted(terms, lo), dst.shape):
         part = _index.Region(dict(enumerate(box)))
         d, s = clip(part, loc, dst, scratch)
-        emit(loc, "dma_copy", dst=d, src=s)
+        call_isa(loc, _kisa.dma_copy, d, s)
 
 
 def run_masked(region, loc, fn, dst, *operands, fill=None, inplace=False):
@@ -299,7 +300,7 @@ def run_masked(region, loc, fn, dst, *operands, fill=None, inplace=False):
         ops[0] = select_where(ops[0], region.rest, lows(region, operands[0]), fill, loc)
     scratch = alloc(d.shape, d.dtype, d.buffer if d.buffer.on_chip else sbuf, loc)
     if inplace:
-        emit(loc, "tensor_copy", dst=scratch, src=d)
+        call_isa(loc, _kisa.tensor_copy, scratch, d)
     fn(scratch, *ops)
     merge_masked(d, scratch, region.rest, lo, loc)
 
@@ -316,14 +317,10 @@ def run_transposed(region, order, loc, fn, dst, src):
         run_masked(region.permuted(order), loc, lambda d: fn(d, s[0]), dst)
 
 
-def accumulate_field(accumulate):
-    return "auto" if accumulate is None else ("on" if accumulate else "off")
-
-
 def identity(n, loc):
     """An fp32 SBUF identity matrix [n, n] (memset 1, then affine_select keeps the diagonal)."""
     ident = alloc((n, n), F32, sbuf, loc)
-    emit(loc, "memset", dst=ident, value=1.0)
+    call_isa(loc, _kisa.memset, ident, 1.0)
     affine_select_into(ident, ident, _index.IndexExpr((n, n), (1, -1)), "==", 0.0, loc)
     return ident
 
@@ -367,8 +364,7 @@ def matmul_masked(dst, stationary, moving, region, s_region, m_region, loc, emit
     box = alloc(d.shape, F32, psum, loc)
     emit_mm(box, s, m, False)
     picked = select_where(box, out.rest, [lo_m, lo_n], 0.0, loc)
-    emit(loc, "nc_matmul", dst=d, stationary=identity(d.shape[0], loc), moving=picked,
-         accumulate=accumulate_field(accumulate))
+    call_isa(loc, _kisa.nc_matmul, d, identity(d.shape[0], loc), picked, accumulate=accumulate)
 
 
 def gather_masked(region, loc, dst, data, indices):
@@ -377,8 +373,7 @@ def gather_masked(region, loc, dst, data, indices):
     range."""
     data = clip_partitions(region, loc, data)
     if data is not None:
-        run_masked(region, loc, lambda d, i: emit(loc, "nc_n_gather", dst=d, data=data, indices=i), dst, indices,
-                   fill=0)
+        run_masked(region, loc, lambda d, i: call_isa(loc, _kisa.nc_n_gather, d, data, i), dst, indices, fill=0)
 
 
 def reduce_input(region, loc, x, fill):
@@ -413,14 +408,14 @@ def identity_of(op):
 # ---- emission into a destination ----------------------------------------------------------------------
 def to_sbuf(t, loc, dtype=None):
     out = alloc(t.shape, dtype or t.dtype, sbuf, loc)
-    emit(loc, "tensor_copy", dst=out, src=t)
+    call_isa(loc, _kisa.tensor_copy, out, t)
     return out
 
 
 def binary_into(dst, x, y, op, loc, region=None):
     """dst = x op y (tiles or scalars) with G1 broadcasting."""
     region = region or _index.Region()
-    opn = op_name(op, "alu", "op", loc)
+    opn = operator(op, "alu", "op", loc)
     x, y = operand(x, "x", loc), operand(y, "y", loc)
     xt, yt = is_tensor(x), is_tensor(y)
     if xt and yt:
@@ -428,22 +423,22 @@ def binary_into(dst, x, y, op, loc, region=None):
             y = to_sbuf(y, loc)
         shape = dst.shape
         if x.shape == shape and y.shape != shape and is_column(y, shape):
-            run_masked(region, loc, lambda d, a, b: emit(loc, "tensor_scalar", dst=d, data=a, op0=opn, operand0=b),
+            run_masked(region, loc, lambda d, a, b: call_isa(loc, _kisa.tensor_scalar, d, a, opn, b),
                        dst, x, column(y, loc))
             return
         if y.shape == shape and x.shape != shape and is_column(x, shape):
-            run_masked(region, loc, lambda d, a, b: emit(loc, "tensor_scalar", dst=d, data=a, op0=opn, operand0=b,
-                                                         reverse0=True), dst, y, column(x, loc))
+            run_masked(region, loc, lambda d, a, b: call_isa(loc, _kisa.tensor_scalar, d, a, opn, b, reverse0=True),
+                       dst, y, column(x, loc))
             return
         x, y = broadcast(x, shape, loc), broadcast(y, shape, loc)
-        run_masked(region, loc, lambda d, a, b: emit(loc, "tensor_tensor", dst=d, data1=a, data2=b, op=opn), dst, x, y)
+        run_masked(region, loc, lambda d, a, b: call_isa(loc, _kisa.tensor_tensor, d, a, b, opn), dst, x, y)
         return
     if not xt and not yt:
         raise user_error("operand", "an element-wise operation needs at least one tile operand", loc)
     data, imm, rev = (x, y, False) if xt else (y, x, True)
     data = broadcast(data, dst.shape, loc) if data.size != dst.size else data
-    run_masked(region, loc, lambda d, a: emit(loc, "tensor_scalar", dst=d, data=a, op0=opn, operand0=scalar_imm(imm),
-                                              reverse0=rev), dst, data)
+    run_masked(region, loc, lambda d, a: call_isa(loc, _kisa.tensor_scalar, d, a, opn, scalar_imm(imm), reverse0=rev),
+               dst, data)
 
 
 _ALU_UNARY = {"negative": ("multiply", -1.0), "invert": ("bitwise_xor", -1), "logical_not": ("equal", 0.0)}
@@ -457,12 +452,12 @@ def unary_into(dst, x, name, loc, region=None):
 
     def fn(d, x):
         if name == "reciprocal":
-            emit(loc, "reciprocal", dst=d, data=x)
+            call_isa(loc, _kisa.reciprocal, d, x)
         elif name in _ALU_UNARY:
             alu, imm = _ALU_UNARY[name]
-            emit(loc, "tensor_scalar", dst=d, data=x, op0=alu, operand0=imm)
+            call_isa(loc, _kisa.tensor_scalar, d, x, operator(alu), imm)
         elif name in OPS and OPS[name].act is not None:
-            emit(loc, "activation", dst=d, op=OPS[name].act, data=x)
+            call_isa(loc, _kisa.activation, d, operator(OPS[name].act), x)
         else:
             raise user_error("unsupported", f"nl.{name} is not supported by Knit yet", loc)
 
@@ -484,18 +479,17 @@ def reduce_into(dst, x, alu, axes, loc, negate=False, keepdims=False, region=Non
         order = [d for d in range(x.ndim) if d not in axes] + axes
         x = x._derive_at(loc, _core.view_permute, order)
         axes = list(range(x.ndim - len(axes), x.ndim))
-    emit(loc, "tensor_reduce", dst=dst, op=alu, data=x, axis=list(axes), negate=bool(negate),
-         keepdims=bool(keepdims))
+    call_isa(loc, _kisa.tensor_reduce, dst, operator(alu), x, axes, negate=negate, keepdims=keepdims)
 
 
 def _copy_fn(loc):
     def fn(dst, src):
         if dst.buffer.on_chip and src.buffer.on_chip:
-            emit(loc, "tensor_copy", dst=dst, src=src)
+            call_isa(loc, _kisa.tensor_copy, dst, src)
         elif src.buffer is psum:
-            emit(loc, "dma_copy", dst=dst, src=to_sbuf(src, loc, dst.dtype))
+            call_isa(loc, _kisa.dma_copy, dst, to_sbuf(src, loc, dst.dtype))
         else:
-            emit(loc, "dma_copy", dst=dst, src=src)
+            call_isa(loc, _kisa.dma_copy, dst, src)
 
     return fn
 
@@ -509,11 +503,11 @@ def copy_into(dst, src, loc, region=None):
 def fill(dst, value, loc, region=None):
     def fn(d):
         if d.buffer.on_chip:
-            emit(loc, "memset", dst=d, value=scalar_imm(value))
+            call_isa(loc, _kisa.memset, d, scalar_imm(value))
         else:
             tmp = alloc(d.shape, d.dtype, sbuf, loc)
-            emit(loc, "memset", dst=tmp, value=scalar_imm(value))
-            emit(loc, "dma_copy", dst=d, src=tmp)
+            call_isa(loc, _kisa.memset, tmp, scalar_imm(value))
+            call_isa(loc, _kisa.dma_copy, d, tmp)
 
     run_masked(region or _index.Region(), loc, fn, dst)
 
@@ -549,7 +543,7 @@ def accumulate_into(dst, value, loc, region, what, oob_mode="error"):
     args = clip(region, loc, dst, value)
     if args:
         d, v = args
-        emit(loc, "dma_compute", dst=d, srcs=[d._view, v._view], unique_indices=False, oob_mode=oob_mode)
+        call_isa(loc, _kisa.dma_compute, d, [d, v], unique_indices=False, oob_mode=_kisa.oob_mode[oob_mode])
 
 
 def pending(shape, dtype, buffer, loc, fn, kind="vector", mask=None):

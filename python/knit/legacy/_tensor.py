@@ -25,7 +25,8 @@ from .. import isa as _isa
 from .. import language as _nl
 from .._buffers import hbm, psum, sbuf, shared_hbm  # noqa: F401
 from .._dtypes import ALL, to_dtype
-from .._source import user_location
+from .._operators import OPS
+from .._source import call_at, user_location
 from .._tensor import NkiTensor, _key, new_tensor
 from ..errors import user_error
 from . import _index
@@ -38,7 +39,7 @@ F32 = ALL["float32"]
 # calls: lowerings in _ops and knit.legacy.language, which are built on this module's types and so
 # import it. The tile reaches them through this table, filled once by knit.legacy.language when it is
 # imported (bind_calls), which keeps the import order one-way.
-_CALLS = {}
+_CALLS: dict = {}  # name -> the G1 call
 
 
 def bind_calls(**calls):
@@ -48,19 +49,28 @@ def bind_calls(**calls):
 
 
 # ---- instruction emission (explicit source location) ---------------------------------------------
-# Legacy calls emit with the location of the user's call that created the instruction (deferred
-# results are emitted later). Fields they leave out take the instruction's defaults from the op
-# table (ir/ops.h): the builder fills every field it is not given.
-def emit(loc, opname, **fields):
-    """Appends one Knit instruction at the user's `loc` (verified at once)."""
-    _isa._emit_at(loc, opname, None, **fields)
-
-
+# Legacy calls emit through knit.isa's functions, at the location of the user's call that created
+# the instruction (deferred results are emitted later): see call_isa.
 def op_name(op, kind, what, loc):
     """ALU op / activation name of an nl.* operator (legacy or current) or a NumPy ufunc."""
     if isinstance(op, str):
         return op
     return _isa._op_name(op, kind, what, loc)
+
+
+def operator(op, kind="alu", what="op", loc=None):
+    """The operator object knit.isa takes as op= for `op` (anything op_name takes: an nl.* operator
+    of either API, a NumPy ufunc, None for the instruction's default, or an IR name), checked as
+    `kind` now, at the legacy call, rather than when a deferred result is emitted."""
+    return OPS[op_name(op, kind, what, loc)]
+
+
+def call_isa(loc, fn, *args, **kwargs):
+    """Calls knit.isa instruction `fn` (dst first) as if from the user's line `loc`: the legacy
+    call adds the result tile, the masks and the deferral; the instruction's fields, operand
+    checks and errors are knit.isa's. A deferred result emits after the user's call returned, so
+    the line is pinned (_source.call_at) rather than found on the stack."""
+    call_at(loc, fn, *args, **kwargs)
 
 
 # ---- deferred results ------------------------------------------------------------------------------
@@ -142,20 +152,19 @@ def zero_fill(full, loc):
     F = 1
     for s in shape[1:]:
         F *= s
-    if full.dtype != F32 or P > 128 or len(shape) < 2:
-        emit(loc, "memset", dst=full, value=0.0)
+    if full.dtype != F32 or P > _nl.tile_size.pmax or len(shape) < 2:
+        call_isa(loc, _isa.memset, full, 0.0)
         return
     flat = full if full.ndim == 2 else full._derive_at(loc, _core.view_flatten_dims, 1, full.ndim - 1)
     bank = _nl.tile_size.psum_bank_fmax
     zs = alloc((1, P), F32, sbuf, loc, "psum_zero_lhs")
     zm = alloc((1, min(F, bank)), F32, sbuf, loc, "psum_zero_rhs")
-    emit(loc, "memset", dst=zs, value=0.0)
-    emit(loc, "memset", dst=zm, value=0.0)
+    call_isa(loc, _isa.memset, zs, 0.0)
+    call_isa(loc, _isa.memset, zm, 0.0)
     for c in range(0, F, bank):
         w = min(bank, F - c)
-        emit(loc, "nc_matmul", dst=flat._derive_at(loc, _core.view_slice, 1, c, c + w, 1), stationary=zs,
-             moving=zm if w == zm.shape[1] else zm._derive_at(loc, _core.view_slice, 1, 0, w, 1),
-             accumulate="auto")
+        call_isa(loc, _isa.nc_matmul, flat._derive_at(loc, _core.view_slice, 1, c, c + w, 1), zs,
+                 zm if w == zm.shape[1] else zm._derive_at(loc, _core.view_slice, 1, 0, w, 1), accumulate=None)
 
 
 # ---- allocation ------------------------------------------------------------------------------------
@@ -434,7 +443,7 @@ class Pending(LegacyTensor):
         t = alloc(self._p_shape, self._p_dtype, self._p_buffer, self._p_loc)
         self._raw_view, self._store = t._raw_view, t._store
         if self.prefill:
-            emit(self._p_loc, "memset", dst=t, value=0)
+            call_isa(self._p_loc, _isa.memset, t, 0)
         self._p_emit(t)
 
     def can_write(self, dst):

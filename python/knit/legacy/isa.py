@@ -19,7 +19,8 @@ from . import _ops
 from . import _index
 from ._index import IndexExpr as _IndexExpr, Predicate as _Predicate
 from .language import _split_shape
-from ._tensor import alloc as _alloc, emit as _emit, flush as _flush, op_name as _op, psum as _psum, sbuf as _sbuf
+from ._tensor import alloc as _alloc, call_isa as _call, flush as _flush, op_name as _op
+from ._tensor import operator as _operator, psum as _psum, sbuf as _sbuf
 
 _checked = _checked_by("nisa", current_api=False)  # unknown keyword arguments are errors
 
@@ -50,6 +51,8 @@ class dma_engine(_enum.IntEnum):
 
 
 _F32 = _ALL["float32"]
+# The enums under names no parameter shadows (engine=, reduce_cmd=, ... are parameters too).
+_Engine, _ReduceCmd, _OobMode, _DgeMode = engine, reduce_cmd, _kisa.oob_mode, _kisa.dge_mode
 
 
 def _engine(e, loc):
@@ -89,7 +92,7 @@ def _emitted(shape, dtype, region, loc, fn):
     program order); zero-filled first under a mask, like a deferred result."""
     out = _alloc(shape, dtype, _sbuf, loc)
     if region.masked:
-        _emit(loc, "memset", dst=out, value=0)
+        _call(loc, _kisa.memset, out, 0)
     fn(out)
     return out
 
@@ -115,15 +118,13 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     _flush()
     (s, s_region), (m, m_region) = _ops.operand_region(stationary, loc), _ops.operand_region(moving, loc)
     s, m = _t(s, "stationary", loc), _t(m, "moving", loc)
-    mode = "none" if perf_mode is None else str(getattr(perf_mode, "value", perf_mode))
+    mode = matmul_perf_mode.none if perf_mode is None else perf_mode
     region = _ops.mask_region(mask, loc)  # over the [M, N] result
 
     def emit_matmul(dst, stationary, moving, accumulate):
-        _emit(loc, "nc_matmul", dst=dst, stationary=stationary, moving=moving,
-              is_stationary_onezero=bool(is_stationary_onezero), is_moving_onezero=bool(is_moving_onezero),
-              is_transpose=bool(is_transpose), accumulate=_ops.accumulate_field(accumulate),
-              tile_position=[int(v) for v in tile_position or ()], tile_size=[int(v) for v in tile_size or ()],
-              perf_mode=mode.replace("double_row_gen3", "double_row"))
+        _call(loc, _kisa.nc_matmul, dst, stationary, moving, is_stationary_onezero=is_stationary_onezero,
+              is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=accumulate,
+              tile_position=tile_position, tile_size=tile_size, perf_mode=mode)
 
     def fn(dst, accumulate=False, mark_written=None):
         _ops.matmul_masked(dst, s, m, region, s_region, m_region, loc, emit_matmul, accumulate, mark_written)
@@ -149,11 +150,11 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=0):
 
     def transposed(dst, x):
         if dst.dtype == x.dtype:
-            _emit(loc, "nc_transpose", dst=dst, data=x, engine=eng)
+            _call(loc, _kisa.nc_transpose, dst, x, engine=_Engine[eng])
             return
         tmp = _alloc(dst.shape, x.dtype, natural, loc)
-        _emit(loc, "nc_transpose", dst=tmp, data=x, engine=eng)
-        _emit(loc, "tensor_copy", dst=dst, src=tmp)
+        _call(loc, _kisa.nc_transpose, tmp, x, engine=_Engine[eng])
+        _call(loc, _kisa.tensor_copy, dst, tmp)
 
     def fn(dst, **kw):
         _ops.run_transposed(region, [1, 0], loc, transposed, dst, x)
@@ -173,19 +174,20 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     _flush()
     mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
-    fields = dict(op=_op(op, "act", "op", loc), bias=_imm_or_tile(bias, "bias", loc),
-                  scale=_imm_or_tile(scale, "scale", loc), reduce_op=_op(reduce_op, "alu", "reduce_op", loc),
-                  reduce_res=None if reduce_res is None else _t(reduce_res, "reduce_res", loc),
-                  reduce_cmd=_reduce_cmd(reduce_cmd, loc), alpha=float(alpha))
+    opn, red = _operator(op, "act", "op", loc), _operator(reduce_op, "alu", "reduce_op", loc)
+    bias, scale = _imm_or_tile(bias, "bias", loc), _imm_or_tile(scale, "scale", loc)
+    res = None if reduce_res is None else _t(reduce_res, "reduce_res", loc)
+    cmd = _reduce_cmd(reduce_cmd, loc)
     region = _ops.mask_region(mask, loc)
-    if reduce_res is not None or fields["reduce_cmd"] != "idle":
+    if reduce_res is not None or cmd != "idle":
         _ops.rect_only(region, "nisa.activation with a reduction", loc)
 
     def act(dst, x, bias, scale, res):
-        _emit(loc, "activation", **{**fields, "dst": dst, "data": x, "bias": bias, "scale": scale, "reduce_res": res})
+        _call(loc, _kisa.activation, dst, opn, x, bias=bias, scale=scale, reduce_op=red, reduce_res=res,
+              reduce_cmd=_ReduceCmd[cmd], alpha=alpha)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, act, dst, x, fields["bias"], fields["scale"], fields["reduce_res"])
+        _ops.run_masked(region, loc, act, dst, x, bias, scale, res)
 
     if reduce_res is not None:  # side effect: emit now
         return _emitted(x.shape, dtype or x.dtype, region, loc, fn)
@@ -200,10 +202,10 @@ def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, 
     x = _t(data, "data", loc)
     region = _ops.mask_region(mask, loc)
     _ops.rect_only(region, "nisa.activation_reduce", loc)
-    opn, red = _op(op, "act", "op", loc), _op(reduce_op, "alu", "reduce_op", loc)
+    opn, red = _operator(op, "act", "op", loc), _operator(reduce_op, "alu", "reduce_op", loc)
 
     def act(dst, x, res, bias, scale):
-        _emit(loc, "activation_reduce", dst=dst, op=opn, data=x, reduce_op=red, reduce_res=res, bias=bias, scale=scale)
+        _call(loc, _kisa.activation_reduce, dst, opn, x, red, res, bias=bias, scale=scale)
 
     return _emitted(x.shape, dtype or x.dtype, region, loc,
                     lambda out: _ops.run_masked(region, loc, act, out, x, _t(reduce_res, "reduce_res", loc),
@@ -222,8 +224,8 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=0):
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, lambda d, a, b: _emit(loc, "tensor_tensor", dst=d, data1=a, data2=b, op=opn,
-                                                           engine=eng), dst, a, b)
+        _ops.run_masked(region, loc, lambda d, a, b: _call(loc, _kisa.tensor_tensor, d, a, b, _operator(opn),
+                                                           engine=_Engine[eng]), dst, a, b)
 
     kind = "gpsimd" if eng == "gpsimd" or opn == "power" else "vector"
     return _ops.pending(a.shape, _ops.out_dtype(dtype, a, b), _sbuf, loc, fn, kind=kind, mask=region)
@@ -237,18 +239,19 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     _flush()
     mask, (data,) = _ops.unmask(mask, data, loc=loc)
     x = _t(data, "data", loc)
-    fields = dict(op0=_op(op0, "alu", "op0", loc), operand0=_operand(operand0, "operand0", loc),
-                  reverse0=bool(reverse0), op1=_op(op1, "alu", "op1", loc),
-                  operand1=_operand(operand1, "operand1", loc), reverse1=bool(reverse1), engine=_engine(engine, loc))
+    first, second = _operator(op0, "alu", "op0", loc), _operator(op1, "alu", "op1", loc)
+    operand0, operand1 = _operand(operand0, "operand0", loc), _operand(operand1, "operand1", loc)
+    eng = _engine(engine, loc)
     region = _ops.mask_region(mask, loc)
 
     def scalar_op(dst, x, operand0, operand1):
-        _emit(loc, "tensor_scalar", **{**fields, "dst": dst, "data": x, "operand0": operand0, "operand1": operand1})
+        _call(loc, _kisa.tensor_scalar, dst, x, first, operand0, reverse0, second, operand1, reverse1,
+              engine=_Engine[eng])
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, scalar_op, dst, x, fields["operand0"], fields["operand1"])
+        _ops.run_masked(region, loc, scalar_op, dst, x, operand0, operand1)
 
-    kind = "gpsimd" if fields["engine"] == "gpsimd" else "vector"
+    kind = "gpsimd" if eng == "gpsimd" else "vector"
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=region)
 
 
@@ -266,16 +269,15 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     loc = _loc()
     _flush()
     x, o1 = _t(data, "data", loc), _t(operand1, "operand1", loc)
-    fields = dict(op0=_op(op0, "alu", "op0", loc), operand0=_operand(operand0, "operand0", loc),
-                  op1=_op(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
+    first, second = _operator(op0, "alu", "op0", loc), _operator(op1, "alu", "op1", loc)
+    operand0 = _operand(operand0, "operand0", loc)
     region = _ops.mask_region(mask, loc)
 
     def stt(dst, x, operand1, operand0):
-        _emit(loc, "scalar_tensor_tensor", **{**fields, "dst": dst, "data": x, "operand1": operand1,
-                                              "operand0": operand0})
+        _call(loc, _kisa.scalar_tensor_tensor, dst, x, first, operand0, second, operand1, reverse0, reverse1)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, stt, dst, x, o1, fields["operand0"])
+        _ops.run_masked(region, loc, stt, dst, x, o1, operand0)
 
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
@@ -309,7 +311,7 @@ def tensor_partition_reduce(op, data, *, mask=None, dtype=None):
         d = _ops.clip(region, loc, dst)  # dst's one partition is the reduced dim; its free dims are data's
         data = _ops.reduce_input(region, loc, x, _ops.identity_of(opn))
         if d and data is not None:
-            _emit(loc, "tensor_partition_reduce", dst=d[0], op=opn, data=data)
+            _call(loc, _kisa.tensor_partition_reduce, d[0], _operator(opn), data)
 
     return _ops.pending((1,) + x.shape[1:], dtype or x.dtype, _sbuf, loc, fn, kind="gpsimd", mask=region)
 
@@ -325,7 +327,7 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=0):
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, lambda d, s: _emit(loc, "tensor_copy", dst=d, src=s, engine=eng), dst, x)
+        _ops.run_masked(region, loc, lambda d, s: _call(loc, _kisa.tensor_copy, d, s, engine=_Engine[eng]), dst, x)
 
     kind = "gpsimd" if eng == "gpsimd" else "vector"
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, kind=kind, mask=region)
@@ -339,8 +341,8 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     d, p = _t(dst, "dst", loc), _t(predicate, "predicate", loc)
     s = _operand(src, "src", loc)
     _ops.run_masked(_ops.mask_region(mask, loc), loc,
-                    lambda d, p, s: _emit(loc, "tensor_copy_predicated", dst=d, predicate=p, src=s,
-                                          reverse_pred=bool(reverse_pred)), d, p, s, inplace=True)
+                    lambda d, p, s: _call(loc, _kisa.tensor_copy_predicated, d, s, p, reverse_pred=reverse_pred),
+                    d, p, s, inplace=True)
 
 
 @_checked
@@ -350,8 +352,7 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None):
     loc = _loc()
     _flush()
     _ops.no_mask(mask, "nisa.nc_stream_shuffle", loc)
-    _emit(loc, "nc_stream_shuffle", dst=_t(dst, "dst", loc), src=_t(src, "src", loc),
-          shuffle_mask=[int(m) for m in shuffle_mask])
+    _call(loc, _kisa.nc_stream_shuffle, _t(dst, "dst", loc), _t(src, "src", loc), shuffle_mask)
 
 
 @_checked
@@ -363,7 +364,7 @@ def reciprocal(data, *, dtype=None, mask=None, engine=0):
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, lambda d, x: _emit(loc, "reciprocal", dst=d, data=x), dst, x)
+        _ops.run_masked(region, loc, lambda d, x: _call(loc, _kisa.reciprocal, d, x), dst, x)
 
     return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
@@ -380,8 +381,7 @@ def memset(shape, value, dtype, *, mask=None, engine=0):
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, lambda d: _emit(loc, "memset", dst=d, value=_ops.scalar_imm(value), engine=eng),
-                        dst)
+        _ops.run_masked(region, loc, lambda d: _call(loc, _kisa.memset, d, value, engine=_Engine[eng]), dst)
 
     return _ops.pending(tile_shape, dtype, _sbuf, loc, fn, kind="gpsimd" if eng == "gpsimd" else "vector",
                         mask=region)
@@ -408,7 +408,7 @@ def iota(expr, dtype, *, mask=None):
         (shifted, _), = _index.shifted([(e, None)], _ops.lows(region, dst))
 
         def write(d):  # d is the masked box: the expression's indices count from its first element
-            _emit(loc, "iota", dst=d, pattern=[[c, n] for n, c in zip(d.shape[1:], shifted.coefs[1:])],
+            _call(loc, _kisa.iota, d, [[c, n] for n, c in zip(d.shape[1:], shifted.coefs[1:])],
                   offset=shifted.const, channel_multiplier=shifted.coefs[0])
 
         _ops.run_masked(region, loc, write, dst)
@@ -453,14 +453,15 @@ def select_reduce(*, predicate, on_true, on_false, reduce_res=None, reduce_cmd=r
     loc = _loc()
     _flush()
     p, t = _t(predicate, "predicate", loc), _t(on_true, "on_true", loc)
-    fields = dict(reduce_cmd=_reduce_cmd(reduce_cmd, loc), reverse_pred=bool(reverse_pred),
-                  reduce_op=_op(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum")
+    cmd = _reduce_cmd(reduce_cmd, loc)
+    red = _operator("maximum" if reduce_op is None else reduce_op, "alu", "reduce_op", loc)
     res = None if reduce_res is None else _t(reduce_res, "reduce_res", loc)
     region = _ops.mask_region(mask, loc)
-    _reducing(region, res, fields["reduce_cmd"], "nisa.select_reduce with a reduction", loc)
+    _reducing(region, res, cmd, "nisa.select_reduce with a reduction", loc)
 
     def select(dst, p, t, f, r):
-        _emit(loc, "select_reduce", dst=dst, predicate=p, on_true=t, on_false=f, reduce_res=r, **fields)
+        _call(loc, _kisa.select_reduce, dst, p, t, f, reduce_res=r, reduce_cmd=_ReduceCmd[cmd], reduce_op=red,
+              reverse_pred=reverse_pred)
 
     return _emitted(t.shape, dtype or t.dtype, region, loc,
                     lambda out: _ops.run_masked(region, loc, select, out, p, t, _operand(on_false, "on_false", loc),
@@ -475,20 +476,20 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
     loc = _loc()
     _flush()
     x = _t(on_true_tile, "on_true_tile", loc)
-    fields = dict(comp_op0=_op(comp_op0, "alu", "comp_op0", loc), comp_op1=_op(comp_op1, "alu", "comp_op1", loc),
-                  reduce_cmd=_reduce_cmd(reduce_cmd, loc), on_false_value=float(on_false_value),
-                  reduce_op=_op(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum")
+    first, second = _operator(comp_op0, "alu", "comp_op0", loc), _operator(comp_op1, "alu", "comp_op1", loc)
+    cmd = _reduce_cmd(reduce_cmd, loc)
+    red = _operator("maximum" if reduce_op is None else reduce_op, "alu", "reduce_op", loc)
     res = None if reduce_res is None else _t(reduce_res, "reduce_res", loc)
     region = _ops.mask_region(mask, loc)
-    _reducing(region, res, fields["reduce_cmd"], "nisa.range_select with a reduction", loc)
+    _reducing(region, res, cmd, "nisa.range_select with a reduction", loc)
     if x.ndim > 2 and (region.rest or any(r > 0 for r in (region.box or {}))):
         raise _user_error("unsupported", "a mask on nisa.range_select of a tile with several free dims may bound only "
                           "the partition index; reshape the tile to 2-D first", loc)
     start = float(range_start) + (_ops.lows(region, x)[1] if x.ndim == 2 else 0)
 
     def select(dst, x, b0, b1, r):
-        _emit(loc, "range_select", dst=dst, on_true_tile=x, bound0=b0, bound1=b1, reduce_res=r, range_start=start,
-              **fields)
+        _call(loc, _kisa.range_select, dst, x, first, second, b0, b1, reduce_cmd=_ReduceCmd[cmd], reduce_res=r,
+              reduce_op=red, range_start=start, on_false_value=on_false_value)
 
     return _emitted(x.shape, dtype or x.dtype, region, loc,
                     lambda out: _ops.run_masked(region, loc, select, out, x, _t(bound0, "bound0", loc),
@@ -502,13 +503,12 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     loc = _loc()
     _flush()
     a, b = _t(data0, "data0", loc), _t(data1, "data1", loc)
-    fields = dict(op0=_op(op0, "alu", "op0", loc), op1=_op(op1, "alu", "op1", loc), reverse0=bool(reverse0),
-                  reverse1=bool(reverse1))
+    first, second = _operator(op0, "alu", "op0", loc), _operator(op1, "alu", "op1", loc)
     region = _ops.mask_region(mask, loc)
     _ops.rect_only(region, "nisa.tensor_tensor_scan", loc)
 
     def scan(dst, a, b, init):
-        _emit(loc, "tensor_tensor_scan", dst=dst, data0=a, data1=b, initial=init, **fields)
+        _call(loc, _kisa.tensor_tensor_scan, dst, a, b, init, first, second, reverse0, reverse1)
 
     return _ops.pending(a.shape, _ops.out_dtype(dtype, a, b), _sbuf, loc,
                         lambda dst, **kw: _ops.run_masked(region, loc, scan, dst, a, b,
@@ -521,13 +521,12 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     loc = _loc()
     _flush()
     x = _t(data, "data", loc)
-    fields = dict(op0=_op(op0, "alu", "op0", loc), reduce_op=_op(reduce_op, "alu", "reduce_op", loc),
-                  reverse0=bool(reverse0))
+    first, red = _operator(op0, "alu", "op0", loc), _operator(reduce_op, "alu", "reduce_op", loc)
     region = _ops.mask_region(mask, loc)
     _ops.rect_only(region, "nisa.tensor_scalar_reduce", loc)
 
     def scalar_reduce(dst, x, operand0, res):
-        _emit(loc, "tensor_scalar_reduce", dst=dst, data=x, operand0=operand0, reduce_res=res, **fields)
+        _call(loc, _kisa.tensor_scalar_reduce, dst, x, first, operand0, red, reduce_res=res, reverse0=reverse0)
 
     return _emitted(x.shape, dtype or x.dtype, region, loc,
                     lambda out: _ops.run_masked(region, loc, scalar_reduce, out, x,
@@ -546,7 +545,7 @@ def _stats(name, width_fn):
             args = _ops.clip(region, loc, x)
             d = _ops.clip_partitions(region, loc, dst)
             if args and d is not None:
-                _emit(loc, name, dst=d, data=args[0])
+                _call(loc, getattr(_kisa, name), d, args[0])
 
         return _ops.pending((x.shape[0], width_fn(x)), dtype or x.dtype, _sbuf, loc, emit_fn, mask=region)
 
@@ -570,7 +569,7 @@ def max8(*, src, mask=None, dtype=None):
         d = _ops.clip_partitions(region, loc, dst)
         data = _ops.reduce_input(region, loc, x, float("-inf"))
         if d is not None and data is not None:
-            _emit(loc, "max8", dst=d, src=data)
+            _call(loc, _kisa.max8, d, data)
 
     return _ops.pending((x.shape[0], 8), dtype or x.dtype, _sbuf, loc, fn, mask=region)
 
@@ -591,7 +590,7 @@ def nc_find_index8(*, data, vals, mask=None, dtype=None):
             return
         if any(any(expr.coefs[1:]) for expr, _ in terms):
             xx = _ops.select_where(xx, terms, _ops.lows(_index.Region({0: region.bound(0)}), x), float("nan"), loc)
-        _emit(loc, "nc_find_index8", dst=d, data=xx, vals=vv)
+        _call(loc, _kisa.nc_find_index8, d, xx, vv)
 
     return _ops.pending((x.shape[0], 8), dtype or _ALL["uint32"], _sbuf, loc, fn, mask=region)
 
@@ -611,8 +610,7 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
 
     def fn(dst, **kw):
         out = _alloc(dst.shape, dst.dtype, _sbuf, loc) if region.masked else dst
-        _emit(loc, "local_gather", dst=out, src_buffer=src, index=idx, num_elem_per_idx=int(num_elem_per_idx),
-              num_valid_indices=int(valid))
+        _call(loc, _kisa.local_gather, out, src, idx, num_elem_per_idx, valid)
         if out is not dst:
             _ops.copy_into(dst, out, loc, region)
 
@@ -644,17 +642,18 @@ def dma_copy(*args, dst=None, src=None, mask=None, dst_rmw_op=None, oob_mode=oob
             raise _user_error("operand", "nisa.dma_copy takes dst= and src= keywords", loc)
         src, dst = args
     d, s = _t(dst, "dst", loc), _t(src, "src", loc)
-    fields = dict(oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
-                  dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc))
+    oob = _enum_name(oob_mode, _OobMode, "oob_mode", loc)
+    dge = _enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc)  # G1's numbering
     region = _ops.mask_region(mask, loc)
     if dst_rmw_op is None:
-        _ops.run_masked(region, loc, lambda d, s: _emit(loc, "dma_copy", dst=d, src=s, **fields), d, s)
+        _ops.run_masked(region, loc, lambda d, s: _call(loc, _kisa.dma_copy, d, s, oob_mode=_OobMode[oob],
+                                                        dge_mode=_DgeMode[dge]), d, s)
         return
     if _op(dst_rmw_op, "alu", "dst_rmw_op", loc) != "add":
         raise _user_error("unsupported", "dma_copy(dst_rmw_op=...) supports np.add / nl.add only", loc)
     if d.buffer is _psum:
         raise _user_error("buffer", "dma_copy(dst_rmw_op=np.add) accumulates into HBM or SBUF; dst is in psum", loc)
-    _ops.accumulate_into(d, s, loc, region, "nisa.dma_copy with dst_rmw_op", fields["oob_mode"])
+    _ops.accumulate_into(d, s, loc, region, "nisa.dma_copy with dst_rmw_op", oob)
 
 
 @_checked
@@ -671,11 +670,11 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None):
 
     def transposed(dst, x):
         if dst.dtype == x.dtype:
-            _emit(loc, "dma_transpose", dst=dst, src=x, axes=list(perm))
+            _call(loc, _kisa.dma_transpose, dst, x, axes=perm)
             return
         tmp = _alloc(dst.shape, x.dtype, _sbuf, loc)
-        _emit(loc, "dma_transpose", dst=tmp, src=x, axes=list(perm))
-        _emit(loc, "tensor_copy", dst=dst, src=tmp)
+        _call(loc, _kisa.dma_transpose, tmp, x, axes=perm)
+        _call(loc, _kisa.tensor_copy, dst, tmp)
 
     return _ops.pending(shape, d, _sbuf, loc,
                         lambda dst, **kw: _ops.run_transposed(region, list(perm), loc, transposed, dst, x), kind="dma",

@@ -17,9 +17,12 @@ import numbers as _numbers
 import numpy as _np
 
 from .. import _source, _trace
+from .. import isa as _kisa
 from .. import language as _knl
 from .._buffers import Buffer as _Buffer
-from .._operators import KINDS as _KINDS, Op
+from .._operators import ALU_OPS as _ALU_OPS, BINARY as _BINARY, KINDS as _KINDS, Op
+from .._operators import OPS as _OPERATORS
+from .._operators import OPERATOR_ONLY as _OPERATOR_ONLY
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._keywords import checked as _checked_by
 from .._source import user_location as _loc
@@ -27,8 +30,8 @@ from .._tensor import ds  # noqa: F401
 from ..errors import user_error as _user_error
 from . import _ops, _tensor
 from ._index import IndexExpr, MGridResult, Predicate, arange, mgrid  # noqa: F401
-from ._tensor import (BlockTensor, LegacyTensor, MaskedTile, Pending, alloc as _alloc, emit as _emit, flush as _flush,  # noqa: F401
-                      psum, sbuf, wrap as _wrap)
+from ._tensor import (BlockTensor, LegacyTensor, MaskedTile, Pending, alloc as _alloc, call_isa as _call,  # noqa: F401
+                      flush as _flush, psum, sbuf, wrap as _wrap)
 
 _checked = _checked_by("nl", current_api=False)  # unknown keyword arguments are errors
 
@@ -274,7 +277,7 @@ def load(src, *, mask=None, dtype=None):
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
-        _ops.run_masked(region, loc, lambda d, s: _emit(loc, "dma_copy", dst=d, src=s), dst, src)
+        _ops.run_masked(region, loc, lambda d, s: _call(loc, _kisa.dma_copy, d, s), dst, src)
 
     return _ops.pending(src.shape, dtype or src.dtype, sbuf, loc, fn, kind="dma", mask=region)
 
@@ -296,7 +299,7 @@ def atomic_rmw(dst, value, op, *, mask=None):
     loc = _loc()
     _flush()
     dst = _in_hbm(dst, "dst", "nl.atomic_rmw updates", "add into on-chip tiles with t[...] += value", loc)
-    if _ops.op_name(op, "alu", "op", loc) != "add":
+    if _tensor.op_name(op, "alu", "op", loc) != "add":
         raise _user_error("unsupported", "nl.atomic_rmw supports op=np.add / nl.add only (the DMA accumulates by "
                           "adding); for other ops load the rows, compute and store them", loc)
     mask, (value,) = _ops.unmask(mask, value, shape=dst.shape, loc=loc)
@@ -309,7 +312,7 @@ def _pe_transpose(x, loc):
         x = _ops.to_sbuf(x, loc)
     free = x.size // x.shape[0]
     out = _alloc((free, x.shape[0]), x.dtype, psum, loc)
-    _emit(loc, "nc_transpose", dst=out, data=x, engine="tensor")
+    _call(loc, _kisa.nc_transpose, out, x, engine=_kisa.engine.tensor)
     return out
 
 
@@ -325,8 +328,8 @@ def load_transpose2d(src, *, mask=None, dtype=None):
 
     def transposed(d, s):
         tile = _alloc(s.shape, s.dtype, sbuf, loc)
-        _emit(loc, "dma_copy", dst=tile, src=s)
-        _emit(loc, "tensor_copy", dst=d, src=_pe_transpose(tile, loc))
+        _call(loc, _kisa.dma_copy, tile, s)
+        _call(loc, _kisa.tensor_copy, d, _pe_transpose(tile, loc))
 
     return _ops.pending(src.shape[::-1], dtype or src.dtype, sbuf, loc,
                         lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, src), mask=region)
@@ -365,7 +368,7 @@ def matmul(x, y, *, transpose_x=False, mask=None):
         x_region = x_region.permuted([1, 0])
 
     def emit_matmul(dst, stationary, moving, accumulate):
-        _emit(loc, "nc_matmul", dst=dst, stationary=stationary, moving=moving, accumulate=_ops.accumulate_field(accumulate))
+        _call(loc, _kisa.nc_matmul, dst, stationary, moving, accumulate=accumulate)
 
     def fn(dst, accumulate=False, mark_written=None):
         stationary = x if transpose_x else _ops.to_sbuf(_pe_transpose(x, loc), loc)
@@ -390,9 +393,9 @@ def transpose(x, *, dtype=None, mask=None):
 
     def transposed(d, x):
         if x.buffer is psum and x.shape[0] <= 32 and d.shape[0] <= 32:  # VectorE reads PSUM (<= 32x32)
-            _emit(loc, "nc_transpose", dst=d, data=x, engine="vector")
+            _call(loc, _kisa.nc_transpose, d, x, engine=_kisa.engine.vector)
         else:
-            _emit(loc, "tensor_copy", dst=d, src=_pe_transpose(x, loc))
+            _call(loc, _kisa.tensor_copy, d, _pe_transpose(x, loc))
 
     return _ops.pending((free, x.shape[0]), dtype or x.dtype, sbuf, loc,
                         lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, x), mask=region)
@@ -428,8 +431,7 @@ def where(condition, x, y, *, dtype=None, mask=None):
     region = _ops.mask_region(mask, loc)
 
     def predicated(dst, cond, src):
-        _emit(loc, "tensor_copy_predicated", dst=dst, predicate=cond,
-              src=src if _ops.is_tensor(src) else _ops.scalar_imm(src))
+        _call(loc, _kisa.tensor_copy_predicated, dst, src if _ops.is_tensor(src) else _ops.scalar_imm(src), cond)
 
     def fn(dst, **kw):
         _ops.assign(dst, y, loc, region)
@@ -517,7 +519,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None):
     for i in loop_indices if isinstance(loop_indices, (tuple, list)) else [loop_indices]:
         if not isinstance(i, _numbers.Integral):
             raise _user_error("operand", f"loop_indices must be loop indices (ints), got {type(i).__name__}", loc)
-    opn = _ops.op_name(op, "alu", "op", loc)
+    opn = _tensor.op_name(op, "alu", "op", loc)
     frame = _source.user_frame()
     target = _statement_target(frame) if frame is not None else None
     if target is None:
@@ -542,7 +544,7 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
         raise _user_error("unsupported", "nl.all_reduce across launch-grid instances is not supported: Knit traces "
                           "the instances one after another, so no instance sees a later one's values; reduce "
                           "through a shared_hbm tensor in a second kernel instead", loc)
-    _ops.op_name(op, "alu", "op", loc)
+    _tensor.op_name(op, "alu", "op", loc)
     return _copy(x, dtype=dtype, mask=mask)
 
 
@@ -681,17 +683,17 @@ def _reduction(name, alu):
             if name == "mean":
                 total = _alloc(dst.shape, _F32, sbuf, loc)
                 _ops.reduce_into(total, x, "add", axes, loc, keepdims=keepdims)
-                _emit(loc, "tensor_scalar", dst=dst, data=total, op0="multiply", operand0=1.0 / count)
+                _call(loc, _kisa.tensor_scalar, dst, total, _OPERATORS["multiply"], 1.0 / count)
                 return
             # var: mean of (x - mean)^2 over all free dims (population variance)
             neg_mean = _alloc((x.shape[0], 1), _F32, sbuf, loc)
-            _emit(loc, "tensor_reduce", dst=neg_mean, op="add", data=x, axis=axes, negate=True, keepdims=True)
-            _emit(loc, "tensor_scalar", dst=neg_mean, data=neg_mean, op0="multiply", operand0=1.0 / count)
+            _call(loc, _kisa.tensor_reduce, neg_mean, _OPERATORS["add"], x, axes, negate=True, keepdims=True)
+            _call(loc, _kisa.tensor_scalar, neg_mean, neg_mean, _OPERATORS["multiply"], 1.0 / count)
             squares = _alloc(x.shape, _F32, sbuf, loc)
             ssq = _alloc((x.shape[0], 1), _F32, sbuf, loc)
-            _emit(loc, "activation_reduce", dst=squares, op="square", data=x, reduce_op="add", reduce_res=ssq,
+            _call(loc, _kisa.activation_reduce, squares, _OPERATORS["square"], x, _OPERATORS["add"], ssq,
                   bias=neg_mean)
-            _emit(loc, "tensor_scalar", dst=dst, data=ssq, op0="multiply", operand0=1.0 / count)
+            _call(loc, _kisa.tensor_scalar, dst, ssq, _OPERATORS["multiply"], 1.0 / count)
 
         return _ops.pending(shape, d, sbuf, loc, emit_fn, mask=region)
 
@@ -699,14 +701,12 @@ def _reduction(name, alu):
     return _checked(fn)
 
 
-_BINARY_NAMES = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "abs_max",
-                 "abs_min", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
-                 "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
-                 "right_shift"]
-_UNARY_NAMES = ["abs", "negative", "sign", "square", "sqrt", "rsqrt", "reciprocal", "exp", "log", "sin", "arctan",
-                "tanh", "relu", "sigmoid", "silu", "silu_dx", "gelu", "gelu_dx", "gelu_apprx_tanh",
-                "gelu_apprx_sigmoid", "gelu_apprx_sigmoid_dx", "mish", "softplus", "erf", "erf_dx", "invert",
-                "logical_not"]
+# G1's element-wise calls: the two-input ALU operators, and the one-input ones (the unary ALU
+# operators and the activation functions but nl.copy, defined above) plus two G1 computes from
+# other instructions. The operator names come from the C++ tables (knit/_operators.py).
+_BINARY_NAMES = list(_BINARY)
+_UNARY_NAMES = [_n for _n, (_alu, _act) in _KINDS.items() if _n not in _OPERATOR_ONLY and _n != "copy"
+                and (_act is not None or _ALU_OPS[_n]["unary"])] + ["negative", "logical_not"]
 _REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "mean": None, "var": None,
                "all": None}
 
@@ -718,7 +718,7 @@ for _n in _UNARY_NAMES:
     OPS[_n] = Op(_n, alu=_alu, act=_act, fn=_unary(_n))
 for _n, _alu in _REDUCTIONS.items():
     OPS[_n] = Op(_n, alu=_alu, fn=_reduction(_n, _alu))
-for _n in ["prelu", "bypass", "average"]:  # operator-only constants
+for _n in sorted(_OPERATOR_ONLY):  # operator-only constants
     OPS[_n] = Op(_n, *_KINDS[_n])
 OPS["copy"] = Op("copy", act="copy", fn=_copy)  # nl.copy: the copy function and the identity activation
 for _n in ["cos", "tan", "ceil", "floor", "trunc"]:  # computed by knit.language from other instructions

@@ -11,7 +11,7 @@ from .. import language as nl
 from .._dtypes import to_dtype
 from .inputs import as_dtype
 
-PSUM_BANK_BYTES = 2048
+PSUM_BANK_BYTES = nl.tile_size.psum_bank_fmax_bytes  # the C++ core's limit (knit._core.tile_size())
 
 
 def _free_limit(dtype, buffer, max_free):
@@ -45,13 +45,15 @@ def tile_shapes(dtype="float32", buffer="sbuf", max_partitions=nl.tile_size.pmax
     return shapes()
 
 
-def matmul_shapes(dtype="bfloat16", max_k=nl.tile_size.pmax, max_m=nl.tile_size.pmax, max_n=512):
+def matmul_shapes(dtype="bfloat16", max_k=nl.tile_size.pmax, max_m=nl.tile_size.pmax,
+                  max_n=nl.tile_size.psum_bank_fmax):
     """(K, M, N) of one nc_matmul: K (contraction, the partition dim of both operands) and M (the
     stationary operand's free size) at most 128; N (the moving free size) within one fp32 PSUM
     bank (512). `dtype` is the operands' dtype, carried for symmetry with tiles()."""
     to_dtype(dtype)  # an unknown dtype fails here, not in the test
     max_n = min(max_n, PSUM_BANK_BYTES // 4)
-    return st.tuples(st.integers(1, min(max_k, 128)), st.integers(1, min(max_m, 128)), st.integers(1, max_n))
+    return st.tuples(st.integers(1, min(max_k, nl.tile_size.pmax)),
+                     st.integers(1, min(max_m, nl.tile_size.pmax)), st.integers(1, max_n))
 
 
 def tiles(dtype="float32", shapes=None, min_value=-4.0, max_value=4.0):
