@@ -29,10 +29,11 @@ import record  # noqa: E402
 
 record.use_tree(os.path.join("examples", "kernels", "python", "matmul"))
 
+from stages import STAGES  # noqa: E402
+
 import knit  # noqa: E402
 import knit.language as nl  # noqa: E402
 import knit.typing as nt  # noqa: E402
-from stages import STAGES  # noqa: E402
 
 K, M, N = 8192, 4096, 8192
 PUBLISHED_MS = {  # (target, stage) -> ms

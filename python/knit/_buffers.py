@@ -1,5 +1,4 @@
 """NKI's memory buffers: nl.sbuf, nl.psum, nl.hbm (= nl.private_hbm) and nl.shared_hbm."""
-from typing import Optional, Tuple
 
 from .errors import user_error
 
@@ -28,7 +27,7 @@ def buffer_named(name: str) -> Buffer:
     return _BY_NAME[name]
 
 
-def check_buffer(buffer: object, loc: Optional[Tuple[str, int, int]]) -> Buffer:
+def check_buffer(buffer: object, loc: tuple[str, int, int] | None) -> Buffer:
     if isinstance(buffer, Buffer):
         return buffer
     raise user_error(

@@ -10,7 +10,8 @@ The few keywords NKI itself accepts without a parameter of that name are listed 
 import difflib
 import functools
 import inspect
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ._source import user_location
 from .errors import NkiValidationError, user_error

@@ -1,5 +1,6 @@
 """Type aliases of the public API's signatures (knit.isa, knit.language)."""
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, Union
 
 import numpy as np
 

@@ -17,24 +17,25 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import _types as _t
-from . import isa
+from . import _types as _t, isa
 from ._buffers import psum, sbuf
 from ._dtypes import ALL, to_dtype
 from ._keywords import checked as _checked_by
-from ._operators import BINARY as _BINARY
-from ._operators import OPERATOR_ONLY as _OPERATOR_ONLY
-from ._operators import OPS as _OPS
+from ._operators import BINARY as _BINARY, OPERATOR_ONLY as _OPERATOR_ONLY, OPS as _OPS
 from ._promotion import promote as _promote
 from ._source import user_location
-from ._tensor import NkiTensor, new_tile, scalar_unary
-from ._tensor import binary as _binary
-from ._tensor import dtype_of as _dtype_of
-from ._tensor import is_column as _is_column
+from ._tensor import (
+    NkiTensor,
+    binary as _binary,
+    dtype_of as _dtype_of,
+    is_column as _is_column,
+    new_tile,
+    scalar_unary,
+)
 from .errors import user_error
 
 if _TYPE_CHECKING:  # typing's names are not part of the module's API
-    from typing import Optional, Sequence, Union
+    from collections.abc import Sequence
 
 __all__ = [
     "load", "store", "load_transpose2d", "matmul", "transpose", "broadcast_to", "expand_dims",
@@ -88,7 +89,7 @@ def _fit(v, shape, what, loc):
 
 
 def _make_binary(op):
-    def fn(x: Union[NkiTensor, float], y: Union[NkiTensor, float], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+    def fn(x: NkiTensor | float, y: NkiTensor | float, dtype: _t.DTypeLike | None = None) -> NkiTensor:
         return _binary(op, x, y, dtype)
 
     fn.__name__ = fn.__qualname__ = op.name
@@ -105,7 +106,7 @@ def _unary(name, x, dtype, emit):
 
 
 def _make_activation(op):
-    def fn(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+    def fn(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
         return _unary(op.name, x, dtype, lambda out, x: isa.activation(out, op, x))
 
     fn.__name__ = fn.__qualname__ = op.name
@@ -114,24 +115,24 @@ def _make_activation(op):
 
 
 @_checked
-def negative(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def negative(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     return scalar_unary("negative", x, "multiply", -1.0, dtype)
 
 
 @_checked
-def logical_not(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def logical_not(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """1 where x == 0, else 0 (logical xor with 1)."""
     return _unary("logical_not", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["logical_xor"], 1.0))
 
 
 @_checked
-def _invert(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def _invert(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """Bitwise NOT of an integer tile."""
     return scalar_unary("invert", x, "invert", None, dtype)
 
 
 @_checked
-def _reciprocal(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def _reciprocal(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """1 / x on the Vector Engine (more accurate than the activation table)."""
     return _unary("reciprocal", x, dtype, isa.reciprocal)
 
@@ -150,12 +151,12 @@ def _emit_cos(out, x):
 
 
 @_checked
-def cos(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def cos(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     return _unary("cos", x, dtype, _emit_cos)
 
 
 @_checked
-def tan(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def tan(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """tan(x) = sin(x) / cos(x), in fp32."""
     def emit(out, x):
         s, c = _tile(x.shape, _F32, "tan_sin"), _tile(x.shape, _F32, "tan_cos")
@@ -167,7 +168,7 @@ def tan(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
 
 def _round_with(name, mod_op, divisor):
     """x - (x mod_op divisor) in one scalar_tensor_tensor; exact in fp32."""
-    def fn(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+    def fn(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
         return _unary(name, x, dtype, lambda out, x: isa.scalar_tensor_tensor(
             out, x, _OPS[mod_op], divisor, _OPS["subtract"], x, reverse1=True))
 
@@ -183,7 +184,7 @@ ceil = _round_with("ceil", "mod", -1.0)  # Python mod by -1 is in (-1, 0]
 
 
 @_checked
-def load(src: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def load(src: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """HBM view -> new SBUF tile (dim 0 becomes the partition dim), converting to dtype if given."""
     loc = user_location()
     _need_tensor(src, "load", loc)
@@ -210,13 +211,13 @@ def store(dst: NkiTensor, value: NkiTensor) -> None:
 
 
 @_checked
-def _copy(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def _copy(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """New SBUF tile with x's values (bit-exact when the dtype is unchanged)."""
     return _unary("copy", x, dtype, isa.tensor_copy)
 
 
 @_checked
-def transpose(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def transpose(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """2-D [P, F] -> [F, P] (F <= 128) on the Tensor Engine, through PSUM, into SBUF."""
     loc = user_location()
     _need_tensor(x, "transpose", loc)
@@ -233,7 +234,7 @@ def transpose(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
 
 
 @_checked
-def load_transpose2d(src: NkiTensor, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def load_transpose2d(src: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """HBM [K, M] -> SBUF [M, K]: dma_transpose for 2-byte dtypes, else load + transpose."""
     loc = user_location()
     _need_tensor(src, "load_transpose2d", loc)
@@ -261,7 +262,7 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False) -> NkiTensor:
 
 
 @_checked
-def broadcast_to(x: NkiTensor, shape: Sequence[int], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def broadcast_to(x: NkiTensor, shape: Sequence[int], dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """Same rank; size-1 dims expand. Free dims (and any dim of an HBM tensor) become a stride-0
     view, so no data moves; an on-chip [1, ...] tile is copied to every partition with one DMA
     from a stride-0 source into a new SBUF tile. With dtype= the result is a converted copy."""
@@ -289,7 +290,7 @@ def broadcast_to(x: NkiTensor, shape: Sequence[int], dtype: Optional[_t.DTypeLik
 
 
 @_checked
-def expand_dims(x: NkiTensor, axis: Union[int, Sequence[int]]) -> NkiTensor:
+def expand_dims(x: NkiTensor, axis: int | Sequence[int]) -> NkiTensor:
     """View with size-1 dims inserted at `axis` (an int or a sequence, positions in the result)."""
     loc = user_location()
     _need_tensor(x, "expand_dims", loc)
@@ -302,7 +303,7 @@ def expand_dims(x: NkiTensor, axis: Union[int, Sequence[int]]) -> NkiTensor:
 
 @_checked
 def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0,
-                     dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+                     dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """out[p, j] = data[p, indices[p, j]] over data's flattened free dims (uint32 indices)."""
     loc = user_location()
     _need_tensor(data, "gather_flattened", loc)
@@ -315,8 +316,8 @@ def gather_flattened(data: NkiTensor, indices: NkiTensor, axis: int = 0,
 
 
 @_checked
-def where(condition: NkiTensor, x: Union[NkiTensor, float], y: Union[NkiTensor, float],
-          dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def where(condition: NkiTensor, x: NkiTensor | float, y: NkiTensor | float,
+          dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """x where condition (a 1.0/0.0 tile) is non-zero, else y; x and y are tiles of condition's
     shape, [P, 1] columns or numbers. y is copied in, then x is copied over it under the predicate."""
     loc = user_location()
@@ -371,27 +372,27 @@ def _reduce(opname, x, axis, dtype, keepdims, what, negate=False):
 
 
 @_checked
-def sum(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
+def sum(x: NkiTensor, axis: _t.AxisLike, dtype: _t.DTypeLike | None = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("add", x, axis, dtype, keepdims, "sum")
 
 
 @_checked
-def max(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
+def max(x: NkiTensor, axis: _t.AxisLike, dtype: _t.DTypeLike | None = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("maximum", x, axis, dtype, keepdims, "max")
 
 
 @_checked
-def min(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
+def min(x: NkiTensor, axis: _t.AxisLike, dtype: _t.DTypeLike | None = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("minimum", x, axis, dtype, keepdims, "min")
 
 
 @_checked
-def prod(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
+def prod(x: NkiTensor, axis: _t.AxisLike, dtype: _t.DTypeLike | None = None, keepdims: bool = False) -> NkiTensor:
     return _reduce("multiply", x, axis, dtype, keepdims, "prod")
 
 
 @_checked
-def all(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def all(x: NkiTensor, axis: _t.AxisLike, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """1 where every reduced element is non-zero, else 0."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "all", loc)
@@ -401,7 +402,7 @@ def all(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None) -
 
 
 @_checked
-def mean(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
+def mean(x: NkiTensor, axis: _t.AxisLike, dtype: _t.DTypeLike | None = None, keepdims: bool = False) -> NkiTensor:
     """fp32 sum, then multiplied by 1/n (two fp32 roundings) into x's dtype or dtype."""
     loc = user_location()
     axes = _reduce_axes(x, axis, "mean", loc)
@@ -412,7 +413,7 @@ def mean(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, 
 
 
 @_checked
-def var(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, keepdims: bool = False) -> NkiTensor:
+def var(x: NkiTensor, axis: _t.AxisLike, dtype: _t.DTypeLike | None = None, keepdims: bool = False) -> NkiTensor:
     """Population variance mean(x^2) - mean(x)^2 in fp32. As in NKI G2, keepdims is ignored and
     the reduced dims are kept (size 1)."""
     loc = user_location()
@@ -434,7 +435,7 @@ def var(x: NkiTensor, axis: _t.AxisLike, dtype: Optional[_t.DTypeLike] = None, k
 
 
 @_checked
-def softmax(x: NkiTensor, axis: _t.AxisLike = -1, dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def softmax(x: NkiTensor, axis: _t.AxisLike = -1, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """exp(x - max) / sum(exp(x - max)) over trailing free axes, in fp32 (the result in x's dtype or
     dtype); the one lowering of both API generations. Over all free dims (one max per partition,
     a [P, 1] column): the negated max (tensor_reduce), exp with it as bias and the row sums in one
@@ -459,7 +460,7 @@ def softmax(x: NkiTensor, axis: _t.AxisLike = -1, dtype: Optional[_t.DTypeLike] 
 
 @_checked
 def rms_norm(x: NkiTensor, w: NkiTensor, axis: _t.AxisLike, n: float, epsilon: float = 1e-06,
-             dtype: Optional[_t.DTypeLike] = None, compute_dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+             dtype: _t.DTypeLike | None = None, compute_dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """x / sqrt(sum(x^2)/n + epsilon) * w. w has x's shape, or broadcasts to it (a [1, F] or [F]
     HBM weight is loaded to every partition with a stride-0 DMA). Computed in compute_dtype
     (fp32 by default); the result is in dtype, else compute_dtype, else x's dtype."""

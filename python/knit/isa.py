@@ -8,19 +8,16 @@ import numbers
 import os
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from . import _trace
-from . import _types as _t
+from . import _trace, _types as _t
 from ._keywords import checked as _checked_by
-from ._operators import NUMPY_NAMES as _NUMPY_NAMES
-from ._operators import OPS as _OPS
-from ._operators import Op as _Op
+from ._operators import NUMPY_NAMES as _NUMPY_NAMES, OPS as _OPS, Op as _Op
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, new_register  # noqa: F401
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import NkiValidationError, user_error  # noqa: F401  (nisa.NkiValidationError)
 
 if _TYPE_CHECKING:  # typing's names are not part of the module's API
-    from typing import Optional, Sequence, Union
+    from collections.abc import Sequence
 
 _checked = _checked_by("nisa")  # unknown keyword arguments are errors (knit/_keywords.py)
 
@@ -153,9 +150,9 @@ def _handle(loc):
 
 # ---- instructions (nki-api.md §3) --------------------------------------------------------------
 @_checked
-def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Optional[int] = None, oob_mode: _OobMode = oob_mode.error,
+def dma_copy(dst: NkiTensor, src: NkiTensor, priority: int | None = None, oob_mode: _OobMode = oob_mode.error,
              dge_mode: _DgeMode = dge_mode.unknown, engine: _Engine = engine.unknown,
-             name: Optional[str] = None) -> None:
+             name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "dma_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
@@ -164,9 +161,9 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: Optional[int] = None, oob
 
 
 @_checked
-def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Optional[Sequence[int]] = None, priority: Optional[int] = None,
+def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Sequence[int] | None = None, priority: int | None = None,
                   dge_mode: _DgeMode = dge_mode.unknown, oob_mode: _OobMode = oob_mode.error,
-                  name: Optional[str] = None) -> None:
+                  name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "dma_transpose", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              axes=[int(a) for a in (axes or [])],
@@ -176,9 +173,9 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Optional[Sequence[int]] 
 
 @_checked
 def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stationary_onezero: bool = False,
-              is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: Optional[bool] = None,
-              tile_position: Optional[Sequence[int]] = (), tile_size: Optional[Sequence[int]] = (),
-              perf_mode: _PerfMode = matmul_perf_mode.none, name: Optional[str] = None) -> None:
+              is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: bool | None = None,
+              tile_position: Sequence[int] | None = (), tile_size: Sequence[int] | None = (),
+              perf_mode: _PerfMode = matmul_perf_mode.none, name: str | None = None) -> None:
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
     _emit_at(loc, "nc_matmul", name, dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
@@ -189,7 +186,7 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stati
 
 
 @_checked
-def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
+def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unknown, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_transpose", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
@@ -197,9 +194,9 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unkno
 
 @_checked
 def activation(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, bias: _t.Operand = None,
-               scale: Union[NkiTensor, float] = 1.0, reduce_op: Optional[_t.OpLike] = None,
-               reduce_res: Optional[NkiTensor] = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
-               name: Optional[str] = None, *, alpha: float = 0.0) -> None:
+               scale: NkiTensor | float = 1.0, reduce_op: _t.OpLike | None = None,
+               reduce_res: NkiTensor | None = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
+               name: str | None = None, *, alpha: float = 0.0) -> None:
     """dst = op(data * scale + bias); `alpha` (a Knit extension) is nl.prelu's slope."""
     loc = user_location()
     _emit_at(loc, "activation", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
@@ -210,9 +207,9 @@ def activation(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, bias: _t.Operand 
 
 
 @_checked
-def activation_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, reduce_op: Optional[_t.OpLike],
-                      reduce_res: Optional[NkiTensor], bias: _t.Operand = None, scale: Union[NkiTensor, float] = 1.0,
-                      name: Optional[str] = None) -> None:
+def activation_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, reduce_op: _t.OpLike | None,
+                      reduce_res: NkiTensor | None, bias: _t.Operand = None, scale: NkiTensor | float = 1.0,
+                      name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "activation_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
              data=_tensor(data, "data", loc), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
@@ -221,7 +218,7 @@ def activation_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, reduce_op:
 
 @_checked
 def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: _t.OpLike, engine: _Engine = engine.unknown,
-                  name: Optional[str] = None) -> None:
+                  name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_tensor", name, dst=_tensor(dst, "dst", loc), data1=_tensor(data1, "data1", loc),
              data2=_tensor(data2, "data2", loc), op=_op_name(op, "alu", "op", loc),
@@ -230,8 +227,8 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: _t.OpL
 
 @_checked
 def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand, reverse0: bool = False,
-                  op1: Optional[_t.OpLike] = None, operand1: _t.Operand = None, reverse1: bool = False,
-                  engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
+                  op1: _t.OpLike | None = None, operand1: _t.Operand = None, reverse1: bool = False,
+                  engine: _Engine = engine.unknown, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_scalar", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, reverse0=bool(reverse0),
@@ -241,8 +238,8 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.
 
 @_checked
 def scalar_tensor_tensor(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand,
-                         op1: Optional[_t.OpLike], operand1: NkiTensor, reverse0: bool = False, reverse1: bool = False,
-                         name: Optional[str] = None) -> None:
+                         op1: _t.OpLike | None, operand1: NkiTensor, reverse0: bool = False, reverse1: bool = False,
+                         name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "scalar_tensor_tensor", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, op1=_op_name(op1, "alu", "op1", loc),
@@ -254,37 +251,37 @@ def _axes(axis):
 
 
 @_checked
-def tensor_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, axis: Union[int, Sequence[int]], negate: bool = False,
-                  keepdims: bool = False, name: Optional[str] = None) -> None:
+def tensor_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, axis: int | Sequence[int], negate: bool = False,
+                  keepdims: bool = False, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc), axis=_axes(axis), negate=bool(negate), keepdims=bool(keepdims))
 
 
 @_checked
-def tensor_partition_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, name: Optional[str] = None) -> None:
+def tensor_partition_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_partition_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc))
 
 
 @_checked
-def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
+def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: _Engine = engine.unknown, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
-def tensor_copy_predicated(dst: NkiTensor, src: Union[NkiTensor, float], predicate: NkiTensor,
-                           reverse_pred: bool = False, name: Optional[str] = None) -> None:
+def tensor_copy_predicated(dst: NkiTensor, src: NkiTensor | float, predicate: NkiTensor,
+                           reverse_pred: bool = False, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_copy_predicated", name, dst=_tensor(dst, "dst", loc), src=src,
              predicate=_tensor(predicate, "predicate", loc), reverse_pred=bool(reverse_pred))
 
 
 @_checked
-def memset(dst: NkiTensor, value: float, engine: _Engine = engine.unknown, name: Optional[str] = None) -> None:
+def memset(dst: NkiTensor, value: float, engine: _Engine = engine.unknown, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "memset", name, dst=_tensor(dst, "dst", loc), value=float(value),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
@@ -296,7 +293,7 @@ def _pattern(pattern):
 
 @_checked
 def iota(dst: NkiTensor, pattern: Sequence[Sequence[int]], offset: int = 0, channel_multiplier: int = 0,
-         name: Optional[str] = None) -> None:
+         name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "iota", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern), offset=int(offset),
              channel_multiplier=int(channel_multiplier))
@@ -304,8 +301,8 @@ def iota(dst: NkiTensor, pattern: Sequence[Sequence[int]], offset: int = 0, chan
 
 @_checked
 def affine_select(dst: NkiTensor, pattern: Sequence[Sequence[int]], channel_multiplier: int, on_true_tile: NkiTensor,
-                  on_false_value: float, cmp_op: Optional[_t.OpLike] = None, *, offset: int = 0,
-                  name: Optional[str] = None) -> None:
+                  on_false_value: float, cmp_op: _t.OpLike | None = None, *, offset: int = 0,
+                  name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "affine_select", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern),
              channel_multiplier=int(channel_multiplier), on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
@@ -315,9 +312,9 @@ def affine_select(dst: NkiTensor, pattern: Sequence[Sequence[int]], channel_mult
 
 @_checked
 def select_reduce(dst: NkiTensor, predicate: NkiTensor, on_true: NkiTensor, on_false: _t.Operand,
-                  reduce_res: Optional[NkiTensor] = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
-                  reduce_op: Optional[_t.OpLike] = None, reverse_pred: bool = False,
-                  name: Optional[str] = None) -> None:
+                  reduce_res: NkiTensor | None = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
+                  reduce_op: _t.OpLike | None = None, reverse_pred: bool = False,
+                  name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "select_reduce", name, dst=_tensor(dst, "dst", loc), predicate=_tensor(predicate, "predicate", loc),
              on_true=_tensor(on_true, "on_true", loc), on_false=on_false, reduce_res=reduce_res,
@@ -329,8 +326,8 @@ def select_reduce(dst: NkiTensor, predicate: NkiTensor, on_true: NkiTensor, on_f
 @_checked
 def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: _t.OpLike, comp_op1: _t.OpLike, bound0: NkiTensor,
                  bound1: NkiTensor, reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce,
-                 reduce_res: Optional[NkiTensor] = None, reduce_op: Optional[_t.OpLike] = None, range_start: float = 0,
-                 on_false_value: float = -3.4028234663852886e38, name: Optional[str] = None) -> None:
+                 reduce_res: NkiTensor | None = None, reduce_op: _t.OpLike | None = None, range_start: float = 0,
+                 on_false_value: float = -3.4028234663852886e38, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "range_select", name, dst=_tensor(dst, "dst", loc),
              on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
@@ -343,15 +340,15 @@ def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: _t.OpLike, c
 
 
 @_checked
-def reciprocal(dst: NkiTensor, data: NkiTensor, name: Optional[str] = None) -> None:
+def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "reciprocal", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
 @_checked
 def tensor_tensor_scan(dst: NkiTensor, data0: NkiTensor, data1: NkiTensor, initial: _t.Operand, op0: _t.OpLike,
-                       op1: Optional[_t.OpLike], reverse0: bool = False, reverse1: bool = False,
-                       name: Optional[str] = None) -> None:
+                       op1: _t.OpLike | None, reverse0: bool = False, reverse1: bool = False,
+                       name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_tensor_scan", name, dst=_tensor(dst, "dst", loc), data0=_tensor(data0, "data0", loc),
              data1=_tensor(data1, "data1", loc), initial=initial, op0=_op_name(op0, "alu", "op0", loc),
@@ -360,9 +357,9 @@ def tensor_tensor_scan(dst: NkiTensor, data0: NkiTensor, data1: NkiTensor, initi
 
 @_checked
 def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand,
-                         reduce_op: Optional[_t.OpLike], reduce_res: Optional[NkiTensor] = None, reverse0: bool = False,
+                         reduce_op: _t.OpLike | None, reduce_res: NkiTensor | None = None, reverse0: bool = False,
                          reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce, reduce_init: _t.Operand = None,
-                         reduce_res_negate: bool = False, name: Optional[str] = None) -> None:
+                         reduce_res_negate: bool = False, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "tensor_scalar_reduce", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0,
@@ -372,25 +369,25 @@ def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operan
 
 
 @_checked
-def bn_stats(dst: NkiTensor, data: NkiTensor, name: Optional[str] = None) -> None:
+def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
 @_checked
-def bn_aggr(dst: NkiTensor, data: NkiTensor, name: Optional[str] = None) -> None:
+def bn_aggr(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "bn_aggr", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
 @_checked
-def max8(dst: NkiTensor, src: NkiTensor, name: Optional[str] = None) -> None:
+def max8(dst: NkiTensor, src: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "max8", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
 @_checked
-def nc_find_index8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: Optional[str] = None) -> None:
+def nc_find_index8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_find_index8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              vals=_tensor(vals, "vals", loc))
@@ -398,7 +395,7 @@ def nc_find_index8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: Optio
 
 @_checked
 def local_gather(dst: NkiTensor, src_buffer: NkiTensor, index: NkiTensor, num_elem_per_idx: int = 1,
-                 num_valid_indices: Optional[int] = None, name: Optional[str] = None) -> None:
+                 num_valid_indices: int | None = None, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "local_gather", name, dst=_tensor(dst, "dst", loc), src_buffer=_tensor(src_buffer, "src_buffer", loc),
              index=_tensor(index, "index", loc), num_elem_per_idx=int(num_elem_per_idx),
@@ -406,14 +403,14 @@ def local_gather(dst: NkiTensor, src_buffer: NkiTensor, index: NkiTensor, num_el
 
 
 @_checked
-def nc_n_gather(dst: NkiTensor, data: NkiTensor, indices: NkiTensor, name: Optional[str] = None) -> None:
+def nc_n_gather(dst: NkiTensor, data: NkiTensor, indices: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              indices=_tensor(indices, "indices", loc))
 
 
 @_checked
-def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int], name: Optional[str] = None) -> None:
+def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int], name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              shuffle_mask=[int(m) for m in shuffle_mask])
@@ -421,9 +418,9 @@ def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int
 
 # ---- DMA compute (nki-api.md §3.6) --------------------------------------------------------------
 @_checked
-def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: Optional[_t.OpLike] = None,
-                scales: Optional[Sequence[float]] = None, unique_indices: bool = True,
-                oob_mode: _OobMode = oob_mode.error, name: Optional[str] = None) -> None:
+def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: _t.OpLike | None = None,
+                scales: Sequence[float] | None = None, unique_indices: bool = True,
+                oob_mode: _OobMode = oob_mode.error, name: str | None = None) -> None:
     """dst = sum(srcs) in fp32 on a DMA queue. An indirect dst (and srcs[0] the same rows) makes it a
     scatter-add. NKI 0.2's argument order (dst, srcs, scales, reduce_op) is accepted too."""
     loc = user_location()
@@ -441,7 +438,7 @@ def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: Optional[_
 
 # ---- registers (nki-api.md §3.7) ----------------------------------------------------------------
 @_checked
-def register_alloc(x: Optional[_t.IntLike] = None, name: Optional[str] = None) -> VirtualRegister:
+def register_alloc(x: _t.IntLike | None = None, name: str | None = None) -> VirtualRegister:
     """A new 32-bit register, set to `x` (an int or a register) when given."""
     loc = user_location()
     reg = VirtualRegister(new_register())
@@ -457,8 +454,8 @@ def _register(r, what, loc):
 
 
 @_checked
-def register_move(dst: VirtualRegister, src: Optional[_t.IntLike] = None, imm: Optional[_t.IntLike] = None,
-                  name: Optional[str] = None) -> None:
+def register_move(dst: VirtualRegister, src: _t.IntLike | None = None, imm: _t.IntLike | None = None,
+                  name: str | None = None) -> None:
     """dst = src (an int or a register); NKI 0.2 spelled the immediate `imm=`."""
     loc = user_location()
     value = imm if src is None else src
@@ -466,14 +463,14 @@ def register_move(dst: VirtualRegister, src: Optional[_t.IntLike] = None, imm: O
 
 
 @_checked
-def register_load(dst: VirtualRegister, src: NkiTensor, name: Optional[str] = None) -> None:
+def register_load(dst: VirtualRegister, src: NkiTensor, name: str | None = None) -> None:
     """dst = the single element of tensor `src` (int32)."""
     loc = user_location()
     _emit_at(loc, "register_load", name, dst=_register(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
 @_checked
-def register_store(dst: NkiTensor, src: Union[int, RegExpr], name: Optional[str] = None) -> None:
+def register_store(dst: NkiTensor, src: int | RegExpr, name: str | None = None) -> None:
     """The single element of tensor `dst` = register `src`."""
     loc = user_location()
     value = src if isinstance(src, VirtualRegister) else None
@@ -483,7 +480,7 @@ def register_store(dst: NkiTensor, src: Union[int, RegExpr], name: Optional[str]
 
 
 @_checked
-def scalar_load(src: NkiTensor, name: Optional[str] = None) -> VirtualRegister:
+def scalar_load(src: NkiTensor, name: str | None = None) -> VirtualRegister:
     """G3: an NkiScalar holding the single element of `src`."""
     reg = VirtualRegister(new_register())
     register_load(reg, src, name=name)
@@ -491,11 +488,11 @@ def scalar_load(src: NkiTensor, name: Optional[str] = None) -> VirtualRegister:
 
 
 @_checked
-def scalar_store(dst: NkiTensor, value: Union[int, RegExpr], name: Optional[str] = None) -> None:
+def scalar_store(dst: NkiTensor, value: int | RegExpr, name: str | None = None) -> None:
     """G3: writes an NkiScalar (or int) into the single element of `dst`."""
     register_store(dst, value, name=name)
 @_checked
-def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: Optional[str] = None) -> None:
+def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: str | None = None) -> None:
     """trn3: src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words + dst_scale [P/8, F/4] e8m0 scales."""
     loc = user_location()
     _emit_at(loc, "quantize_mx", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
@@ -504,9 +501,9 @@ def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: Opti
 
 @_checked
 def nc_matmul_mx(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, stationary_scale: NkiTensor,
-                 moving_scale: NkiTensor, tile_position: Optional[Sequence[int]] = None,
-                 tile_size: Optional[Sequence[int]] = None, accumulate: Optional[bool] = None,
-                 name: Optional[str] = None) -> None:
+                 moving_scale: NkiTensor, tile_position: Sequence[int] | None = None,
+                 tile_size: Sequence[int] | None = None, accumulate: bool | None = None,
+                 name: str | None = None) -> None:
     """trn3: dst[M, N] (+)= dequantized stationary [P, M].T @ moving [P, N], contracting 4P values."""
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
@@ -529,7 +526,7 @@ _DmaEngine = dma_engine
 
 @_checked
 def core_barrier(data: NkiTensor, cores: Sequence[int], engine: _Engine = engine.gpsimd,
-                 name: Optional[str] = None) -> None:
+                 name: str | None = None) -> None:
     """Waits until every core in `cores` (e.g. (0, 1)) reaches its core_barrier. Cores are the
     instances of a kernel launched on a grid (kernel[2](...)); rank = nl.program_id(0)."""
     loc = user_location()
@@ -539,7 +536,7 @@ def core_barrier(data: NkiTensor, cores: Sequence[int], engine: _Engine = engine
 
 @_checked
 def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: int, pipe_id: int,
-             dma_engine: _DmaEngine = dma_engine.dma, name: Optional[str] = None) -> None:
+             dma_engine: _DmaEngine = dma_engine.dma, name: str | None = None) -> None:
     """Sends this core's SBUF `src` to core send_to_rank and receives core recv_from_rank's src
     into `dst`; the partner core calls sendrecv with the ranks swapped and the same pipe_id."""
     loc = user_location()

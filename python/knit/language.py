@@ -8,20 +8,21 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import _core, _trace, _wrappers, isa
-from . import _types as _t
-from ._buffers import Buffer as _Buffer  # noqa: F401
-from ._buffers import buffer_named, hbm, psum, sbuf, shared_hbm  # noqa: F401  (nl.hbm, ...)
-from ._dtypes import ALL as _ALL_DTYPES
-from ._dtypes import dtype as dtype
-from ._dtypes import to_dtype
+from . import _core, _trace, _types as _t, _wrappers, isa
+from ._buffers import (  # noqa: F401  (nl.hbm, ...)
+    Buffer as _Buffer,  # noqa: F401
+    buffer_named,
+    hbm,
+    psum,
+    sbuf,
+    shared_hbm,
+)
+from ._dtypes import ALL as _ALL_DTYPES, dtype as dtype, to_dtype
 from ._keywords import checked as _checked_by
-from ._operators import Op as Op
-from ._operators import operator_table
+from ._operators import Op as Op, operator_table
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
 from ._source import user_location
-from ._tensor import NkiTensor, new_tensor
-from ._tensor import ds as ds
+from ._tensor import NkiTensor, ds as ds, new_tensor
 from ._wrappers import (  # noqa: F401  (the nl.* convenience wrappers)
     all,
     broadcast_to,
@@ -52,7 +53,8 @@ from ._wrappers import (  # noqa: F401  (the nl.* convenience wrappers)
 from .errors import user_error
 
 if _TYPE_CHECKING:  # typing's names are not part of the module's API
-    from typing import Any, Callable, Iterator, Optional, Sequence, Union
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import Any
 
 _checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
 
@@ -115,7 +117,7 @@ del _limit, _value
 # ---- tensor creation --------------------------------------------------------------------------
 @_checked
 def ndarray(shape: _t.ShapeLike, dtype: _t.DTypeLike, buffer: _Buffer = sbuf, name: str = "",
-            address: Optional[Sequence[int]] = None) -> NkiTensor:
+            address: Sequence[int] | None = None) -> NkiTensor:
     """An uninitialized tensor (fresh contents are NaN / 4 in the simulator)."""
     return new_tensor(shape, dtype, buffer, name, address, user_location())
 
@@ -145,19 +147,19 @@ def full(shape: _t.ShapeLike, fill_value: float, dtype: _t.DTypeLike, buffer: _B
 
 
 @_checked
-def zeros_like(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None, buffer: Optional[_Buffer] = None,
+def zeros_like(x: NkiTensor, dtype: _t.DTypeLike | None = None, buffer: _Buffer | None = None,
                name: str = "") -> NkiTensor:
     return _filled(x.shape, dtype or x.dtype, buffer or x.buffer, name, 0, user_location())
 
 
 @_checked
-def empty_like(x: NkiTensor, dtype: Optional[_t.DTypeLike] = None, buffer: Optional[_Buffer] = None,
+def empty_like(x: NkiTensor, dtype: _t.DTypeLike | None = None, buffer: _Buffer | None = None,
                name: str = "") -> NkiTensor:
     return new_tensor(x.shape, dtype or x.dtype, buffer or x.buffer, name, None, user_location())
 
 
 @_checked
-def shared_constant(constant: Union[np.ndarray, str], dtype: Optional[_t.DTypeLike] = None) -> NkiTensor:
+def shared_constant(constant: np.ndarray | str, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     """A constant baked into the kernel (a NumPy array or the path of a .npy file). Knit passes it
     to the kernel as a hidden read-only HBM argument."""
     loc = user_location()
@@ -178,7 +180,7 @@ def shared_identity_matrix(n: int, dtype: _t.DTypeLike = uint8, dst: object = No
 
 # ---- loops and SPMD ---------------------------------------------------------------------------
 @_checked
-def affine_range(start: int, stop: Optional[int] = None, step: int = 1) -> range:
+def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
     """A loop the tracer unrolls: Python's range (NKI 0.7: a deprecated alias of range)."""
     return range(start) if stop is None else range(start, stop, step)
 
@@ -199,7 +201,7 @@ def _block(opname, label=None, **fields):
 
 
 @_checked
-def dynamic_range(start: _t.IntLike, stop: Optional[_t.IntLike] = None, step: int = 1) -> Iterator[VirtualRegister]:
+def dynamic_range(start: _t.IntLike, stop: _t.IntLike | None = None, step: int = 1) -> Iterator[VirtualRegister]:
     """An on-device loop: the body is traced once and runs on the device; the loop variable is a
     register. start / stop may be ints or registers; step is a positive int."""
     loc = user_location()
@@ -250,7 +252,7 @@ def while_loop(init: _t.IntLike, body_fun: Callable[[Any], Any]) -> VirtualRegis
 
 
 @_checked
-def if_else(cond: _t.IntLike, then_fn: Callable[[], Any], else_fn: Optional[Callable[[], Any]] = None) -> Any:
+def if_else(cond: _t.IntLike, then_fn: Callable[[], Any], else_fn: Callable[[], Any] | None = None) -> Any:
     """A runtime branch on a register (non-zero = true). A Python bool/int is decided while
     tracing, as NKI does."""
     if not isinstance(cond, RegExpr):  # decided while tracing
@@ -290,7 +292,7 @@ def program_id(axis: int = 0) -> int:
 
 
 @_checked
-def num_programs(axes: Union[int, Sequence[int], None] = 0) -> int:
+def num_programs(axes: int | Sequence[int] | None = 0) -> int:
     """Instances along grid dim `axes` (an int), or their product over a tuple of dims / None."""
     trace = _trace.current()
     grid = trace.grid or (trace.num_programs,)

@@ -24,7 +24,7 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
                         "examples", "kernels", "python")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_example(relpath):
     """Imports examples/kernels/python/<relpath> as a module (the folders are not packages), once."""
     name = "knit_example_" + re.sub(r"\W", "_", relpath)

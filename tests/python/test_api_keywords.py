@@ -5,14 +5,15 @@ TypeError that names it, suggests the closest valid name, is raised before any i
 emitted and points at the kernel's line."""
 import inspect
 
+import numpy as np
+import pytest
+
 import knit
 import knit.isa as nisa
 import knit.language as nl
 import knit.legacy as legacy
 import knit.legacy.isa as lisa
 import knit.legacy.language as lnl
-import numpy as np
-import pytest
 from knit._keywords import IGNORED, UnknownKeywordError
 
 BOGUS = "knit_bogus_keyword"

@@ -23,9 +23,9 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 import knit  # noqa: E402  (tests/python/conftest.py puts python/ on sys.path)
 import knit.isa as nisa  # noqa: E402
 import knit.language as nl  # noqa: E402
+from kernel_test_util import load_example, randn, source_line  # noqa: E402
 from knit import _core  # noqa: E402
 from knit.errors import KnitError  # noqa: E402
-from kernel_test_util import load_example, randn, source_line  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python")
@@ -159,7 +159,7 @@ def test_profile_demo_script_runs():
     assert "p50 = " in r.stdout
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled_case(case, target):
     """(module, Compiled, inputs, reference-interpreter output) of one example on one target."""
     path, kernel_name, make, _, _ = CASES[case]

@@ -13,7 +13,6 @@ The conversions are exercised two ways:
 """
 
 import os
-import sys
 
 import numpy as np
 import pytest

@@ -9,8 +9,8 @@ import pytest
 import knit as nki
 import knit.isa as nisa
 import knit.language as nl
-from knit.errors import KnitError
 from kernel_test_util import sum_first_n_tiles
+from knit.errors import KnitError
 
 
 def _count(kernel, opname, *args):

@@ -1,7 +1,6 @@
 """The native path's disk cache and backend selection (docs/jit.md): a second process loads the
 compiled code instead of compiling it; corrupt entries are detected and rebuilt; concurrent
 processes share a directory safely; KNIT_CACHE=0 writes nothing; KNIT_BACKEND picks the backend."""
-import hashlib
 import json
 import os
 import subprocess

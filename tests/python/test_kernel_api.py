@@ -1,6 +1,7 @@
 """knit.jit / simulate / compile: calling conventions, trace caching, launch grids, write-back,
 dtypes, environment switches and placeholders, checked against NumPy."""
 import os
+
 import ml_dtypes
 import numpy as np
 import pytest

@@ -26,8 +26,8 @@ import knit.compat  # noqa: E402
 import knit.legacy as nki  # noqa: E402
 import knit.legacy.isa as nisa  # noqa: E402
 import knit.legacy.language as nl  # noqa: E402
-from knit.errors import KnitError, NkiValidationError  # noqa: E402
 from kernel_test_util import source_line  # noqa: E402
+from knit.errors import KnitError, NkiValidationError  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python", "legacy")

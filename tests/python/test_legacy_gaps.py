@@ -10,8 +10,8 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 import knit.legacy as nki  # noqa: E402
 import knit.legacy.isa as nisa  # noqa: E402
 import knit.legacy.language as nl  # noqa: E402
+from kernel_test_util import randn, source_line  # noqa: E402
 from knit.errors import NkiValidationError  # noqa: E402
-from kernel_test_util import source_line, randn  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

@@ -7,8 +7,8 @@ import pytest
 import knit.legacy as nki
 import knit.legacy.isa as nisa
 import knit.legacy.language as nl
+from kernel_test_util import randn, source_line  # noqa: E402
 from knit.errors import KnitError, NkiValidationError
-from kernel_test_util import source_line, randn  # noqa: E402
 
 
 def _line(marker):

@@ -314,7 +314,7 @@ def ops_for(dt, ops, full=(F32, BF16, I32), core=()):
     return [o for j, o in enumerate(ops) if j % 3 == k or o in core]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sweep_run(name, dt_name, kind):
     """(labels, reference outputs, jit outputs, counts, expected native, expected interpreted)."""
     c, arrays, labels, native, interpreted = SWEEPS[name](DTYPES[dt_name], kind)

@@ -20,8 +20,13 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    assume,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 
 import knit  # noqa: E402
 import knit.isa as nisa  # noqa: E402

@@ -2,12 +2,13 @@
 two-input call without dtype= is the same in knit.language and the legacy facade for every pair
 of Knit dtypes (and tile-scalar pair), and matches NKI's promotion table (the NKI docs' type
 promotion table)."""
+import numpy as np
+import pytest
+
 import knit
 import knit.language as nl
 import knit.legacy as legacy
 import knit.legacy.language as lnl
-import numpy as np
-import pytest
 from knit._dtypes import ALL
 from knit._promotion import promote
 

@@ -23,8 +23,8 @@ import knit.isa as nisa
 import knit.language as nl
 import knit.testing as kt
 import knit.typing as nt
-from knit.testing import strategies
 from kernel_test_util import load_example
+from knit.testing import strategies
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BF16 = ml_dtypes.bfloat16

@@ -21,15 +21,15 @@ import pytest
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
+import kernel_test_util  # noqa: E402
 import knit  # noqa: E402  (tests/python/conftest.py puts python/ on sys.path)
 import knit.isa as nisa  # noqa: E402
 import knit.language as nl  # noqa: E402
 import knit.legacy  # noqa: E402
 import knit.lnc  # noqa: E402
 import knit.typing as nt  # noqa: E402
-from knit.errors import KnitRuntimeError  # noqa: E402
-import kernel_test_util  # noqa: E402
 from kernel_test_util import load_example, source_line, sum_first_n_tiles  # noqa: E402
+from knit.errors import KnitRuntimeError  # noqa: E402
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _EXAMPLES = os.path.join(_REPO, "examples", "kernels", "python")
@@ -95,7 +95,7 @@ CASES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def case(name, target):
     """(kernel, inputs, functional Profile, timing-only Profile) of one example on one target."""
     path, kernel_name, make = CASES[name]
@@ -572,7 +572,7 @@ def test_matmul_stage_is_correct(stage, dtype, tol):
     assert np.abs(got - want).max() <= tol * np.abs(want).max()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stage_profiles():
     K, M, N = 1024, 512, 1024
     return {name: knit.profile(kernel, nt.tensor[[K, M], nl.bfloat16], nt.tensor[[K, N], nl.bfloat16],

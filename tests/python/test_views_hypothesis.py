@@ -27,8 +27,12 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 
 import knit as nki  # noqa: E402
 import knit.isa as nisa  # noqa: E402
@@ -168,7 +172,7 @@ def apply_knit(t, op):
 # ---- drawing view operations ----------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def factorizations(n, max_len):
     """All ordered factorizations of n into at most max_len factors >= 2."""
     if n == 1:

@@ -12,8 +12,7 @@ Runners: ``jit`` (any ``mode=``), ``simulate_kernel``, and ``baremetal`` / ``ben
 latency).
 """
 
-from .. import _trace
-from .. import isa as _kisa
+from .. import _trace, isa as _kisa
 from .._kernel import Kernel as _Kernel
 from ..errors import KnitError, KnitRuntimeError, NkiValidationError  # noqa: F401
 from . import compiler, isa, language, typing  # noqa: F401

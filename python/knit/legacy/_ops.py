@@ -10,18 +10,16 @@ import numbers
 
 import numpy as np
 
-from .. import _core
-from .. import isa as _kisa
+from .. import _core, isa as _kisa
 from .._buffers import hbm
 from .._dtypes import ALL, to_dtype
 from .._operators import OPS
 from .._promotion import promote, scalar_dtype  # noqa: F401  (the G1 calls' rule too)
-from .._tensor import NkiTensor
 from .._source import user_location
+from .._tensor import NkiTensor
 from ..errors import user_error
 from . import _index
-from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, call_isa, operator, psum, sbuf
-from ._tensor import wrap
+from ._tensor import F32, BlockTensor, LegacyTensor, MaskedTile, Pending, alloc, call_isa, operator, psum, sbuf, wrap
 
 # ---- operands -----------------------------------------------------------------------------------------
 

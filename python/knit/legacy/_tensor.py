@@ -20,9 +20,7 @@ import numbers
 
 import numpy as np
 
-from .. import _core, _trace
-from .. import isa as _isa
-from .. import language as _nl
+from .. import _core, _trace, isa as _isa, language as _nl
 from .._buffers import hbm, psum, sbuf, shared_hbm  # noqa: F401
 from .._dtypes import ALL, to_dtype
 from .._operators import OPS

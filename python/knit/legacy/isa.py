@@ -15,12 +15,18 @@ from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._keywords import checked as _checked_by
 from .._source import user_location as _loc
 from ..errors import NkiValidationError, user_error as _user_error  # noqa: F401
-from . import _ops
-from . import _index
+from . import _index, _ops
 from ._index import IndexExpr as _IndexExpr, Predicate as _Predicate
+from ._tensor import (
+    alloc as _alloc,
+    call_isa as _call,
+    flush as _flush,
+    op_name as _op,
+    operator as _operator,
+    psum as _psum,
+    sbuf as _sbuf,
+)
 from .language import _split_shape
-from ._tensor import alloc as _alloc, call_isa as _call, flush as _flush, op_name as _op
-from ._tensor import operator as _operator, psum as _psum, sbuf as _sbuf
 
 _checked = _checked_by("nisa", current_api=False)  # unknown keyword arguments are errors
 

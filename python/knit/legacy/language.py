@@ -16,22 +16,35 @@ import numbers as _numbers
 
 import numpy as _np
 
-from .. import _source, _trace
-from .. import isa as _kisa
-from .. import language as _knl
+from .. import _source, _trace, isa as _kisa, language as _knl
 from .._buffers import Buffer as _Buffer
-from .._operators import ALU_OPS as _ALU_OPS, BINARY as _BINARY, KINDS as _KINDS, Op
-from .._operators import OPS as _OPERATORS
-from .._operators import OPERATOR_ONLY as _OPERATOR_ONLY
 from .._dtypes import ALL as _ALL, to_dtype as _to_dtype
 from .._keywords import checked as _checked_by
+from .._operators import (
+    ALU_OPS as _ALU_OPS,
+    BINARY as _BINARY,
+    KINDS as _KINDS,
+    OPERATOR_ONLY as _OPERATOR_ONLY,
+    OPS as _OPERATORS,
+    Op,
+)
 from .._source import user_location as _loc
 from .._tensor import ds  # noqa: F401
 from ..errors import user_error as _user_error
 from . import _ops, _tensor
 from ._index import IndexExpr, MGridResult, Predicate, arange, mgrid  # noqa: F401
-from ._tensor import (BlockTensor, LegacyTensor, MaskedTile, Pending, alloc as _alloc, call_isa as _call,  # noqa: F401
-                      flush as _flush, psum, sbuf, wrap as _wrap)
+from ._tensor import (  # noqa: F401
+    BlockTensor,
+    LegacyTensor,
+    MaskedTile,
+    Pending,
+    alloc as _alloc,
+    call_isa as _call,
+    flush as _flush,
+    psum,
+    sbuf,
+    wrap as _wrap,
+)
 
 _checked = _checked_by("nl", current_api=False)  # unknown keyword arguments are errors
 
