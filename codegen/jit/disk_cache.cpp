@@ -43,7 +43,7 @@ std::optional<std::string> read_regular_file(const std::string& file, std::strin
     return std::nullopt;
   }
   std::optional<std::string> bytes;
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0) {
     why = "it cannot be examined";
   } else if (!S_ISREG(st.st_mode)) {
@@ -144,7 +144,7 @@ DiskCache::DiskCache(std::string dir, std::string suffix) : dir_(std::move(dir))
 std::string DiskCache::path(std::string_view key) const { return dir_ + "/" + std::string(key) + suffix_; }
 
 bool DiskCache::contains(std::string_view key) const {
-  struct stat st {};
+  struct stat st{};
   return ::lstat(path(key).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 

@@ -75,7 +75,8 @@ OrcJit::OrcJit(llvm::ObjectCache* cache, CodeGen codegen) : impl_(std::make_uniq
   dylib.addGenerator(unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix),
                             "exposing the process's symbols to the JIT"));
   for (const char* runtime : {"libstdc++.so.6", "libgcc_s.so.1", "libm.so.6"})
-    if (auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(runtime, prefix)) dylib.addGenerator(std::move(*generator));
+    if (auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(runtime, prefix))
+      dylib.addGenerator(std::move(*generator));
     else llvm::consumeError(generator.takeError());  // absent runtimes are only needed if referenced
   // Kernels compiled from C++ files (frontend/cpp) call Knit itself (the IR builder). When Knit
   // lives in a shared library (a Python extension) its symbols are not the process's, so look
@@ -85,7 +86,8 @@ OrcJit::OrcJit(llvm::ObjectCache* cache, CodeGen codegen) : impl_(std::make_uniq
   Dl_info self;
   if (dladdr(reinterpret_cast<void*>(&initialize_native_target), &self) && self.dli_fname)
     if (void* handle = dlopen(self.dli_fname, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD))
-      dylib.addGenerator(std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(llvm::sys::DynamicLibrary(handle), prefix));
+      dylib.addGenerator(
+          std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(llvm::sys::DynamicLibrary(handle), prefix));
 }
 
 OrcJit::~OrcJit() = default;

@@ -37,7 +37,7 @@ struct Specializer::Impl {
   std::string triple, cpu, features;  // the host's, as its target machines see it
   std::map<std::pair<std::string, std::string>, SpecializedFn> done;
   std::atomic<int64_t> compiled = 0, from_cache = 0;  // modules built by LLVM / loaded from the disk cache
-  std::mutex mutex;  // one compile() at a time (its groups run in parallel)
+  std::mutex mutex;                                   // one compile() at a time (its groups run in parallel)
 
   std::unique_ptr<llvm::Module> load(llvm::LLVMContext& context) {
     auto buffer = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(library.data(), library.size()), "knit-library",
@@ -235,7 +235,7 @@ void Specializer::compile_group(const std::vector<SpecializeRequest>& requests, 
   }
   impl_->optimize(*module, *target);
   ++impl_->compiled;
-  module->setModuleIdentifier(key);  // the object cache's key
+  module->setModuleIdentifier(key);                                      // the object cache's key
   if (const char* dump = std::getenv("KNIT_JIT_DUMP"); dump && *dump) {  // optimized IR, for reading
     std::error_code ec;
     std::filesystem::create_directories(dump, ec);
@@ -247,13 +247,14 @@ void Specializer::compile_group(const std::vector<SpecializeRequest>& requests, 
 }
 
 std::string Specializer::host_description() const {
-  return impl_->triple + ";" + impl_->cpu + ";" + impl_->features + ";LLVM " +
-         LLVM_VERSION_STRING;
+  return impl_->triple + ";" + impl_->cpu + ";" + impl_->features + ";LLVM " + LLVM_VERSION_STRING;
 }
 
 int64_t Specializer::modules_compiled() const { return impl_->compiled; }
 int64_t Specializer::modules_from_cache() const { return impl_->from_cache; }
-int64_t Specializer::cache_entries_rejected() const { return impl_->cache ? impl_->cache->entries().rejected.load() : 0; }
+int64_t Specializer::cache_entries_rejected() const {
+  return impl_->cache ? impl_->cache->entries().rejected.load() : 0;
+}
 std::string Specializer::cache_directory() const { return impl_->cache ? impl_->cache_dir : ""; }
 
 }  // namespace knit::codegen

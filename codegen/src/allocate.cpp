@@ -23,13 +23,13 @@ int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
   std::ostringstream msg;
   int64_t used = 0;
   for (int o : alive) used += plan.tensors[o]->bytes;
-  msg << "tensor '" << t.name << "' needs " << want.bytes << " bytes per partition but "
-      << to_string(t.buffer) << " has no free range that large: " << capacity << " bytes per partition on "
-      << to_string(k.target) << ", " << used << " held by the tensors alive here:";
+  msg << "tensor '" << t.name << "' needs " << want.bytes << " bytes per partition but " << to_string(t.buffer)
+      << " has no free range that large: " << capacity << " bytes per partition on " << to_string(k.target) << ", "
+      << used << " held by the tensors alive here:";
   for (int o : alive) {
     const TensorDecl& a = k.tensor(o);
-    msg << "\n    '" << a.name << "' " << plan.tensors[o]->bytes << " bytes at byte " << plan.tensors[o]->offset
-        << " (" << a.loc.file << ':' << a.loc.line << ')';
+    msg << "\n    '" << a.name << "' " << plan.tensors[o]->bytes << " bytes at byte " << plan.tensors[o]->offset << " ("
+        << a.loc.file << ':' << a.loc.line << ')';
   }
   msg << "\n  Use smaller tiles or let tensors die earlier (allocate them inside the loop that uses them).";
   user_error(t.loc, "capacity", msg.str());
@@ -52,10 +52,10 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
     if (const auto& pin = k.tensor(id).address) {
       pins.push_back(id);
       const TensorDecl& t = k.tensor(id);
-      plan.tensors[id] = Allocation{core[id], (*pin)[0], t.partitions(), (*pin)[1],
-                                    t.partition_elements() * dtype_size(t.dtype), true};
+      plan.tensors[id] = Allocation{
+          core[id], (*pin)[0], t.partitions(), (*pin)[1], t.partition_elements() * dtype_size(t.dtype), true};
     }
-  std::vector<int> alive;  // allocated tensors whose live range has not ended
+  std::vector<int> alive;                            // allocated tensors whose live range has not ended
   std::map<std::pair<bool, int>, int64_t> next_fit;  // (sbuf?, core) -> end of the latest placement
   for (int id : order) {
     const TensorDecl& t = k.tensor(id);
@@ -66,8 +66,8 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
       if (k.tensor(o).buffer == t.buffer && core[o] == core[id]) same.push_back(o);
     // A pin holds its bytes for its whole live range, also before its first use.
     for (int o : pins)
-      if (o != id && live[o].first > live[id].first && live[o].overlaps(live[id]) &&
-          k.tensor(o).buffer == t.buffer && core[o] == core[id])
+      if (o != id && live[o].first > live[id].first && live[o].overlaps(live[id]) && k.tensor(o).buffer == t.buffer &&
+          core[o] == core[id])
         same.push_back(o);
 
     Allocation a;

@@ -107,7 +107,8 @@ std::string placement(const EngineProgram& p, const View& v) {
   } else {
     out << "hbm '" << t.name << "' +" << byte;
   }
-  for (const RegTerm& term : v.dynamic) out << (term.coeff < 0 ? " - " : " + ") << std::abs(term.coeff) * es << "*r" << term.reg;
+  for (const RegTerm& term : v.dynamic)
+    out << (term.coeff < 0 ? " - " : " + ") << std::abs(term.coeff) * es << "*r" << term.reg;
   out << " [";
   for (size_t k = first_free; k < v.dims.size(); ++k)
     out << (k > first_free ? "," : "") << '[' << v.dims[k].step * es << ',' << v.dims[k].num << ']';
@@ -121,8 +122,8 @@ std::string placement(const EngineProgram& p, const View& v) {
 std::string EngineProgram::disassemble() const {
   std::ostringstream out;
   const ProgramStats s = stats();
-  out << "# engine program of kernel '" << kernel.name << "' for " << to_string(kernel.target) << ": "
-      << regions.size() << " regions, " << s.barriers << " sync instructions, " << s.waits << " waits\n"
+  out << "# engine program of kernel '" << kernel.name << "' for " << to_string(kernel.target) << ": " << regions.size()
+      << " regions, " << s.barriers << " sync instructions, " << s.waits << " waits\n"
       << "# SBUF high-water " << s.sbuf_high_water << " B/partition, PSUM " << s.psum_high_water
       << " B/partition; addresses are bytes inside a partition, steps in bytes\n";
   size_t next_region = 0;

@@ -34,8 +34,9 @@ std::string EngineProgram::to_text() const {
       << " psum_high_water=" << plan.psum_high_water << " dependences=" << dependences << " {\n";
   for (size_t id = 0; id < plan.tensors.size(); ++id)
     if (const auto& a = plan.tensors[id])
-      out << "  alloc %" << id << " core=" << a->core << " partition=" << a->partition << " partitions=" << a->partitions
-          << " offset=" << a->offset << " bytes=" << a->bytes << (a->pinned ? " pinned" : "") << '\n';
+      out << "  alloc %" << id << " core=" << a->core << " partition=" << a->partition
+          << " partitions=" << a->partitions << " offset=" << a->offset << " bytes=" << a->bytes
+          << (a->pinned ? " pinned" : "") << '\n';
   for (const Region& r : regions) {
     out << "  region [" << r.begin << ", " << r.end << ")\n";
     for (int q = 0; q < kNumQueues; ++q) {
@@ -150,8 +151,9 @@ class ScheduleParser {
     if ((r.begin > 0 && !is_barrier(body[r.begin - 1])) || (r.end < body.size() && !is_barrier(body[r.end])))
       corrupt("region [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") is not a run between barriers");
     for (uint32_t i = r.begin; i < r.end; ++i)
-      if (is_barrier(body[i])) corrupt("region [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
-                                       ") holds barrier " + std::to_string(i));
+      if (is_barrier(body[i]))
+        corrupt("region [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") holds barrier " +
+                std::to_string(i));
     p_.regions.push_back(std::move(r));
   }
 
@@ -189,8 +191,8 @@ class ScheduleParser {
       for (const EngineInstr& e : list)
         for (const Wait& w : e.waits)
           if (static_cast<size_t>(w.count) > r.queues[static_cast<int>(w.queue)].size())
-            corrupt("instruction " + std::to_string(e.ir) + " waits for " + std::to_string(w.count) + " instructions of " +
-                    queue_name(w.queue) + ", which runs fewer in its region");
+            corrupt("instruction " + std::to_string(e.ir) + " waits for " + std::to_string(w.count) +
+                    " instructions of " + queue_name(w.queue) + ", which runs fewer in its region");
   }
 
   Lexer& lex_;
@@ -210,9 +212,10 @@ EngineProgram EngineProgram::from_text(std::string_view text, const std::string&
   for (const Instruction& inst : p.kernel.body)
     for_each_view(inst, [&](const char*, const View& v) {
       if (is_on_chip(p.kernel.tensors[v.tensor].buffer) && !p.plan.tensors[v.tensor])
-        user_error({}, "corrupt-program",
-                   "the engine program is corrupt: on-chip tensor %" + std::to_string(v.tensor) +
-                       " is used but not allocated; delete it (or the Knit cache entry it came from) so that it is rebuilt");
+        user_error(
+            {}, "corrupt-program",
+            "the engine program is corrupt: on-chip tensor %" + std::to_string(v.tensor) +
+                " is used but not allocated; delete it (or the Knit cache entry it came from) so that it is rebuilt");
     });
   check_structure(p);
   index_regions(p);

@@ -81,13 +81,15 @@ EngineProgram lower(const Kernel& input, const LowerOptions& options) {
   if (dump.on()) dump("allocate", plan_text(k, plan));
 
   const std::vector<Queue> queues = assign_engines(k);
-  if (dump.on()) dump("engines", annotated(k, [&](size_t i) { return is_barrier(k.body[i]) ? "sync" : queue_name(queues[i]); }));
+  if (dump.on())
+    dump("engines", annotated(k, [&](size_t i) { return is_barrier(k.body[i]) ? "sync" : queue_name(queues[i]); }));
 
   const std::vector<Dependence> deps = dependences(k, plan, queues);
   if (dump.on()) {
     std::vector<std::string> notes(k.body.size());
     static const char* kinds[] = {"raw", "war", "waw"};
-    for (const Dependence& d : deps) notes[d.to] += std::string(kinds[static_cast<int>(d.kind)]) + " on " + std::to_string(d.from) + " ";
+    for (const Dependence& d : deps)
+      notes[d.to] += std::string(kinds[static_cast<int>(d.kind)]) + " on " + std::to_string(d.from) + " ";
     dump("dependences", annotated(k, [&](size_t i) { return notes[i]; }));
   }
 
@@ -178,7 +180,9 @@ std::vector<Dependence> dependences(const Kernel& k, const MemoryPlan& plan, con
     for (const Access& a : instruction_accesses(k, plan, k.body[i], places[i])) {
       tracker.record(a, Epoch{q, 0, static_cast<uint32_t>(i)}, [&](const Epoch& e, bool was_write) {
         if (e.queue == q || static_cast<int64_t>(e.ir) < latest[e.queue]) return;
-        const Dependence::Kind k = !was_write ? Dependence::Kind::war : a.write ? Dependence::Kind::waw : Dependence::Kind::raw;
+        const Dependence::Kind k = !was_write ? Dependence::Kind::war
+                                   : a.write  ? Dependence::Kind::waw
+                                              : Dependence::Kind::raw;
         // One dependence per producer; a read of what it wrote (raw) names it best.
         if (static_cast<int64_t>(e.ir) == latest[e.queue] && kind[e.queue] == Dependence::Kind::raw) return;
         if (static_cast<int64_t>(e.ir) > latest[e.queue] || k == Dependence::Kind::raw) kind[e.queue] = k;
@@ -186,7 +190,8 @@ std::vector<Dependence> dependences(const Kernel& k, const MemoryPlan& plan, con
       });
     }
     for (int other = 0; other < kNumQueues; ++other)
-      if (latest[other] >= 0) out.push_back({static_cast<uint32_t>(latest[other]), static_cast<uint32_t>(i), kind[other]});
+      if (latest[other] >= 0)
+        out.push_back({static_cast<uint32_t>(latest[other]), static_cast<uint32_t>(i), kind[other]});
   }
   return out;
 }

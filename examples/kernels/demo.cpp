@@ -59,9 +59,10 @@ int main() {
       }
       max_rel = std::max(max_rel, std::fabs(out[0].get(m * N + n) - ref) / mag);
     }
-  std::printf("== matmul %lldx%lldx%lld bf16 on the reference interpreter: %.2f s, max |error| / sum|a*b| = %.2e"
-              " (bf16 output rounding bound 3.9e-03) ==\n",
-              (long long)M, (long long)K, (long long)N, secs, max_rel);
+  std::printf(
+      "== matmul %lldx%lldx%lld bf16 on the reference interpreter: %.2f s, max |error| / sum|a*b| = %.2e"
+      " (bf16 output rounding bound 3.9e-03) ==\n",
+      (long long)M, (long long)K, (long long)N, secs, max_rel);
 
   std::cout << "\n== a malformed kernel gets a diagnostic naming its line ==\n";
   try {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <knit/testing.h>
+#include <catch2/catch.hpp>
 
 #include "kernels.h"
 

@@ -76,8 +76,9 @@ ir::Kernel Builder::finish() {
 
 Builder& Builder::current(const SourceLoc& loc) {
   if (!current_builder)
-    user_error(loc, "no-kernel", "a Knit language or ISA call ran outside a kernel being traced; "
-                                 "call the kernel through knit::trace (C++) or @knit.jit (Python)");
+    user_error(loc, "no-kernel",
+               "a Knit language or ISA call ran outside a kernel being traced; "
+               "call the kernel through knit::trace (C++) or @knit.jit (Python)");
   return *current_builder;
 }
 

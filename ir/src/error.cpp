@@ -10,15 +10,14 @@ namespace {
 std::string read_source_line(const std::string& file, int line) {
   std::ifstream in(file);
   std::string text;
-  for (int i = 0; i < line && std::getline(in, text); ++i) {
-  }
+  for (int i = 0; i < line && std::getline(in, text); ++i) {}
   return in ? text : std::string();
 }
 
 }  // namespace
 
-std::string format_diagnostic(const char* severity, const std::string& rule,
-                              const std::string& message, const SourceLoc& loc) {
+std::string format_diagnostic(const char* severity, const std::string& rule, const std::string& message,
+                              const SourceLoc& loc) {
   std::ostringstream out;
   if (loc.known()) {
     out << (loc.file.empty() ? "<unknown>" : loc.file) << ':' << loc.line;
@@ -33,8 +32,7 @@ std::string format_diagnostic(const char* severity, const std::string& rule,
     if (!src.empty()) {
       out << "\n  " << src << "\n  ";
       // Point at the column when known, else at the first non-blank character.
-      size_t col = loc.column > 0 ? static_cast<size_t>(loc.column - 1)
-                                  : src.find_first_not_of(" \t");
+      size_t col = loc.column > 0 ? static_cast<size_t>(loc.column - 1) : src.find_first_not_of(" \t");
       if (col == std::string::npos || col > src.size()) col = 0;
       for (size_t i = 0; i < col; ++i) out << (src[i] == '\t' ? '\t' : ' ');
       out << '^';
@@ -65,8 +63,6 @@ void user_error(const SourceLoc& loc, const std::string& rule, const std::string
 void runtime_error(const SourceLoc& loc, const std::string& rule, const std::string& message) {
   throw Error(ErrorKind::Runtime, rule, message, loc);
 }
-void internal_error(const std::string& message) {
-  throw Error(ErrorKind::Internal, "internal", message, SourceLoc{});
-}
+void internal_error(const std::string& message) { throw Error(ErrorKind::Internal, "internal", message, SourceLoc{}); }
 
 }  // namespace knit

@@ -16,9 +16,7 @@ int64_t TensorDecl::num_elements() const {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
-int64_t TensorDecl::partitions() const {
-  return is_on_chip(buffer) && !shape.empty() ? shape[0] : 1;
-}
+int64_t TensorDecl::partitions() const { return is_on_chip(buffer) && !shape.empty() ? shape[0] : 1; }
 
 int64_t TensorDecl::partition_elements() const {
   const int64_t p = partitions();

@@ -60,9 +60,8 @@ std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& m
 
 std::vector<int> tensor_cores(const Kernel& k) {
   std::vector<int> core(k.tensors.size(), -1);
-  const bool synchronizes = std::any_of(k.body.begin(), k.body.end(), [](const Instruction& inst) {
-    return is_core_sync(inst.opcode());
-  });
+  const bool synchronizes = std::any_of(k.body.begin(), k.body.end(),
+                                        [](const Instruction& inst) { return is_core_sync(inst.opcode()); });
   int current = 0;
   for (const Instruction& inst : k.body) {
     if (const auto* p = std::get_if<Program>(&inst.op)) current = static_cast<int>(p->id);

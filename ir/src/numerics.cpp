@@ -54,10 +54,8 @@ struct MiniFloat {
       mag = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
     else if (specials == Specials::FnNaN && (bits & ~sign_bit()) == (exp_mask() | mant_mask()))
       mag = std::numeric_limits<double>::quiet_NaN();
-    else if (e == 0)
-      mag = std::ldexp(static_cast<double>(m), 1 - bias() - mbits);
-    else
-      mag = std::ldexp(1.0 + std::ldexp(static_cast<double>(m), -mbits), static_cast<int>(e) - bias());
+    else if (e == 0) mag = std::ldexp(static_cast<double>(m), 1 - bias() - mbits);
+    else mag = std::ldexp(1.0 + std::ldexp(static_cast<double>(m), -mbits), static_cast<int>(e) - bias());
     return negative ? -mag : mag;
   }
 
@@ -100,7 +98,7 @@ uint32_t encode_e8m0(float x) {
   if (!(x > 0) || std::isinf(x)) return kE8M0NaN;  // NaN, zeros, negatives, inf
   int e2;
   const double f = std::frexp(static_cast<double>(x), &e2);  // x = f * 2^e2, f in [0.5, 1)
-  const int e = (f >= 0.75 ? e2 : e2 - 1);                    // ties (1.5 * 2^k) round up
+  const int e = (f >= 0.75 ? e2 : e2 - 1);                   // ties (1.5 * 2^k) round up
   if (e < -127) return 0;
   if (e > 127) return kE8M0NaN;
   return static_cast<uint32_t>(e + 127);
@@ -245,8 +243,7 @@ uint32_t load_bits(DType t, const uint8_t* p) {
   switch (dtype_size(t)) {
     case 1: return dtype_kind(t) == DTypeKind::SignedInt ? static_cast<uint32_t>(read_as<int8_t>(p)) : p[0];
     case 2:
-      return dtype_kind(t) == DTypeKind::SignedInt ? static_cast<uint32_t>(read_as<int16_t>(p))
-                                                   : read_as<uint16_t>(p);
+      return dtype_kind(t) == DTypeKind::SignedInt ? static_cast<uint32_t>(read_as<int16_t>(p)) : read_as<uint16_t>(p);
     default: return read_as<uint32_t>(p);
   }
 }
@@ -330,10 +327,8 @@ uint32_t encode_packed(DType t, const float (&values)[4]) {
 void fill_uninitialized(DType t, uint8_t* p, int64_t count) {
   const int size = dtype_size(t);
   uint8_t pattern[4];
-  if (is_float(t))
-    encode(t, std::numeric_limits<float>::quiet_NaN(), pattern);
-  else
-    store_int(t, t == DType::bool_ ? 1 : 4, pattern);
+  if (is_float(t)) encode(t, std::numeric_limits<float>::quiet_NaN(), pattern);
+  else store_int(t, t == DType::bool_ ? 1 : 4, pattern);
   if (count <= 0) return;
   // One element, then copies of what is already filled, doubling each time (a call per element
   // was the simulator's largest cost when placing big tiles).

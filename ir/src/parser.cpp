@@ -199,7 +199,9 @@ class Parser {
   }
   template <class E>
     requires std::is_enum_v<E>
-  void value(E& e) { e = enum_value<E>(field_); }
+  void value(E& e) {
+    e = enum_value<E>(field_);
+  }
 
   template <class Op>
   void operands(Op& op, Instruction& inst) {

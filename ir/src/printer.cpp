@@ -2,8 +2,8 @@
 // out, so the text shows what the kernel chose. Grammar: docs/ir.md.
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -118,7 +118,9 @@ class Printer {
   }
   template <class E>
     requires std::is_enum_v<E>
-  void value(E e) { out_ << to_string(e); }
+  void value(E e) {
+    out_ << to_string(e);
+  }
 
   void instruction(const Instruction& inst) {
     out_ << inst.opcode_name();
@@ -183,8 +185,7 @@ class Printer {
   static bool same(const T& a, const T& b) {
     if constexpr (std::is_same_v<T, double>)
       return (a == b && std::signbit(a) == std::signbit(b)) || (std::isnan(a) && std::isnan(b));
-    else if constexpr (std::is_same_v<T, Operand>)
-      return a.kind == b.kind && a.tile == b.tile && same(a.imm, b.imm);
+    else if constexpr (std::is_same_v<T, Operand>) return a.kind == b.kind && a.tile == b.tile && same(a.imm, b.imm);
     else return a == b;
   }
 

@@ -89,9 +89,11 @@ std::optional<AluOp> parse_enum<AluOp>(std::string_view text) {
     if (kAluOps[i].name == text) return static_cast<AluOp>(i);
   return std::nullopt;
 }
-#define KNIT_PARSE(E, table) \
-  template <>                \
-  std::optional<E> parse_enum<E>(std::string_view text) { return find_name<E>(table, text); }
+#define KNIT_PARSE(E, table)                              \
+  template <>                                             \
+  std::optional<E> parse_enum<E>(std::string_view text) { \
+    return find_name<E>(table, text);                     \
+  }
 KNIT_PARSE(Buffer, kBuffers)
 KNIT_PARSE(Engine, kEngines)
 KNIT_PARSE(Target, kTargets)

@@ -57,7 +57,8 @@ void Checker::not_psum(const View& v, const char* what, const char* why) const {
 void Checker::same_partitions(const View& a, const char* an, const View& b, const char* bn) const {
   if (partitions(a) != partitions(b))
     fail("partition-mismatch", std::string(an) + " has " + std::to_string(partitions(a)) + " partitions but " + bn +
-                                   " has " + std::to_string(partitions(b)) + "; operands must span the same partitions");
+                                   " has " + std::to_string(partitions(b)) +
+                                   "; operands must span the same partitions");
 }
 
 void Checker::same_free_size(const View& a, const char* an, const View& b, const char* bn) const {
@@ -100,8 +101,8 @@ void Checker::engine_in(Engine e, std::initializer_list<Engine> allowed) const {
     if (a == e) return;
   std::string names;
   for (Engine a : allowed) names += (names.empty() ? "" : ", ") + std::string(to_string(a));
-  fail("engine", "cannot run on the " + std::string(to_string(e)) + " engine; choose " + names +
-                     " or leave engine unknown");
+  fail("engine",
+       "cannot run on the " + std::string(to_string(e)) + " engine; choose " + names + " or leave engine unknown");
 }
 
 void Checker::requires_gen(int min_gen) const {
@@ -136,9 +137,8 @@ void verify_tensor(const Kernel& k, const TensorDecl& t) {
   }
   if (t.shape.size() < 2) fail("tensor-shape", "on-chip tensors need a partition dim and at least one free dim");
   if (t.shape[0] > kMaxPartitions)
-    fail("partition-limit", "partition dim " + std::to_string(t.shape[0]) +
-                                " exceeds " + std::to_string(kMaxPartitions) +
-                                "; split the tile along dim 0 with nl.ds or a loop");
+    fail("partition-limit", "partition dim " + std::to_string(t.shape[0]) + " exceeds " +
+                                std::to_string(kMaxPartitions) + "; split the tile along dim 0 with nl.ds or a loop");
   const TargetInfo info = target_info(k.target);
   const int64_t limit = t.buffer == Buffer::sbuf ? info.sbuf_partition_bytes : info.psum_partition_bytes;
   const int64_t bytes = t.partition_elements() * dtype_size(t.dtype);
@@ -197,8 +197,9 @@ void verify_instruction(const Kernel& k, const Instruction& inst) {
   });
   for_each_view(inst, [&](const char* name, const View& v) {
     if (v.tensor < 0 || v.tensor >= static_cast<int>(k.tensors.size()))
-      user_error(inst.loc, "ir-reference", std::string(inst.opcode_name()) + ": operand " + name +
-                                               " refers to undeclared tensor %" + std::to_string(v.tensor));
+      user_error(inst.loc, "ir-reference",
+                 std::string(inst.opcode_name()) + ": operand " + name + " refers to undeclared tensor %" +
+                     std::to_string(v.tensor));
     check_view(k.tensors[v.tensor], v, std::string(inst.opcode_name()) + " operand " + name, inst.loc);
     if (v.index_view()) check_indirect(k, inst, v, name);
   });
@@ -216,13 +217,15 @@ void verify(const Kernel& k) {
   for (const TensorDecl& t : k.tensors) verify_tensor(k, t);
   for (int id : k.params)
     if (!k.tensor(id).is_param || !is_hbm(k.tensor(id).buffer))
-      user_error(k.tensor(id).loc, "kernel-param", "kernel parameter '" + k.tensor(id).name + "' must be an HBM tensor");
+      user_error(k.tensor(id).loc, "kernel-param",
+                 "kernel parameter '" + k.tensor(id).name + "' must be an HBM tensor");
   for (int id : k.outputs) {
     const TensorDecl& t = k.tensor(id);
     // A kernel may return a parameter it wrote; any other output is created in shared_hbm.
     if (t.buffer != Buffer::shared_hbm && !t.is_param)
-      user_error(t.loc, "kernel-output", "kernel output '" + t.name + "' is in " + std::string(to_string(t.buffer)) +
-                                            "; outputs must be created with buffer=shared_hbm");
+      user_error(t.loc, "kernel-output",
+                 "kernel output '" + t.name + "' is in " + std::string(to_string(t.buffer)) +
+                     "; outputs must be created with buffer=shared_hbm");
   }
   for (const Instruction& inst : k.body) verify_instruction(k, inst);
   verify_blocks(k);

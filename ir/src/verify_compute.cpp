@@ -37,7 +37,8 @@ void alu_slot(Checker& c, AluOp op, const char* what, std::initializer_list<AluC
 // A scalar operand (immediate or [P, 1] column). `required` = false accepts None.
 void scalar_operand(Checker& c, const Operand& o, const char* what, const View& like, bool required) {
   if (o.is_tile()) c.column(o.tile, what, like);
-  else if (o.is_none() && required) c.fail("operand", std::string(what) + " is required (an fp32 scalar or a [P, 1] tile)");
+  else if (o.is_none() && required)
+    c.fail("operand", std::string(what) + " is required (an fp32 scalar or a [P, 1] tile)");
 }
 
 // An element-wise input: on-chip and matching dst.
@@ -76,7 +77,8 @@ void check_activation_reduce(Checker& c, AluOp reduce_op, const std::optional<Vi
     c.fail("alu-op", "reduce_op '" + std::string(to_string(reduce_op)) +
                          "' is not supported by the Scalar Engine accumulators; use add (or maximum/minimum on trn2+)");
   if (min_max && nc_version(c.target()) < 3)
-    c.fail("alu-op", "reduce_op '" + std::string(to_string(reduce_op)) + "' needs trn2 or newer; trn1 reduces with add only");
+    c.fail("alu-op",
+           "reduce_op '" + std::string(to_string(reduce_op)) + "' needs trn2 or newer; trn1 reduces with add only");
   if (reduce_res) c.column(*reduce_res, "reduce_res", dst);
 }
 
@@ -101,8 +103,9 @@ void check(Checker& c, const Activation& op) {
 
 void check(Checker& c, const ActivationReduce& op) {
   if (op.op == ActFunc::prelu)
-    c.fail("activation-op", "prelu needs its slope (alpha), which activation_reduce does not take; use activation("
-                            "op=prelu, alpha=...) with reduce_cmd=reset_reduce and reduce_res");
+    c.fail("activation-op",
+           "prelu needs its slope (alpha), which activation_reduce does not take; use activation("
+           "op=prelu, alpha=...) with reduce_cmd=reset_reduce and reduce_res");
   if (op.reduce_op == AluOp::bypass) c.fail("alu-op", "reduce_op is required");
   check_activation(c, op.dst, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res, ReduceCmd::reset_reduce);
 }
@@ -190,7 +193,8 @@ void check(Checker& c, const TensorReduce& op) {
   c.reduction_op(op.op, "op");
   if (is_bitvec(op.op)) {
     bitvec_dtypes(c, {{&op.dst, "dst"}, {&op.data, "data"}});
-    if (op.negate) c.fail("alu-op", "negate applies to arithmetic reductions only, not '" + std::string(to_string(op.op)) + "'");
+    if (op.negate)
+      c.fail("alu-op", "negate applies to arithmetic reductions only, not '" + std::string(to_string(op.op)) + "'");
   }
   // axis: trailing contiguous free dims of data, ending at its last dim (negative = from the end).
   const int64_t rank = static_cast<int64_t>(op.data.dims.size());
@@ -199,8 +203,9 @@ void check(Checker& c, const TensorReduce& op) {
   for (int64_t a : op.axis) {
     const int64_t n = a < 0 ? a + rank : a;
     if (n == 0)
-      c.fail("reduce-axis", "axis 0 is the partition dim and cannot be reduced here; use tensor_partition_reduce or "
-                            "nc_transpose first");
+      c.fail("reduce-axis",
+             "axis 0 is the partition dim and cannot be reduced here; use tensor_partition_reduce or "
+             "nc_transpose first");
     if (n < 1 || n >= rank)
       c.fail("reduce-axis", "axis " + std::to_string(a) + " is out of range for data of rank " + std::to_string(rank));
     axes.push_back(n);
@@ -229,8 +234,9 @@ void check(Checker& c, const TensorScalarReduce& op) {
     c.fail("alu-op", "reduce_op '" + std::string(to_string(op.reduce_op)) +
                          "' is not supported; use add, multiply, maximum or minimum");
   if (op.reduce_cmd == ReduceCmd::load_reduce && op.reduce_init.is_none())
-    c.fail("operand", "reduce_cmd=load_reduce needs reduce_init (an fp32 scalar or a [P, 1] tile) to seed the "
-                      "accumulators");
+    c.fail("operand",
+           "reduce_cmd=load_reduce needs reduce_init (an fp32 scalar or a [P, 1] tile) to seed the "
+           "accumulators");
   scalar_operand(c, op.reduce_init, "reduce_init", op.dst, false);
   if (op.reduce_res) c.column(*op.reduce_res, "reduce_res", op.dst);
 }

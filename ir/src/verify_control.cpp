@@ -57,12 +57,26 @@ void check(Checker& c, const RegisterAlu& op) {
   int_value(c, op.a, "a");
   int_value(c, op.b, "b");
   switch (op.op) {
-    case AluOp::add: case AluOp::subtract: case AluOp::multiply: case AluOp::divide: case AluOp::mod:
-    case AluOp::maximum: case AluOp::minimum: case AluOp::equal: case AluOp::not_equal: case AluOp::less:
-    case AluOp::less_equal: case AluOp::greater: case AluOp::greater_equal: case AluOp::bitwise_and:
-    case AluOp::bitwise_or: case AluOp::bitwise_xor: case AluOp::left_shift: case AluOp::right_shift:
-    case AluOp::logical_and: case AluOp::logical_or:
-      return;
+    case AluOp::add:
+    case AluOp::subtract:
+    case AluOp::multiply:
+    case AluOp::divide:
+    case AluOp::mod:
+    case AluOp::maximum:
+    case AluOp::minimum:
+    case AluOp::equal:
+    case AluOp::not_equal:
+    case AluOp::less:
+    case AluOp::less_equal:
+    case AluOp::greater:
+    case AluOp::greater_equal:
+    case AluOp::bitwise_and:
+    case AluOp::bitwise_or:
+    case AluOp::bitwise_xor:
+    case AluOp::left_shift:
+    case AluOp::right_shift:
+    case AluOp::logical_and:
+    case AluOp::logical_or: return;
     default:
       c.fail("alu-op", "register arithmetic has no '" + std::string(to_string(op.op)) +
                            "'; use add, subtract, multiply, divide, mod, maximum, minimum, a comparison, a bitwise or "
@@ -99,9 +113,8 @@ void check(Checker& c, const DmaCompute& op) {
       c.fail("dma-size", "dst has " + std::to_string(op.dst.num_elements()) + " elements but a src has " +
                              std::to_string(src.num_elements()));
   }
-  const bool indirect = !op.dst.is_static() || std::any_of(op.srcs.begin(), op.srcs.end(), [](const View& v) {
-    return v.index_view() != nullptr;
-  });
+  const bool indirect = !op.dst.is_static() || std::any_of(op.srcs.begin(), op.srcs.end(),
+                                                           [](const View& v) { return v.index_view() != nullptr; });
   if (indirect && op.dst.index_view() && op.srcs.size() != 2)
     c.fail("dma-compute", "an indirect (scatter-add) dma_compute takes exactly 2 srcs: the dst rows and the values");
 }
@@ -135,25 +148,27 @@ void verify_programs(const Kernel& k) {
   for (const Instruction& inst : k.body)
     if (const auto* p = std::get_if<Program>(&inst.op)) {
       if (p->id != programs)
-        user_error(inst.loc, "program", "program " + std::to_string(p->id) + " follows program " +
-                                            std::to_string(programs - 1) + "; instances must appear in order");
+        user_error(inst.loc, "program",
+                   "program " + std::to_string(p->id) + " follows program " + std::to_string(programs - 1) +
+                       "; instances must appear in order");
       ++programs;
     }
   const int64_t cores = std::max<int64_t>(programs, 1);
   int64_t rank = 0;
   auto check_rank = [&](const Instruction& inst, int64_t r, const char* what) {
     if (r >= cores)
-      user_error(inst.loc, "lnc", std::string(inst.opcode_name()) + ": " + what + " " + std::to_string(r) +
-                                      " does not exist: the kernel runs on " + std::to_string(cores) +
-                                      " core(s); launch it on a grid, e.g. kernel[2](...), for LNC2");
+      user_error(inst.loc, "lnc",
+                 std::string(inst.opcode_name()) + ": " + what + " " + std::to_string(r) +
+                     " does not exist: the kernel runs on " + std::to_string(cores) +
+                     " core(s); launch it on a grid, e.g. kernel[2](...), for LNC2");
   };
   for (const Instruction& inst : k.body) {
     if (const auto* p = std::get_if<Program>(&inst.op)) rank = p->id;
     if (const auto* b = std::get_if<CoreBarrier>(&inst.op)) {
       for (int64_t c : b->cores) check_rank(inst, c, "core");
       if (std::find(b->cores.begin(), b->cores.end(), rank) == b->cores.end())
-        user_error(inst.loc, "core-barrier", "core " + std::to_string(rank) +
-                                                 " waits at a barrier whose cores do not include it");
+        user_error(inst.loc, "core-barrier",
+                   "core " + std::to_string(rank) + " waits at a barrier whose cores do not include it");
     }
     if (const auto* s = std::get_if<SendRecv>(&inst.op)) {
       check_rank(inst, s->send_to_rank, "send_to_rank");
@@ -175,12 +190,11 @@ void check_indirect(const Kernel& k, const Instruction& inst, const View& v, con
     fail("indirect (vector_offset) access is a DMA feature; only dma_copy and dma_compute take such views");
   if (!is_hbm(k.tensor_of(v).buffer)) fail("vector_offset indexes rows of an HBM tensor; this view is on-chip");
   if (v.indirect_dim < 0 || v.indirect_dim >= static_cast<int>(v.dims.size()))
-    fail("indirect_dim " + std::to_string(v.indirect_dim) + " is not a dim of the " +
-         std::to_string(v.dims.size()) + "-D access pattern");
+    fail("indirect_dim " + std::to_string(v.indirect_dim) + " is not a dim of the " + std::to_string(v.dims.size()) +
+         "-D access pattern");
   if (k.tensor_of(index).buffer != Buffer::sbuf) fail("the vector_offset index tensor must be in SBUF");
   if (index.dtype != DType::int32 && index.dtype != DType::uint32)
-    fail("the vector_offset index tensor has dtype " + std::string(to_string(index.dtype)) +
-         "; use int32 or uint32");
+    fail("the vector_offset index tensor has dtype " + std::string(to_string(index.dtype)) + "; use int32 or uint32");
   if (!index.is_static()) fail("the vector_offset index view must itself be static");
   const int64_t want = v.dims[v.indirect_dim].num;
   if (index.num_elements() != want)
@@ -197,9 +211,9 @@ void verify_blocks(const Kernel& k) {
   std::vector<Open> open;
   for (const Instruction& inst : k.body) {
     switch (inst.opcode()) {
-      case Opcode::loop: case Opcode::while_: case Opcode::if_:
-        open.push_back({inst.opcode(), &inst});
-        break;
+      case Opcode::loop:
+      case Opcode::while_:
+      case Opcode::if_: open.push_back({inst.opcode(), &inst}); break;
       case Opcode::else_:
         if (open.empty() || open.back().op != Opcode::if_ || open.back().has_else)
           user_error(inst.loc, "block", "else without a matching if");
@@ -212,8 +226,7 @@ void verify_blocks(const Kernel& k) {
       case Opcode::program:
         if (!open.empty()) user_error(inst.loc, "block", "a program (grid instance) starts inside an open block");
         break;
-      default:
-        break;
+      default: break;
     }
   }
   if (!open.empty())

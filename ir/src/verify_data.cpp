@@ -17,20 +17,22 @@ void check(Checker& c, const DmaCopy& op) {
                         std::string(to_string(op.dst.dtype)) + "); use dge_mode swdge or matching dtypes");
   if (op.engine != Engine::unknown && op.engine != Engine::sync && op.engine != Engine::scalar &&
       op.engine != Engine::dma)
-    c.fail("engine", "dma_copy can be issued from the sync, scalar or dma queue, not " +
-                         std::string(to_string(op.engine)));
+    c.fail("engine",
+           "dma_copy can be issued from the sync, scalar or dma queue, not " + std::string(to_string(op.engine)));
 }
 
 void check(Checker& c, const DmaTranspose& op) {
   c.buffer_in(op.dst, "dst", {Buffer::sbuf});
   c.buffer_in(op.src, "src", {Buffer::hbm, Buffer::shared_hbm, Buffer::sbuf});
-  if (dtype_size(op.src.dtype) != 2) c.fail("dtype", "dma_transpose moves 2-byte dtypes only (bfloat16, float16, int16, uint16)");
+  if (dtype_size(op.src.dtype) != 2)
+    c.fail("dtype", "dma_transpose moves 2-byte dtypes only (bfloat16, float16, int16, uint16)");
   c.same_dtype(op.dst, "dst", op.src, "src");
   const size_t rank = op.src.dims.size();
   const IntList axes = op.resolved_axes();
   const bool ok = (rank == 2 && axes == IntList{1, 0}) || (rank == 3 && axes == IntList{2, 1, 0}) ||
                   (rank == 4 && axes == IntList{3, 1, 2, 0});
-  if (!ok) c.fail("dma-transpose", "supported permutations are (1,0) for 2-D, (2,1,0) for 3-D and (3,1,2,0) for 4-D src");
+  if (!ok)
+    c.fail("dma-transpose", "supported permutations are (1,0) for 2-D, (2,1,0) for 3-D and (3,1,2,0) for 4-D src");
   std::vector<int64_t> want;
   for (int64_t a : axes) want.push_back(op.src.dims[a].num);
   if (op.dst.shape() != want) c.fail("dma-transpose", "dst shape must equal the permuted src shape");
@@ -55,14 +57,14 @@ void check_matmul_dst(Checker& c, const View& dst, int64_t M, int64_t N) {
   // v4 PSUM holds 4096 fp32 or 8192 bf16 results per partition across its banks.
   const int64_t max_n = target_info(c.target()).matmul_max_n * (dst.dtype == DType::bfloat16 ? 2 : 1);
   if (N > max_n)
-    c.fail("matmul-shape", "moving free size N=" + std::to_string(N) + " exceeds " + std::to_string(max_n) +
-                               " on " + std::string(to_string(c.target())) +
+    c.fail("matmul-shape", "moving free size N=" + std::to_string(N) + " exceeds " + std::to_string(max_n) + " on " +
+                               std::string(to_string(c.target())) +
                                (nc_version(c.target()) < 4 ? " (one PSUM bank of fp32)" : " for this dst dtype") +
                                std::string("; tile N in chunks of ") + std::to_string(max_n));
   if (c.partitions(dst) != M || c.free_size(dst) != N)
     c.fail("matmul-shape", "dst must be [M, N] = [" + std::to_string(M) + ", " + std::to_string(N) + "], got " +
-                               std::to_string(c.partitions(dst)) + " partitions x " +
-                               std::to_string(c.free_size(dst)) + " elements");
+                               std::to_string(c.partitions(dst)) + " partitions x " + std::to_string(c.free_size(dst)) +
+                               " elements");
   if (nc_version(c.target()) >= 4) c.dtype_in(dst, "dst", {DType::float32, DType::bfloat16});
   else c.dtype_in(dst, "dst", {DType::float32});
   // One matmul output must stay inside one 2 KiB PSUM bank per partition on v2/v3.
@@ -98,8 +100,10 @@ void check(Checker& c, const NcMatmul& op) {
       c.fail("dtype", "perf_mode=double_row needs fp8 inputs");
     for (const View* v : {&op.stationary, &op.moving})
       if (v->dims.size() != 3 || v->dims[1].num != 2)
-        c.fail("matmul-shape", "perf_mode=double_row takes [P, 2, free] operands (stationary [K, 2, M], moving "
-                               "[K, 2, N]); got a " + std::to_string(v->dims.size()) + "-D view");
+        c.fail("matmul-shape",
+               "perf_mode=double_row takes [P, 2, free] operands (stationary [K, 2, M], moving "
+               "[K, 2, N]); got a " +
+                   std::to_string(v->dims.size()) + "-D view");
     if (!op.tile_position.empty() || !op.tile_size.empty())
       c.fail("matmul-tiling", "perf_mode=double_row cannot be combined with tile_position / tile_size");
   }
@@ -111,13 +115,14 @@ void check(Checker& c, const NcMatmul& op) {
     c.fail("matmul-shape", "stationary free size M=" + std::to_string(M) + " exceeds " + std::to_string(tile.cols) +
                                "; tile M in chunks of 128");
   const auto input_types = {DType::float8_e4m3, DType::float8_e5m2, DType::float8_e4m3fn, DType::bfloat16,
-                            DType::float16, DType::tfloat32, DType::float32};
+                            DType::float16,     DType::tfloat32,    DType::float32};
   c.dtype_in(op.stationary, "stationary", input_types);
   c.dtype_in(op.moving, "moving", input_types);
   auto wide = [](DType d) { return d == DType::float32 || d == DType::tfloat32; };
   if (wide(op.stationary.dtype) != wide(op.moving.dtype))
     c.fail("dtype", "if one matmul input is float32/tfloat32 the other must be too (got " +
-                        std::string(to_string(op.stationary.dtype)) + " and " + std::string(to_string(op.moving.dtype)) + ")");
+                        std::string(to_string(op.stationary.dtype)) + " and " +
+                        std::string(to_string(op.moving.dtype)) + ")");
   // OCP fp8 (e4m3fn) is a v4 input and cannot meet the legacy Trainium e4m3 in one matmul (nki.isa.nc_matmul).
   const bool fn = op.stationary.dtype == DType::float8_e4m3fn || op.moving.dtype == DType::float8_e4m3fn;
   if (fn && nc_version(c.target()) < 4)
@@ -132,7 +137,7 @@ Engine nc_transpose_engine(const Kernel& k, const NcTranspose& op) {
   if (op.engine != Engine::unknown) return op.engine;
   // SBUF -> PSUM is a Tensor Engine transpose, anything else the Vector Engine's.
   return k.tensor_of(op.data).buffer == Buffer::sbuf && k.tensor_of(op.dst).buffer == Buffer::psum ? Engine::tensor
-                                                                                                     : Engine::vector;
+                                                                                                   : Engine::vector;
 }
 
 void check(Checker& c, const NcTranspose& op) {
@@ -170,8 +175,9 @@ void check(Checker& c, const TensorCopyPredicated& op) {
   c.on_chip(op.dst, "dst");
   c.on_chip(op.predicate, "predicate");
   c.same_tile(op.dst, "dst", op.predicate, "predicate");
-  c.dtype_in(op.predicate, "predicate", {DType::uint8, DType::uint16, DType::uint32, DType::bool_, DType::int8,
-                                         DType::int16, DType::int32, DType::float32, DType::bfloat16, DType::float16});
+  c.dtype_in(op.predicate, "predicate",
+             {DType::uint8, DType::uint16, DType::uint32, DType::bool_, DType::int8, DType::int16, DType::int32,
+              DType::float32, DType::bfloat16, DType::float16});
   if (op.src.is_tile()) {
     c.on_chip(op.src.tile, "src");
     c.same_tile(op.dst, "dst", op.src.tile, "src");
@@ -210,26 +216,30 @@ void check(Checker& c, const NcStreamShuffle& op) {
                                 std::to_string(op.shuffle_mask.size()));
   for (int64_t m : op.shuffle_mask)
     if ((m < 0 || m > 31) && m != 255)
-      c.fail("operand", "shuffle_mask entries are source partitions 0..31 or 255 (leave unchanged), got " +
-                            std::to_string(m));
+      c.fail("operand",
+             "shuffle_mask entries are source partitions 0..31 or 255 (leave unchanged), got " + std::to_string(m));
   const int64_t dst_p = c.partitions(op.dst), src_p = c.partitions(op.src);
   for (int64_t p = 0; p < dst_p; ++p) {
     const int64_t from = op.shuffle_mask[static_cast<size_t>(p % 32)];
     if (from != 255 && p - p % 32 + from >= src_p)
-      c.fail("operand", "shuffle_mask[" + std::to_string(p % 32) + "] = " + std::to_string(from) + " sends src partition " +
-                            std::to_string(p - p % 32 + from) + " to dst partition " + std::to_string(p) +
-                            ", but src spans " + std::to_string(src_p) + " partitions; use 255 for dst partitions to leave alone");
+      c.fail("operand", "shuffle_mask[" + std::to_string(p % 32) + "] = " + std::to_string(from) +
+                            " sends src partition " + std::to_string(p - p % 32 + from) + " to dst partition " +
+                            std::to_string(p) + ", but src spans " + std::to_string(src_p) +
+                            " partitions; use 255 for dst partitions to leave alone");
   }
   // Active spans and their start partitions.
   const int64_t P = std::max(dst_p, src_p);
   for (const View* v : {&op.dst, &op.src}) {
     const int64_t start = c.start_partition(*v);
-    const bool ok = (P == 128 || P == 96) ? start == 0 : P == 64 ? (start == 0 || start == 64)
-                                            : P <= 32 ? start % 32 == 0 : false;
+    const bool ok = (P == 128 || P == 96) ? start == 0
+                    : P == 64             ? (start == 0 || start == 64)
+                    : P <= 32             ? start % 32 == 0
+                                          : false;
     if (!ok)
-      c.fail("partition-start", "nc_stream_shuffle moves up to 32, or 64, 96 or 128 partitions starting at 0 (up to "
-                                "32: any quadrant, 64: 0 or 64); this operand starts at partition " +
-                                std::to_string(start) + " of an active span of " + std::to_string(P));
+      c.fail("partition-start",
+             "nc_stream_shuffle moves up to 32, or 64, 96 or 128 partitions starting at 0 (up to "
+             "32: any quadrant, 64: 0 or 64); this operand starts at partition " +
+                 std::to_string(start) + " of an active span of " + std::to_string(P));
   }
 }
 

@@ -25,10 +25,10 @@ void mx_scales(Checker& c, const View& scale, const char* what, const View& data
   c.dtype_in(scale, what, {DType::float8_e8m0fnu, DType::uint8});
   const int64_t groups = c.partitions(data) / kGroupPartitions, F = c.free_size(data);
   if (c.partitions(scale) != groups || c.free_size(scale) != F)
-    c.fail("mx-shape", std::string(what) + " must be [" + str(groups) + ", " + str(F) + "] (one scale per 8 partitions x " +
-                           "4 elements of " + data_name + ", which is [" + str(c.partitions(data)) + ", " + str(F) +
-                           "] words), got " + str(c.partitions(scale)) + " partitions x " + str(c.free_size(scale)) +
-                           " elements");
+    c.fail("mx-shape", std::string(what) + " must be [" + str(groups) + ", " + str(F) +
+                           "] (one scale per 8 partitions x " + "4 elements of " + data_name + ", which is [" +
+                           str(c.partitions(data)) + ", " + str(F) + "] words), got " + str(c.partitions(scale)) +
+                           " partitions x " + str(c.free_size(scale)) + " elements");
 }
 
 }  // namespace
@@ -43,7 +43,8 @@ void check(Checker& c, const QuantizeMx& op) {
   c.same_partitions(op.dst, "dst", op.src, "src");
   const int64_t F = c.free_size(op.src);
   if (F % 4 != 0)
-    c.fail("mx-shape", "src has " + str(F) + " elements per partition; quantize_mx packs 4 into each dst word, so it "
+    c.fail("mx-shape", "src has " + str(F) +
+                           " elements per partition; quantize_mx packs 4 into each dst word, so it "
                            "must be a multiple of 4");
   if (c.free_size(op.dst) != F / 4)
     c.fail("mx-shape", "dst must hold " + str(F / 4) + " x4 words per partition (src's " + str(F) +
@@ -62,8 +63,9 @@ void check(Checker& c, const NcMatmulMx& op) {
   c.same_partitions(op.moving, "moving", op.stationary, "stationary");
   const MatmulTile tile = check_matmul_tiling(c, op.tile_position, op.tile_size);
   if (!op.tile_size.empty() && (op.tile_size[1] != 128 || op.tile_position[1] != 0))
-    c.fail("matmul-tiling", "nc_matmul_mx supports row tiling only: tile_size must be (32|64|128, 128) and "
-                            "tile_position (row, 0)");
+    c.fail("matmul-tiling",
+           "nc_matmul_mx supports row tiling only: tile_size must be (32|64|128, 128) and "
+           "tile_position (row, 0)");
   const int64_t P = c.partitions(op.stationary), M = c.free_size(op.stationary), N = c.free_size(op.moving);
   if (P > tile.rows)
     c.fail("matmul-shape", "stationary spans " + str(P) + " partitions but the row tile has " + str(tile.rows) +

@@ -27,8 +27,9 @@ void vector_reduction(const Checker& c, AluOp op, ReduceCmd cmd, std::initialize
     c.fail("alu-op", "reduce_op '" + std::string(to_string(op)) + "' is not supported here; use " + names);
   }
   if (cmd == ReduceCmd::load_reduce)
-    c.fail("reduce-cmd", "reduce_cmd=load_reduce needs an initial value operand, which this instruction does not "
-                      "take; use reset_reduce (or reset, then reduce)");
+    c.fail("reduce-cmd",
+           "reduce_cmd=load_reduce needs an initial value operand, which this instruction does not "
+           "take; use reset_reduce (or reset, then reduce)");
 }
 
 // reduce_res: an optional fp32-ish [P, 1] column next to dst.
@@ -64,8 +65,9 @@ void affine_pattern(const Checker& c, const View& dst, const Pattern& pattern, i
     c.fail("free-size-mismatch", "the pattern covers " + std::to_string(static_cast<int64_t>(count)) +
                                      " elements per partition but dst has " + std::to_string(c.free_size(dst)));
   if (lo < INT32_MIN || hi > INT32_MAX)
-    c.fail("operand", "the affine values offset + p * channel_multiplier + sum(i * step) leave the int32 range "
-                      "the GpSimd engine computes in; use smaller steps or offsets");
+    c.fail("operand",
+           "the affine values offset + p * channel_multiplier + sum(i * step) leave the int32 range "
+           "the GpSimd engine computes in; use smaller steps or offsets");
 }
 
 // First partition a view touches, counting an address= pin: GpSimd cores own 16-partition groups.
@@ -73,16 +75,16 @@ void affine_pattern(const Checker& c, const View& dst, const Pattern& pattern, i
 void top8_free_size(const Checker& c, const View& v, const char* what) {
   const int64_t n = c.free_size(v);
   if (n < 8 || n > 16384)
-    c.fail("free-size-limit", std::string(what) + " has " + std::to_string(n) +
-                                  " elements per partition; the hardware needs 8 to 16384");
+    c.fail("free-size-limit",
+           std::string(what) + " has " + std::to_string(n) + " elements per partition; the hardware needs 8 to 16384");
 }
 
 void eight_wide(const Checker& c, const View& v, const char* what, const View& like) {
   c.on_chip(v, what);
   c.same_partitions(v, what, like, "data");
   if (c.free_size(v) != 8)
-    c.fail("operand-shape", std::string(what) + " must be [P, 8]; it has " + std::to_string(c.free_size(v)) +
-                                " elements per partition");
+    c.fail("operand-shape",
+           std::string(what) + " must be [P, 8]; it has " + std::to_string(c.free_size(v)) + " elements per partition");
 }
 
 }  // namespace
@@ -111,8 +113,8 @@ void check(Checker& c, const RangeSelect& op) {
   c.on_chip(op.on_true_tile, "on_true_tile");
   c.same_tile(op.dst, "dst", op.on_true_tile, "on_true_tile");
   if (!is_float(op.on_true_tile.dtype))
-    c.fail("dtype", "on_true_tile has dtype " + std::string(to_string(op.on_true_tile.dtype)) +
-                        " but must be a float type");
+    c.fail("dtype",
+           "on_true_tile has dtype " + std::string(to_string(op.on_true_tile.dtype)) + " but must be a float type");
   c.column(op.bound0, "bound0", op.dst);
   c.column(op.bound1, "bound1", op.dst);
   c.dtype_in(op.bound0, "bound0", {DType::float32});
@@ -122,8 +124,8 @@ void check(Checker& c, const RangeSelect& op) {
       c.fail("alu-op", "comparison '" + std::string(to_string(cmp)) +
                            "' is not supported; use equal, less, less_equal, greater or greater_equal");
   if (static_cast<float>(op.on_false_value) != -FLT_MAX)
-    c.fail("operand", "on_false_value must be -3.4028235e38 (the most negative fp32), got " +
-                          std::to_string(op.on_false_value));
+    c.fail("operand",
+           "on_false_value must be -3.4028235e38 (the most negative fp32), got " + std::to_string(op.on_false_value));
   reduce_result(c, op.reduce_res, op.dst);
   vector_reduction(c, op.reduce_op, op.reduce_cmd, {AluOp::maximum});
 }
@@ -133,13 +135,15 @@ void check(Checker& c, const BnStats& op) {
   c.on_chip(op.data, "data");
   c.same_partitions(op.dst, "dst", op.data, "data");
   if (c.free_size(op.data) > tile_size::bn_stats_fmax)
-    c.fail("free-size-limit", "data has " + std::to_string(c.free_size(op.data)) + " elements per partition; bn_stats takes at most " +
-                                  std::to_string(tile_size::bn_stats_fmax) + " (nl.tile_size.bn_stats_fmax). Run bn_stats per " +
-                                  std::to_string(tile_size::bn_stats_fmax) +
-                                  "-element chunk and combine them with one bn_aggr");
+    c.fail("free-size-limit",
+           "data has " + std::to_string(c.free_size(op.data)) + " elements per partition; bn_stats takes at most " +
+               std::to_string(tile_size::bn_stats_fmax) + " (nl.tile_size.bn_stats_fmax). Run bn_stats per " +
+               std::to_string(tile_size::bn_stats_fmax) + "-element chunk and combine them with one bn_aggr");
   if (c.free_size(op.dst) != 6)
-    c.fail("operand-shape", "dst must have 6 elements per partition (count, mean, var*count for the even- then "
-                            "the odd-indexed elements); it has " + std::to_string(c.free_size(op.dst)));
+    c.fail("operand-shape",
+           "dst must have 6 elements per partition (count, mean, var*count for the even- then "
+           "the odd-indexed elements); it has " +
+               std::to_string(c.free_size(op.dst)));
 }
 
 void check(Checker& c, const BnAggr& op) {
@@ -150,8 +154,8 @@ void check(Checker& c, const BnAggr& op) {
     c.fail("operand-shape", "data has " + std::to_string(c.free_size(op.data)) +
                                 " elements per partition; bn_aggr needs (count, mean, var*count) triples");
   if (c.free_size(op.dst) != 2)
-    c.fail("operand-shape", "dst must have 2 elements per partition (mean, variance); it has " +
-                                std::to_string(c.free_size(op.dst)));
+    c.fail("operand-shape",
+           "dst must have 2 elements per partition (mean, variance); it has " + std::to_string(c.free_size(op.dst)));
 }
 
 void check(Checker& c, const Max8& op) {
@@ -212,8 +216,10 @@ void check(Checker& c, const LocalGather& op) {
   const int64_t P = c.partitions(op.src_buffer);
   if (P % 16 != 0 || c.start_partition(op.src_buffer) % 16 != 0 || c.start_partition(op.index) % 16 != 0 ||
       c.start_partition(op.dst) % 16 != 0)
-    c.fail("operand-shape", "operands must cover whole 16-partition GpSimd core groups (start on a multiple of 16, "
-                            "span a multiple of 16 partitions); src_buffer has " + std::to_string(P) + " partitions");
+    c.fail("operand-shape",
+           "operands must cover whole 16-partition GpSimd core groups (start on a multiple of 16, "
+           "span a multiple of 16 partitions); src_buffer has " +
+               std::to_string(P) + " partitions");
   const int64_t E = op.num_elem_per_idx;
   if (E != 1 && E != 2 && E != 4 && E != 8 && E != 16 && E != 32)
     c.fail("operand", "num_elem_per_idx must be 1, 2, 4, 8, 16 or 32, got " + std::to_string(E));
@@ -223,12 +229,12 @@ void check(Checker& c, const LocalGather& op) {
     c.fail("operand", "num_valid_indices must be between 1 and the " + std::to_string(per_core) +
                           " indices each core's 16-partition index slice holds, got " + std::to_string(valid));
   if (valid > 4096)
-    c.fail("free-size-limit", "each GpSimd core gathers at most 4096 indices; this gather uses " +
-                                  std::to_string(valid) + " per core");
+    c.fail("free-size-limit",
+           "each GpSimd core gathers at most 4096 indices; this gather uses " + std::to_string(valid) + " per core");
   if (c.free_size(op.dst) != valid * E)
-    c.fail("free-size-mismatch", "dst has " + std::to_string(c.free_size(op.dst)) +
-                                     " elements per partition but num_valid_indices * num_elem_per_idx = " +
-                                     std::to_string(valid * E));
+    c.fail("free-size-mismatch",
+           "dst has " + std::to_string(c.free_size(op.dst)) +
+               " elements per partition but num_valid_indices * num_elem_per_idx = " + std::to_string(valid * E));
 }
 
 void check(Checker& c, const NcNGather& op) {

@@ -18,8 +18,9 @@ int normalize_dim(const View& v, int dim, int extra, const SourceLoc& loc, const
   const int rank = static_cast<int>(v.dims.size()) + extra;
   const int d = dim < 0 ? dim + rank : dim;
   if (d < 0 || d >= rank)
-    user_error(loc, "view-dim", std::string(call) + ": dim " + std::to_string(dim) +
-                                    " is out of range for a view of rank " + std::to_string(rank));
+    user_error(loc, "view-dim",
+               std::string(call) + ": dim " + std::to_string(dim) + " is out of range for a view of rank " +
+                   std::to_string(rank));
   return d;
 }
 
@@ -27,8 +28,9 @@ int normalize_dim(const View& v, int dim, int extra, const SourceLoc& loc, const
 void forbid_partition_dim(const TensorDecl& t, int dim, const SourceLoc& loc, const char* call) {
   if (is_on_chip(t.buffer) && dim == 0)
     user_error(loc, "view-partition-dim",
-               std::string(call) + " cannot change dim 0 of an on-chip tensor (the partition dim); "
-               "data moves across partitions only through nc_transpose, matmul or dma_copy");
+               std::string(call) +
+                   " cannot change dim 0 of an on-chip tensor (the partition dim); "
+                   "data moves across partitions only through nc_transpose, matmul or dma_copy");
 }
 
 }  // namespace
@@ -53,14 +55,14 @@ namespace {
 View slice_range(const View& v, int d, int64_t start, int64_t end, int64_t step, const SourceLoc& loc) {
   const int64_t size = v.dims[d].num;
   if (step == 0) user_error(loc, "view-slice", "slice step must not be 0");
-  const bool ok = step > 0 ? (0 <= start && start < end && end <= size)
-                           : (-1 <= end && end < start && start < size);
+  const bool ok = step > 0 ? (0 <= start && start < end && end <= size) : (-1 <= end && end < start && start < size);
   if (!ok)
     user_error(loc, "view-out-of-range",
-               "slice " + std::to_string(start) + ":" + std::to_string(end) + " of dim " +
-                   std::to_string(d) + " is outside its size " + std::to_string(size) +
-                   " (view shape " + shape_text(v.shape()) + "); a slice needs at least one element and "
-                   "nl.ds(start, size) needs start + size <= " + std::to_string(size));
+               "slice " + std::to_string(start) + ":" + std::to_string(end) + " of dim " + std::to_string(d) +
+                   " is outside its size " + std::to_string(size) + " (view shape " + shape_text(v.shape()) +
+                   "); a slice needs at least one element and "
+                   "nl.ds(start, size) needs start + size <= " +
+                   std::to_string(size));
   View r = v;
   const int64_t count = step > 0 ? (end - start + step - 1) / step : (start - end + (-step) - 1) / (-step);
   r.offset += start * v.dims[d].step;
@@ -85,8 +87,9 @@ View select(const TensorDecl& t, const View& v, int dim, int64_t index, const So
   const int64_t size = v.dims[d].num;
   const int64_t i = index < 0 ? index + size : index;
   if (i < 0 || i >= size)
-    user_error(loc, "view-out-of-range", "index " + std::to_string(index) + " is out of range for dim " +
-                                             std::to_string(d) + " of size " + std::to_string(size));
+    user_error(loc, "view-out-of-range",
+               "index " + std::to_string(index) + " is out of range for dim " + std::to_string(d) + " of size " +
+                   std::to_string(size));
   View r = v;
   r.offset += i * v.dims[d].step;
   r.dims.erase(r.dims.begin() + d);
@@ -95,8 +98,8 @@ View select(const TensorDecl& t, const View& v, int dim, int64_t index, const So
 
 View index(const TensorDecl& t, const View& v, std::span<const Index> key, const SourceLoc& loc) {
   if (key.size() > v.dims.size())
-    user_error(loc, "view-index", "too many indices (" + std::to_string(key.size()) + ") for a view of shape " +
-                                      shape_text(v.shape()));
+    user_error(loc, "view-index",
+               "too many indices (" + std::to_string(key.size()) + ") for a view of shape " + shape_text(v.shape()));
   const bool on_chip = is_on_chip(t.buffer);
   View r = v;
   std::vector<bool> drop(v.dims.size(), false);
@@ -108,8 +111,8 @@ View index(const TensorDecl& t, const View& v, std::span<const Index> key, const
       const int64_t i = ix.value < 0 ? ix.value + size : ix.value;
       if (i < 0 || i >= size)
         user_error(loc, "view-out-of-range",
-                   "index " + std::to_string(ix.value) + " is out of range for dim " + std::to_string(k) +
-                       " of size " + std::to_string(size) + " (view shape " + shape_text(v.shape()) + ")");
+                   "index " + std::to_string(ix.value) + " is out of range for dim " + std::to_string(k) + " of size " +
+                       std::to_string(size) + " (view shape " + shape_text(v.shape()) + ")");
       r.offset += i * v.dims[k].step;
       r.dims[k].num = 1;
       drop[k] = !(on_chip && k == 0);
@@ -140,8 +143,8 @@ View index(const TensorDecl& t, const View& v, std::span<const Index> key, const
 
 View permute(const TensorDecl& t, const View& v, std::span<const int> order, const SourceLoc& loc) {
   if (order.size() != v.dims.size())
-    user_error(loc, "view-permute", "permute needs " + std::to_string(v.dims.size()) + " dims, got " +
-                                        std::to_string(order.size()));
+    user_error(loc, "view-permute",
+               "permute needs " + std::to_string(v.dims.size()) + " dims, got " + std::to_string(order.size()));
   std::vector<bool> seen(order.size(), false);
   View r = v;
   for (size_t k = 0; k < order.size(); ++k) {
@@ -159,8 +162,8 @@ View broadcast(const TensorDecl& t, const View& v, int dim, int64_t size, const 
   const int d = normalize_dim(v, dim, 0, loc, "broadcast");
   forbid_partition_dim(t, d, loc, "broadcast");
   if (v.dims[d].num != 1)
-    user_error(loc, "view-broadcast", "broadcast needs dim " + std::to_string(d) + " of size 1, it has size " +
-                                          std::to_string(v.dims[d].num));
+    user_error(loc, "view-broadcast",
+               "broadcast needs dim " + std::to_string(d) + " of size 1, it has size " + std::to_string(v.dims[d].num));
   if (size < 1) user_error(loc, "view-broadcast", "broadcast size must be >= 1");
   View r = v;
   r.dims[d] = {0, size};
@@ -179,8 +182,9 @@ View squeeze_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& l
   const int d = normalize_dim(v, dim, 0, loc, "squeeze_dim");
   forbid_partition_dim(t, d, loc, "squeeze_dim");
   if (v.dims[d].num != 1)
-    user_error(loc, "view-squeeze", "squeeze_dim needs dim " + std::to_string(d) + " of size 1, it has size " +
-                                        std::to_string(v.dims[d].num));
+    user_error(
+        loc, "view-squeeze",
+        "squeeze_dim needs dim " + std::to_string(d) + " of size 1, it has size " + std::to_string(v.dims[d].num));
   View r = v;
   r.dims.erase(r.dims.begin() + d);
   return r;
@@ -253,24 +257,25 @@ View reshape(const TensorDecl& t, const View& v, std::span<const int64_t> shape,
   int64_t total = 1;
   for (int64_t s : want) total *= s;
   if (total != v.num_elements())
-    user_error(loc, "view-reshape", "cannot reshape a view of shape " + shape_text(v.shape()) + " (" +
-                                        std::to_string(v.num_elements()) + " elements) to " + shape_text(want));
+    user_error(loc, "view-reshape",
+               "cannot reshape a view of shape " + shape_text(v.shape()) + " (" + std::to_string(v.num_elements()) +
+                   " elements) to " + shape_text(want));
   if (is_on_chip(t.buffer) && (want.empty() || want[0] != v.dims[0].num))
     user_error(loc, "view-partition-dim",
                "reshape of an on-chip tensor must keep dim 0 (the partition dim, " + std::to_string(v.dims[0].num) +
                    "); got " + shape_text(want));
   auto pattern = reshape_pattern(v.dims, want);
   if (!pattern)
-    user_error(loc, "view-reshape", "the view's layout cannot express shape " + shape_text(want) +
-                                        " without copying; copy it to a contiguous tile first");
+    user_error(loc, "view-reshape",
+               "the view's layout cannot express shape " + shape_text(want) +
+                   " without copying; copy it to a contiguous tile first");
   View r = v;
   r.dims = *pattern;
   if (is_on_chip(t.buffer)) r.dims[0] = v.dims[0];  // keep the partition step exact
   return r;
 }
 
-View reshape_dim(const TensorDecl& t, const View& v, int dim, std::span<const int64_t> shape,
-                 const SourceLoc& loc) {
+View reshape_dim(const TensorDecl& t, const View& v, int dim, std::span<const int64_t> shape, const SourceLoc& loc) {
   const int d = normalize_dim(v, dim, 0, loc, "reshape_dim");
   forbid_partition_dim(t, d, loc, "reshape_dim");
   std::vector<int64_t> full = v.shape();
@@ -310,9 +315,9 @@ View bitcast(const TensorDecl& t, const View& v, DType dtype, const SourceLoc& l
   if (v.dims.empty() || v.dims.back().step != 1)
     user_error(loc, "view-bitcast", "view(dtype) needs a contiguous last dim (step 1)");
   if ((v.offset * from) % to != 0 || (v.dims.back().num * from) % to != 0)
-    user_error(loc, "view-bitcast", "view(" + std::string(to_string(dtype)) + ") of a last dim of " +
-                                        std::to_string(v.dims.back().num) + " x " + std::string(to_string(v.dtype)) +
-                                        " does not split into whole elements");
+    user_error(loc, "view-bitcast",
+               "view(" + std::string(to_string(dtype)) + ") of a last dim of " + std::to_string(v.dims.back().num) +
+                   " x " + std::string(to_string(v.dtype)) + " does not split into whole elements");
   r.offset = v.offset * from / to;
   for (RegTerm& term : r.dynamic) {
     if ((term.coeff * from) % to != 0)
@@ -369,8 +374,8 @@ PartitionLayout partition_layout(const TensorDecl& t, const View& v) {
 
 View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t coeff, const SourceLoc& loc) {
   if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
-    user_error(loc, "view-dim", "dim " + std::to_string(dim) + " is out of range for a " +
-                                    std::to_string(v.dims.size()) + "-D view");
+    user_error(loc, "view-dim",
+               "dim " + std::to_string(dim) + " is out of range for a " + std::to_string(v.dims.size()) + "-D view");
   if (is_on_chip(t.buffer) && dim == 0)
     user_error(loc, "dynamic-partition",
                "a register cannot index the partition dim of an " + std::string(to_string(t.buffer)) +
@@ -383,8 +388,8 @@ View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t c
 
 View shift_dynamic(const TensorDecl& t, const View& v, int dim, int64_t amount, const SourceLoc& loc) {
   if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
-    user_error(loc, "view-dim", "dim " + std::to_string(dim) + " is out of range for a " +
-                                    std::to_string(v.dims.size()) + "-D view");
+    user_error(loc, "view-dim",
+               "dim " + std::to_string(dim) + " is out of range for a " + std::to_string(v.dims.size()) + "-D view");
   if (v.dynamic.empty()) internal_error("shift_dynamic on a static view of '" + t.name + "'");
   View r = v;
   r.offset += amount * v.dims[dim].step;
@@ -393,11 +398,13 @@ View shift_dynamic(const TensorDecl& t, const View& v, int dim, int64_t amount, 
 
 View make_indirect(const TensorDecl& t, const View& v, int dim, const View& index, const SourceLoc& loc) {
   if (!is_hbm(t.buffer))
-    user_error(loc, "indirect", "vector_offset indexes rows of an HBM tensor; '" + t.name + "' is in " +
-                                    std::string(to_string(t.buffer)));
+    user_error(
+        loc, "indirect",
+        "vector_offset indexes rows of an HBM tensor; '" + t.name + "' is in " + std::string(to_string(t.buffer)));
   if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
-    user_error(loc, "indirect", "indirect_dim " + std::to_string(dim) + " is not a dim of the " +
-                                    std::to_string(v.dims.size()) + "-D access pattern");
+    user_error(loc, "indirect",
+               "indirect_dim " + std::to_string(dim) + " is not a dim of the " + std::to_string(v.dims.size()) +
+                   "-D access pattern");
   if (v.index_view()) user_error(loc, "indirect", "the view is already indirect");
   View r = v;
   r.indirect_dim = dim;
@@ -416,8 +423,8 @@ void check_view(const TensorDecl& t, const View& v, const std::string& what, con
     (span < 0 ? lo : hi) += span;
   }
   auto oob = [&](const std::string& detail) {
-    user_error(loc, "view-out-of-range", what + " reads or writes outside tensor '" + t.name + "' " +
-                                             shape_text(t.shape) + ": " + detail);
+    user_error(loc, "view-out-of-range",
+               what + " reads or writes outside tensor '" + t.name + "' " + shape_text(t.shape) + ": " + detail);
   };
   // A dynamic or indirect view's range depends on register / index values: the interpreter
   // checks the concrete view each time the instruction runs. Its shape rules are checked here.
@@ -431,13 +438,14 @@ void check_view(const TensorDecl& t, const View& v, const std::string& what, con
   if (v.dims.empty()) user_error(loc, "view-rank", what + " must have a partition dim");
   const int64_t part_bytes = t.partition_elements() * dtype_size(t.dtype);
   if (part_bytes % esize != 0)
-    user_error(loc, "view-bitcast", what + ": partition size is not a whole number of " +
-                                        std::string(to_string(v.dtype)) + " elements");
+    user_error(loc, "view-bitcast",
+               what + ": partition size is not a whole number of " + std::string(to_string(v.dtype)) + " elements");
   const int64_t per_part = part_bytes / esize;  // partition size in view elements
   const ApDim& pdim = v.dims[0];
   if (pdim.num > kMaxPartitions)
-    user_error(loc, "partition-limit", what + " spans " + std::to_string(pdim.num) +
-                                           " partitions; the maximum is 128. Split the tile with nl.ds or a loop");
+    user_error(loc, "partition-limit",
+               what + " spans " + std::to_string(pdim.num) +
+                   " partitions; the maximum is 128. Split the tile with nl.ds or a loop");
   if (pdim.num > 1 && pdim.step != per_part)
     user_error(loc, "view-partition-step",
                what + ": the partition dim's step is " + std::to_string(pdim.step) +

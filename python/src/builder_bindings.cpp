@@ -94,9 +94,9 @@ py::object timeline_array(const std::vector<sim::TimedInstruction>& rows) {
   py::dict spec;
   spec["names"] = py::make_tuple("core", "ir", "queue", "start_ns", "end_ns", "issue_ns", "stall_ns", "stalled_on");
   spec["formats"] = py::make_tuple("<i4", "<i4", "<i4", "<f8", "<f8", "<f8", "<f8", "<i4");
-  spec["offsets"] = py::make_tuple(offsetof(Row, core), offsetof(Row, ir), offsetof(Row, queue), offsetof(Row, start_ns),
-                                   offsetof(Row, end_ns), offsetof(Row, issue_ns), offsetof(Row, stall_ns),
-                                   offsetof(Row, stalled_on));
+  spec["offsets"] = py::make_tuple(offsetof(Row, core), offsetof(Row, ir), offsetof(Row, queue),
+                                   offsetof(Row, start_ns), offsetof(Row, end_ns), offsetof(Row, issue_ns),
+                                   offsetof(Row, stall_ns), offsetof(Row, stalled_on));
   spec["itemsize"] = sizeof(Row);
   py::module_ np = py::module_::import("numpy");
   // Filled as bytes, then viewed with the fields (a dtype whose fields are not in offset order
@@ -105,8 +105,14 @@ py::object timeline_array(const std::vector<sim::TimedInstruction>& rows) {
   auto* out = static_cast<Row*>(py::buffer(bytes).request(/*writable=*/true).ptr);
   for (size_t i = 0; i < rows.size(); ++i) {
     const sim::TimedInstruction& x = rows[i];
-    out[i] = {x.core, static_cast<int32_t>(x.ir), static_cast<int32_t>(x.queue), x.stalled_on,
-              x.start_ns, x.end_ns, x.issue_ns, x.stall_ns};
+    out[i] = {x.core,
+              static_cast<int32_t>(x.ir),
+              static_cast<int32_t>(x.queue),
+              x.stalled_on,
+              x.start_ns,
+              x.end_ns,
+              x.issue_ns,
+              x.stall_ns};
   }
   return bytes.attr("view")(np.attr("dtype")(spec));
 }
@@ -120,11 +126,17 @@ std::vector<sim::TimedInstruction> timeline_rows(const codegen::EngineProgram& p
   std::vector<sim::TimedInstruction> out(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const TimelineRow& r = rows[i];
-    if (r.ir < 0 || static_cast<size_t>(r.ir) >= p.kernel.body.size() || r.queue < 0 || r.queue >= codegen::kNumQueues ||
-        r.stalled_on < -1 || r.stalled_on >= codegen::kNumQueues)
+    if (r.ir < 0 || static_cast<size_t>(r.ir) >= p.kernel.body.size() || r.queue < 0 ||
+        r.queue >= codegen::kNumQueues || r.stalled_on < -1 || r.stalled_on >= codegen::kNumQueues)
       throw py::value_error("timeline row " + std::to_string(i) + " does not belong to this program");
-    out[i] = {r.core, static_cast<uint32_t>(r.ir), static_cast<codegen::Queue>(r.queue), r.start_ns, r.end_ns,
-              r.issue_ns, r.stall_ns, static_cast<int8_t>(r.stalled_on)};
+    out[i] = {r.core,
+              static_cast<uint32_t>(r.ir),
+              static_cast<codegen::Queue>(r.queue),
+              r.start_ns,
+              r.end_ns,
+              r.issue_ns,
+              r.stall_ns,
+              static_cast<int8_t>(r.stalled_on)};
   }
   return out;
 }
@@ -273,7 +285,8 @@ void append(frontend::Builder& b, const std::string& opname, const py::dict& fie
 }
 
 // (dtype name, shape) of the tensors `ids` of a kernel.
-std::vector<std::pair<std::string, std::vector<int64_t>>> tensor_specs(const ir::Kernel& k, const std::vector<int>& ids) {
+std::vector<std::pair<std::string, std::vector<int64_t>>> tensor_specs(const ir::Kernel& k,
+                                                                       const std::vector<int>& ids) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
   for (int id : ids) specs.emplace_back(std::string(ir::to_string(k.tensor(id).dtype)), k.tensor(id).shape);
   return specs;
@@ -287,7 +300,9 @@ std::vector<ir::Index> key_from(const py::list& key) {
     if (kind == "int") {
       out.push_back(ir::Index::at(t[1].cast<int64_t>()));
     } else if (kind == "slice") {
-      auto opt = [](const py::handle& h) { return h.is_none() ? std::nullopt : std::optional<int64_t>(h.cast<int64_t>()); };
+      auto opt = [](const py::handle& h) {
+        return h.is_none() ? std::nullopt : std::optional<int64_t>(h.cast<int64_t>());
+      };
       out.push_back(ir::Index::range(opt(t[1]), opt(t[2]), t[3].is_none() ? 1 : t[3].cast<int64_t>()));
     } else {
       out.push_back(ir::Index::all());
@@ -304,16 +319,18 @@ void bind_builder(py::module_& m) {
       .def_property_readonly("dtype", [](const ir::View& v) { return std::string(ir::to_string(v.dtype)); })
       .def_readonly("offset", &ir::View::offset)
       .def_property_readonly("shape", &ir::View::shape)
-      .def_property_readonly("pattern", [](const ir::View& v) {
-        std::vector<std::array<int64_t, 2>> p;
-        for (const auto& d : v.dims) p.push_back({d.step, d.num});
-        return p;
-      })
-      .def_property_readonly("dynamic", [](const ir::View& v) {
-        std::vector<std::pair<int, int64_t>> terms;
-        for (const auto& t : v.dynamic) terms.emplace_back(t.reg, t.coeff);
-        return terms;
-      })
+      .def_property_readonly("pattern",
+                             [](const ir::View& v) {
+                               std::vector<std::array<int64_t, 2>> p;
+                               for (const auto& d : v.dims) p.push_back({d.step, d.num});
+                               return p;
+                             })
+      .def_property_readonly("dynamic",
+                             [](const ir::View& v) {
+                               std::vector<std::pair<int, int64_t>> terms;
+                               for (const auto& t : v.dynamic) terms.emplace_back(t.reg, t.coeff);
+                               return terms;
+                             })
       .def_property_readonly("is_indirect", [](const ir::View& v) { return v.index_view() != nullptr; })
       .def("__eq__", [](const ir::View& a, const ir::View& b) { return a == b; });
 
@@ -321,10 +338,12 @@ void bind_builder(py::module_& m) {
       .def_readonly("name", &ir::Kernel::name)
       .def_property_readonly("text", [](const ir::Kernel& k) { return ir::print(k); })
       .def_property_readonly("num_instructions", [](const ir::Kernel& k) { return k.body.size(); })
-      .def("param_specs", [](const ir::Kernel& k) { return tensor_specs(k, k.params); },
-           "(dtype, shape) of each parameter")
-      .def("output_specs", [](const ir::Kernel& k) { return tensor_specs(k, k.outputs); },
-           "(dtype, shape) of each output (the kernel's results, then device_print tensors)")
+      .def(
+          "param_specs", [](const ir::Kernel& k) { return tensor_specs(k, k.params); },
+          "(dtype, shape) of each parameter")
+      .def(
+          "output_specs", [](const ir::Kernel& k) { return tensor_specs(k, k.outputs); },
+          "(dtype, shape) of each output (the kernel's results, then device_print tensors)")
       .def(
           "run",
           [](const ir::Kernel& k, const py::list& args, bool uninitialized_is_error) {
@@ -354,7 +373,8 @@ void bind_builder(py::module_& m) {
 
   py::class_<codegen::EngineProgram>(m, "EngineProgram")
       .def_property_readonly("asm", &codegen::EngineProgram::disassemble)
-      .def_property_readonly("target", [](const codegen::EngineProgram& p) { return std::string(ir::to_string(p.kernel.target)); })
+      .def_property_readonly(
+          "target", [](const codegen::EngineProgram& p) { return std::string(ir::to_string(p.kernel.target)); })
       .def_property_readonly("text", [](const codegen::EngineProgram& p) { return ir::print(p.kernel); })
       .def_property_readonly(
           "source",
@@ -365,24 +385,26 @@ void bind_builder(py::module_& m) {
             return source;
           },
           "Per body instruction: (opcode, file, line); timelines name instructions by their index here")
-      .def_property_readonly("kernel", [](const codegen::EngineProgram& p) { return p.kernel; },
-                             "The traced kernel the program was lowered from (a copy)")
-      .def("stats", [](const codegen::EngineProgram& p) {
-        const codegen::ProgramStats s = p.stats();
-        py::dict instructions;
-        for (int q = 0; q < codegen::kNumQueues; ++q)
-          instructions[codegen::queue_name(static_cast<codegen::Queue>(q))] = s.instructions[q];
-        instructions["sync"] = s.barriers;
-        py::dict d;
-        d["instructions"] = instructions;
-        d["semaphore_waits"] = s.waits;
-        d["dependences"] = s.dependences;
-        d["dma_bytes"] = s.dma_bytes;
-        d["sbuf_high_water"] = s.sbuf_high_water;
-        d["psum_high_water"] = s.psum_high_water;
-        d["summary"] = s.summary();
-        return d;
-      })
+      .def_property_readonly(
+          "kernel", [](const codegen::EngineProgram& p) { return p.kernel; },
+          "The traced kernel the program was lowered from (a copy)")
+      .def("stats",
+           [](const codegen::EngineProgram& p) {
+             const codegen::ProgramStats s = p.stats();
+             py::dict instructions;
+             for (int q = 0; q < codegen::kNumQueues; ++q)
+               instructions[codegen::queue_name(static_cast<codegen::Queue>(q))] = s.instructions[q];
+             instructions["sync"] = s.barriers;
+             py::dict d;
+             d["instructions"] = instructions;
+             d["semaphore_waits"] = s.waits;
+             d["dependences"] = s.dependences;
+             d["dma_bytes"] = s.dma_bytes;
+             d["sbuf_high_water"] = s.sbuf_high_water;
+             d["psum_high_water"] = s.psum_high_water;
+             d["summary"] = s.summary();
+             return d;
+           })
       .def("to_text", &codegen::EngineProgram::to_text,
            "The program as text: the kernel's IR, then allocations, regions, queues and waits; from_text parses it")
       .def_static(
@@ -394,12 +416,13 @@ void bind_builder(py::module_& m) {
             return sim::chrome_trace_json(p.kernel, timeline_rows(p, timeline));
           },
           py::arg("timeline"), "Chrome / Perfetto trace JSON of a timeline (the `timeline` of time())")
-      .def("time", &time_program, py::arg("args"), py::arg("timing_only"), py::arg("keep_timeline") = true, py::arg("backend") = "jit",
+      .def("time", &time_program, py::arg("args"), py::arg("timing_only"), py::arg("keep_timeline") = true,
+           py::arg("backend") = "jit",
            "Run (or, timing_only, just walk) the engine program and time it; returns a dict")
       .def(
           "run",
-          [](const codegen::EngineProgram& p, const py::list& args, bool uninitialized_is_error, const std::string& schedule,
-             uint64_t seed, bool check_races, const std::string& backend) {
+          [](const codegen::EngineProgram& p, const py::list& args, bool uninitialized_is_error,
+             const std::string& schedule, uint64_t seed, bool check_races, const std::string& backend) {
             HostArgs host_args(args);
             std::vector<sim::HostTensor>& hosts = host_args.tensors;
             sim::InterpretOptions options;
@@ -408,7 +431,9 @@ void bind_builder(py::module_& m) {
             if (schedule == "program_order") options.schedule = sim::Schedule::program_order;
             else if (schedule == "random") options.schedule = sim::Schedule::random;
             else if (schedule == "round_robin") options.schedule = sim::Schedule::round_robin;
-            else throw py::value_error("schedule must be \"program_order\", \"round_robin\" or \"random\", not \"" + schedule + "\"");
+            else
+              throw py::value_error("schedule must be \"program_order\", \"round_robin\" or \"random\", not \"" +
+                                    schedule + "\"");
             options.seed = seed;
             options.check_races = check_races;
             sim::RunResult r = run_with_progress(p, hosts, options);
@@ -421,7 +446,8 @@ void bind_builder(py::module_& m) {
               counts["work"] = r.static_work;
               counts["break_even"] = r.break_even_work;
             }
-            return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings, counts);
+            return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings,
+                                  counts);
           },
           py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",
           py::arg("seed") = 0, py::arg("check_races") = true, py::arg("backend") = "jit",
@@ -463,10 +489,9 @@ void bind_builder(py::module_& m) {
     const auto k = key_from(key);
     return ir::index(decl(b, v), v, k, to_loc(loc));
   });
-  m.def("view_slice", [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t start, int64_t end,
-                          int64_t step, const py::object& loc) {
-    return ir::slice(decl(b, v), v, dim, start, end, step, to_loc(loc));
-  });
+  m.def("view_slice",
+        [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t start, int64_t end, int64_t step,
+            const py::object& loc) { return ir::slice(decl(b, v), v, dim, start, end, step, to_loc(loc)); });
   m.def("view_select", [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t index,
                            const py::object& loc) { return ir::select(decl(b, v), v, dim, index, to_loc(loc)); });
   m.def("view_permute", [=](const frontend::Builder& b, const ir::View& v, std::vector<int> order,
@@ -481,26 +506,30 @@ void bind_builder(py::module_& m) {
   });
   m.def("view_reshape", [=](const frontend::Builder& b, const ir::View& v, std::vector<int64_t> shape,
                             const py::object& loc) { return ir::reshape(decl(b, v), v, shape, to_loc(loc)); });
-  m.def("view_reshape_dim", [=](const frontend::Builder& b, const ir::View& v, int dim, std::vector<int64_t> shape,
-                                const py::object& loc) {
-    return ir::reshape_dim(decl(b, v), v, dim, shape, to_loc(loc));
-  });
-  m.def("view_flatten_dims", [=](const frontend::Builder& b, const ir::View& v, int start, int end,
-                                 const py::object& loc) {
-    return ir::flatten_dims(decl(b, v), v, start, end, to_loc(loc));
-  });
-  m.def("view_bitcast", [=](const frontend::Builder& b, const ir::View& v, const std::string& dtype,
-                            const py::object& loc) {
-    return ir::bitcast(decl(b, v), v, enum_from<ir::DType>(py::str(dtype), "dtype"), to_loc(loc));
-  });
-  m.def("view_add_dynamic", [=](const frontend::Builder& b, const ir::View& v, int dim, int reg, int64_t coeff,
-                                const py::object& loc) {
-    return ir::add_dynamic(decl(b, v), v, dim, reg, coeff, to_loc(loc));
-  });
-  m.def("view_shift_dynamic", [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t amount,
-                                  const py::object& loc) { return ir::shift_dynamic(decl(b, v), v, dim, amount, to_loc(loc)); });
-  m.def("view_indirect", [=](const frontend::Builder& b, const ir::View& v, int dim, const ir::View& index,
-                             const py::object& loc) { return ir::make_indirect(decl(b, v), v, dim, index, to_loc(loc)); });
+  m.def("view_reshape_dim",
+        [=](const frontend::Builder& b, const ir::View& v, int dim, std::vector<int64_t> shape, const py::object& loc) {
+          return ir::reshape_dim(decl(b, v), v, dim, shape, to_loc(loc));
+        });
+  m.def("view_flatten_dims",
+        [=](const frontend::Builder& b, const ir::View& v, int start, int end, const py::object& loc) {
+          return ir::flatten_dims(decl(b, v), v, start, end, to_loc(loc));
+        });
+  m.def("view_bitcast",
+        [=](const frontend::Builder& b, const ir::View& v, const std::string& dtype, const py::object& loc) {
+          return ir::bitcast(decl(b, v), v, enum_from<ir::DType>(py::str(dtype), "dtype"), to_loc(loc));
+        });
+  m.def("view_add_dynamic",
+        [=](const frontend::Builder& b, const ir::View& v, int dim, int reg, int64_t coeff, const py::object& loc) {
+          return ir::add_dynamic(decl(b, v), v, dim, reg, coeff, to_loc(loc));
+        });
+  m.def("view_shift_dynamic",
+        [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t amount, const py::object& loc) {
+          return ir::shift_dynamic(decl(b, v), v, dim, amount, to_loc(loc));
+        });
+  m.def("view_indirect",
+        [=](const frontend::Builder& b, const ir::View& v, int dim, const ir::View& index, const py::object& loc) {
+          return ir::make_indirect(decl(b, v), v, dim, index, to_loc(loc));
+        });
   m.def("view_ap", [=](const frontend::Builder& b, const ir::View& v, const py::object& pattern,
                        std::optional<int64_t> offset, std::optional<std::string> dtype, const py::object& loc) {
     std::optional<ir::DType> d;

@@ -5,12 +5,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "bindings.h"
 #include "knit/ir/numerics.h"
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
 #include "knit/sim/interpreter.h"
 #include "knit/sim/native.h"
-#include "bindings.h"
 
 namespace py = pybind11;
 using namespace knit;
@@ -72,7 +72,8 @@ HostArgs::HostArgs(const py::list& args, bool shapes_only) {
     if (PyObject_GetBuffer(tup[2].ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) throw py::error_already_set();
     buffers_.push_back(view);
     h.borrowed = {static_cast<const uint8_t*>(view.buf), static_cast<size_t>(view.len)};
-    if (!(shapes_only && view.len == 0) && view.len != h.size_bytes()) throw py::value_error("argument byte size mismatch");
+    if (!(shapes_only && view.len == 0) && view.len != h.size_bytes())
+      throw py::value_error("argument byte size mismatch");
     tensors.push_back(std::move(h));
   }
 }
@@ -89,9 +90,7 @@ struct OwnedBytes {
   std::vector<uint8_t> bytes;
 };
 
-py::object owned_buffer(std::vector<uint8_t>&& bytes) {
-  return py::cast(OwnedBytes{std::move(bytes)});
-}
+py::object owned_buffer(std::vector<uint8_t>&& bytes) { return py::cast(OwnedBytes{std::move(bytes)}); }
 
 py::tuple host_tuple(sim::HostTensor& t) {
   return py::make_tuple(std::string(ir::to_string(t.dtype)), t.shape, owned_buffer(std::move(t.bytes)));
@@ -107,12 +106,13 @@ void bind_owned_bytes(py::module_& m) {
       })
       .def("__len__", [](const OwnedBytes& b) { return b.bytes.size(); })
       // Equal to any buffer with the same bytes (bytes, another OwnedBytes), like bytes itself.
-      .def("__eq__", [](const OwnedBytes& b, const py::object& other) {
-        if (!PyObject_CheckBuffer(other.ptr())) return false;
-        const py::buffer_info o = py::reinterpret_borrow<py::buffer>(other).request();
-        const auto n = static_cast<size_t>(o.size * o.itemsize);
-        return n == b.bytes.size() && std::memcmp(o.ptr, b.bytes.data(), n) == 0;
-      })
+      .def("__eq__",
+           [](const OwnedBytes& b, const py::object& other) {
+             if (!PyObject_CheckBuffer(other.ptr())) return false;
+             const py::buffer_info o = py::reinterpret_borrow<py::buffer>(other).request();
+             const auto n = static_cast<size_t>(o.size * o.itemsize);
+             return n == b.bytes.size() && std::memcmp(o.ptr, b.bytes.data(), n) == 0;
+           })
       .def("tobytes", [](const OwnedBytes& b) {
         return py::bytes(reinterpret_cast<const char*>(b.bytes.data()), b.bytes.size());
       });
@@ -169,20 +169,26 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("encode", &encode_array, py::arg("values"), py::arg("dtype"),
         "Round a float32 buffer to dtype (Knit's rounding model); returns the stored bytes");
-  m.def("decode", &decode_array, py::arg("bytes"), py::arg("dtype"), "Decode the raw bytes of dtype elements; returns float32 bytes");
-  m.def("native_cache_stats", [] {
-    const sim::NativeCacheStats s = sim::native_cache_stats();
-    py::dict d;
-    d["modules_compiled"] = s.modules_compiled;
-    d["modules_from_cache"] = s.modules_from_cache;
-    d["entries_rejected"] = s.entries_rejected;
-    d["directory"] = s.directory;
-    return d;
-  }, "What the native path compiled in this process and where its disk cache is");
-  m.def("roundtrip_ir", [](const std::string& text) { return ir::print(ir::parse(text)); },
-        "Parse IR text and print it back");
-  m.def("parse_ir", [](const std::string& text) { return ir::parse(text); }, py::arg("text"),
-        "Parse IR text (as printed, source locations included) into a Kernel");
+  m.def("decode", &decode_array, py::arg("bytes"), py::arg("dtype"),
+        "Decode the raw bytes of dtype elements; returns float32 bytes");
+  m.def(
+      "native_cache_stats",
+      [] {
+        const sim::NativeCacheStats s = sim::native_cache_stats();
+        py::dict d;
+        d["modules_compiled"] = s.modules_compiled;
+        d["modules_from_cache"] = s.modules_from_cache;
+        d["entries_rejected"] = s.entries_rejected;
+        d["directory"] = s.directory;
+        return d;
+      },
+      "What the native path compiled in this process and where its disk cache is");
+  m.def(
+      "roundtrip_ir", [](const std::string& text) { return ir::print(ir::parse(text)); },
+      "Parse IR text and print it back");
+  m.def(
+      "parse_ir", [](const std::string& text) { return ir::parse(text); }, py::arg("text"),
+      "Parse IR text (as printed, source locations included) into a Kernel");
   m.def("verify_ir", [](const std::string& text) { ir::verify(ir::parse(text)); }, "Parse and verify IR text");
   m.def("run_ir", &run_ir, py::arg("text"), py::arg("args"),
         "Run IR text on the reference interpreter; args and results are (dtype, shape, bytes) tuples");

@@ -1,9 +1,9 @@
 // knit._cppc: the in-process C++ kernel compiler (frontend/cpp) seen from Python. A separate
 // extension from knit._core so that only `knit.cpp` users load Clang's libraries. Kernels cross
 // to knit._core as IR text (with their source locations), parsed there.
-#include <tuple>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <tuple>
 
 #include "knit/frontend/cpp_compiler.h"
 #include "knit/frontend/cpp_lint.h"

@@ -115,16 +115,20 @@ py::dict target_info(const std::string& name) {
 namespace knit::python {
 
 void bind_tables(py::module_& m) {
-  m.def("op_table", &op_table, "Every IR instruction: name, role, engine, writes_whole_dst, (field, NKI default) pairs");
+  m.def("op_table", &op_table,
+        "Every IR instruction: name, role, engine, writes_whole_dst, (field, NKI default) pairs");
   m.def("alu_ops", &alu_ops, "Every ALU operator: name, whether it is a legal reduction, bitvec, unary");
-  m.def("act_funcs", [] {
-    std::vector<std::string> names;
-    for (int i = 0; i < ir::kNumActFuncs; ++i)
-      names.emplace_back(ir::to_string(static_cast<ir::ActFunc>(i)));
-    return names;
-  }, "Every activation function's name");
+  m.def(
+      "act_funcs",
+      [] {
+        std::vector<std::string> names;
+        for (int i = 0; i < ir::kNumActFuncs; ++i) names.emplace_back(ir::to_string(static_cast<ir::ActFunc>(i)));
+        return names;
+      },
+      "Every activation function's name");
   m.def("tile_size", &tile_size, "nl.tile_size: the hardware tile limits every generation shares");
-  m.def("target_info", &target_info, py::arg("target"), "Per-partition SBUF/PSUM bytes, PSUM bank bytes, matmul N limit");
+  m.def("target_info", &target_info, py::arg("target"),
+        "Per-partition SBUF/PSUM bytes, PSUM bank bytes, matmul N limit");
 }
 
 }  // namespace knit::python

@@ -10,8 +10,8 @@
 
 namespace knit::sim {
 
-using ir::AluOp;
 using ir::ActFunc;
+using ir::AluOp;
 using ir::DType;
 
 // maximum / minimum ignore a NaN operand (a NaN only if both are, then the first), and order
@@ -102,9 +102,9 @@ float exp_of(float x) {
   const double shifted = xd * kLog2e + kRound;
   const double n = shifted - kRound;
   const double r = (xd - n * kLn2Hi) - n * kLn2Lo;
-  constexpr double kInvFactorial[12] = {1.0,           1.0,           1.0 / 2,        1.0 / 6,
-                                        1.0 / 24,      1.0 / 120,     1.0 / 720,      1.0 / 5040,
-                                        1.0 / 40320,   1.0 / 362880,  1.0 / 3628800,  1.0 / 39916800};
+  constexpr double kInvFactorial[12] = {1.0,         1.0,          1.0 / 2,       1.0 / 6,
+                                        1.0 / 24,    1.0 / 120,    1.0 / 720,     1.0 / 5040,
+                                        1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800};
   double p = kInvFactorial[11];
   for (int k = 10; k >= 0; --k) p = p * r + kInvFactorial[k];
   // n is in [-150, 128]: the low bits of `shifted` hold it, and 2^n is a normal double.
@@ -188,7 +188,6 @@ int64_t int_alu(AluOp op, int64_t a, int64_t b) {
     }
   }
 }
-
 
 float alu_fold(AluOp op, const float* v, int64_t n) {
   float r = v[0];
@@ -292,7 +291,8 @@ void find_index8(const float* row, int64_t F, const float* vals, int64_t* out) {
 // Exponent of the largest normal of the MX element format (OCP MX "emax_elem").
 static int mx_element_emax(DType packed) { return packed == DType::float8_e4m3fn_x4 ? 8 : 15; }
 
-uint32_t quantize_mx_group(DType packed, const float (&x)[kMxGroupPartitions][4], uint32_t (&words)[kMxGroupPartitions]) {
+uint32_t quantize_mx_group(DType packed, const float (&x)[kMxGroupPartitions][4],
+                           uint32_t (&words)[kMxGroupPartitions]) {
   float amax = 0.0f;
   bool finite = true;
   for (int i = 0; i < kMxGroupPartitions; ++i)

@@ -8,7 +8,6 @@
 
 #include "knit/ir/types.h"
 
-
 namespace knit::sim {
 
 // maximum / minimum: a NaN operand is ignored (both NaN: the first); -0 < +0.
@@ -84,6 +83,7 @@ inline uint32_t find_index8_missing(ir::DType dst) { return dst == ir::DType::ui
 // clamped to e8m0's range; an all-zero group gets 2^-127; a NaN or inf makes the scale and every
 // element NaN.
 constexpr int kMxGroupPartitions = 8;
-uint32_t quantize_mx_group(ir::DType packed, const float (&x)[kMxGroupPartitions][4], uint32_t (&words)[kMxGroupPartitions]);
+uint32_t quantize_mx_group(ir::DType packed, const float (&x)[kMxGroupPartitions][4],
+                           uint32_t (&words)[kMxGroupPartitions]);
 
 }  // namespace knit::sim

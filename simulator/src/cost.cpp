@@ -237,7 +237,7 @@ InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue
       break;
   }
   if (queue != Queue::pe) {
-    if (o.strided()) cycles *= 2;  // the datapath term only, not the setup overhead
+    if (o.strided()) cycles *= 2;                           // the datapath term only, not the setup overhead
     if (o.any_dynamic()) cycles = std::max(cycles, 600.0);  // dynamic-address MIN_II (nki.isa cost sections)
     cycles += c.overhead_cycles;
   }

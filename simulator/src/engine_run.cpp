@@ -30,8 +30,8 @@ void Machine::race(const codegen::Access& a, const codegen::Epoch& earlier, bool
   std::ostringstream msg;
   msg << "race: " << where(now) << " on queue " << codegen::queue_name(static_cast<codegen::Queue>(queue))
       << (a.write ? " writes" : " reads") << " bytes [" << a.lo << ", " << a.hi << ") (" << a.operand << ") that "
-      << where(kernel_.body[earlier.ir]) << " on queue " << codegen::queue_name(static_cast<codegen::Queue>(earlier.queue))
-      << (earlier_wrote ? " writes" : " reads")
+      << where(kernel_.body[earlier.ir]) << " on queue "
+      << codegen::queue_name(static_cast<codegen::Queue>(earlier.queue)) << (earlier_wrote ? " writes" : " reads")
       << ", and no semaphore wait orders the two; the engine program is missing synchronization (a program "
          "from codegen::lower never is: report it as a Knit bug)";
   current_ = &now;
@@ -52,9 +52,10 @@ void Machine::check_placed(size_t pc, int queue) {
       ++first;
     if (first == place_at_.size()) return;  // never placed: Machine::tile reports it
     std::ostringstream msg;
-    msg << "race: " << where(kernel_.body[pc]) << " on queue " << codegen::queue_name(static_cast<codegen::Queue>(queue))
-        << " uses tensor '" << kernel_.tensor(v.tensor).name << "' (" << operand << ") before "
-        << where(kernel_.body[first]) << ", the first instruction of its life, has run, and no semaphore wait orders the two; the engine "
+    msg << "race: " << where(kernel_.body[pc]) << " on queue "
+        << codegen::queue_name(static_cast<codegen::Queue>(queue)) << " uses tensor '" << kernel_.tensor(v.tensor).name
+        << "' (" << operand << ") before " << where(kernel_.body[first])
+        << ", the first instruction of its life, has run, and no semaphore wait orders the two; the engine "
            "program is missing synchronization";
     current_ = &kernel_.body[pc];
     fail("race", msg.str());
@@ -112,7 +113,8 @@ size_t Machine::run_region(const codegen::Region& region) {
       check = [&](const std::vector<codegen::Access>& accesses) {
         for (const codegen::Access& a : accesses)
           races_.record(a, epoch, [&](const codegen::Epoch& earlier, bool earlier_wrote) {
-            if (earlier.queue != pick && known[earlier.queue] <= earlier.pos) race(a, earlier, earlier_wrote, e.ir, pick);
+            if (earlier.queue != pick && known[earlier.queue] <= earlier.pos)
+              race(a, earlier, earlier_wrote, e.ir, pick);
           });
       };
     }
@@ -137,9 +139,11 @@ void Machine::semaphore_deadlock(const codegen::Region& region, const std::array
     if (head[q] >= region.queues[q].size()) continue;
     const codegen::EngineInstr& e = region.queues[q][head[q]];
     first = first ? first : &kernel_.body[e.ir];
-    msg << "\n    " << codegen::queue_name(static_cast<codegen::Queue>(q)) << ": " << where(kernel_.body[e.ir]) << " waits";
+    msg << "\n    " << codegen::queue_name(static_cast<codegen::Queue>(q)) << ": " << where(kernel_.body[e.ir])
+        << " waits";
     for (const codegen::Wait& w : e.waits)
-      msg << ' ' << codegen::queue_name(w.queue) << ">=" << w.count << " (is " << done[static_cast<int>(w.queue)] << ')';
+      msg << ' ' << codegen::queue_name(w.queue) << ">=" << w.count << " (is " << done[static_cast<int>(w.queue)]
+          << ')';
   }
   current_ = first;
   Machine::fail("deadlock", msg.str());

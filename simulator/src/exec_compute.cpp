@@ -80,7 +80,6 @@ bool exact_int_path(ExecState& m, const TensorTensor& op) {
   return true;
 }
 
-
 // ---- Scalar Engine ------------------------------------------------------------------------------
 
 // dst = op(data * scale + bias) in fp32 (two roundings: the product, then the sum; no bias means
@@ -115,7 +114,8 @@ bool activation_folds(const Activation& op) {
 }
 
 void finish_activation(ExecState& m, const Activation& op, const float* folds, int64_t P) {
-  if (op.reduce_cmd == ReduceCmd::load_reduce) m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
+  if (op.reduce_cmd == ReduceCmd::load_reduce)
+    m.fail("reduce-cmd", "activation does not support reduce_cmd=load_reduce");
   for (int64_t p = 0; p < P; ++p) {
     if (op.reduce_cmd == ReduceCmd::reset) m.scalar_acc[p] = 0.0f;  // ScalarE reset zeroes (nki.isa.activation)
     else update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds[p]);
@@ -125,7 +125,8 @@ void finish_activation(ExecState& m, const Activation& op, const float* folds, i
 
 // activation with reduce_cmd=reset_reduce and a read-out into reduce_res.
 Activation as_activation(const ActivationReduce& op) {
-  return Activation{op.dst, op.op, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res, ReduceCmd::reset_reduce, 0.0};
+  return Activation{op.dst, op.op, op.data, op.bias, op.scale, op.reduce_op, op.reduce_res, ReduceCmd::reset_reduce,
+                    0.0};
 }
 
 void exec(ExecState& m, const ActivationReduce& op) { exec(m, as_activation(op)); }

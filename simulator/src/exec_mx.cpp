@@ -62,8 +62,8 @@ void exec(ExecState& m, const NcMatmulMx& op) {
   Tile stat_scale = m.tile(op.stationary_scale, "stationary_scale");
   Tile mov_scale = m.tile(op.moving_scale, "moving_scale");
   Tile dst = m.tile(op.dst, "dst");
-  const std::vector<float> partial =
-      matmul_partials(dequantize_mx(stat, stat_scale), dequantize_mx(mov, mov_scale), 4 * stat.P, stat.F, mov.F);
+  const std::vector<float> partial = matmul_partials(dequantize_mx(stat, stat_scale), dequantize_mx(mov, mov_scale),
+                                                     4 * stat.P, stat.F, mov.F);
   write_matmul_result(m, dst, partial, op.accumulate);
 }
 

@@ -286,8 +286,8 @@ void exec(ExecState& m, const NcNGather& op) {
     for (int64_t j = 0; j < dst.F; ++j) {
       const int64_t ix = indices.read_int(indices.at(p, j));
       if (ix < 0 || ix >= data.F)
-        m.fail("out-of-bounds", "nc_n_gather index " + std::to_string(ix) + " at indices[" + std::to_string(p) +
-                                    ", " + std::to_string(j) + "] is outside data's " + std::to_string(data.F) +
+        m.fail("out-of-bounds", "nc_n_gather index " + std::to_string(ix) + " at indices[" + std::to_string(p) + ", " +
+                                    std::to_string(j) + "] is outside data's " + std::to_string(data.F) +
                                     " elements per partition");
       out[dst.at(p, j)] = data.read_bits(data.at(p, ix));
     }

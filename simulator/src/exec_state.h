@@ -56,9 +56,9 @@ class Tile {
 
   ExecState* state_ = nullptr;
   Memory* mem_ = nullptr;
-  std::vector<int64_t> offset_;  // byte offset of element i in mem_
+  std::vector<int64_t> offset_;   // byte offset of element i in mem_
   std::vector<uint8_t> skipped_;  // empty, or 1 per element dropped by oob_mode=skip
-  std::string what_;             // operand description for messages
+  std::string what_;              // operand description for messages
   int tensor_ = -1;
   int esize_ = 4;  // dtype_size(dtype), looked up once per operand
 };

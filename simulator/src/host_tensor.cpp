@@ -22,8 +22,9 @@ HostTensor HostTensor::zeros(ir::DType dtype, std::vector<int64_t> shape) {
 HostTensor HostTensor::from_floats(ir::DType dtype, std::vector<int64_t> shape, std::span<const float> values) {
   HostTensor t = zeros(dtype, std::move(shape));
   if (static_cast<int64_t>(values.size()) != t.num_elements())
-    user_error({}, "host-tensor", "HostTensor::from_floats got " + std::to_string(values.size()) +
-                                      " values for a shape of " + std::to_string(t.num_elements()) + " elements");
+    user_error({}, "host-tensor",
+               "HostTensor::from_floats got " + std::to_string(values.size()) + " values for a shape of " +
+                   std::to_string(t.num_elements()) + " elements");
   for (int64_t i = 0; i < t.num_elements(); ++i) t.set(i, values[i]);
   return t;
 }

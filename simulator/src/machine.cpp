@@ -1,10 +1,10 @@
 #include "machine.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
-#include <cstring>
 #include <sstream>
 
 #include "knit/codegen/allocate.h"
@@ -34,8 +34,9 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     if (program) codegen::check_structure(*program);
   }
   if (args.size() != kernel.params.size())
-    user_error({}, "kernel-args", "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
-                                      " tensors but was given " + std::to_string(args.size()));
+    user_error({}, "kernel-args",
+               "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
+                   " tensors but was given " + std::to_string(args.size()));
   compute_liveness();
   pool_ = std::make_unique<MemoryPool>(kernel, plan_, !times_regions_only());
   int max_reg = -1;
@@ -46,8 +47,10 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     const TensorDecl& t = kernel.tensor(kernel.params[a]);
     if (args[a].dtype != t.dtype || args[a].shape != t.shape ||
         (!options.timing_only && static_cast<int64_t>(args[a].input_bytes().size()) != t.size_bytes()))
-      user_error(t.loc, "kernel-args", "argument " + std::to_string(a) + " ('" + t.name + "') does not match the "
-                                       "kernel's parameter dtype/shape");
+      user_error(t.loc, "kernel-args",
+                 "argument " + std::to_string(a) + " ('" + t.name +
+                     "') does not match the "
+                     "kernel's parameter dtype/shape");
   }
   // HBM tensors live for the whole kernel.
   for (size_t id = 0; id < kernel.tensors.size(); ++id) {
@@ -93,10 +96,6 @@ void Machine::warn(const std::string& message) {
   if (options_.on_warning) options_.on_warning(text);
 }
 
-
-
-
-
 Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const TensorDecl& t = kernel_.tensor(v.tensor);
   const MemoryPool::Placement& pl = pool_->placement(v.tensor);
@@ -139,14 +138,14 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
         tile.offset_[e] = 0;
       } else if (ind >= 0) {
         fail("indirect-out-of-bounds",
-             std::string(current_->opcode_name()) + " operand " + what + ": index " +
-                 std::to_string(rows[idx[ind]]) + " (entry " + std::to_string(idx[ind]) +
-                 " of the vector_offset tensor) reaches outside tensor '" + t.name +
+             std::string(current_->opcode_name()) + " operand " + what + ": index " + std::to_string(rows[idx[ind]]) +
+                 " (entry " + std::to_string(idx[ind]) + " of the vector_offset tensor) reaches outside tensor '" +
+                 t.name +
                  "'; fix the indices, or drop such rows with oob_mode skip (Python: oob_mode=nisa.oob_mode.skip, "
                  "C++: {.oob_mode = isa::oob_mode::skip})");
       } else {
-        fail("out-of-bounds", std::string(current_->opcode_name()) + " operand " + what +
-                                  " accesses outside tensor '" + t.name + "'");
+        fail("out-of-bounds",
+             std::string(current_->opcode_name()) + " operand " + what + " accesses outside tensor '" + t.name + "'");
       }
       for (size_t k = idx.size(); k-- > 0;) {
         if (++idx[k] < v.dims[k].num) break;
@@ -154,9 +153,9 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
       }
       continue;
     }
-    tile.offset_[e] = on_chip ? (pl.partition + byte / tensor_part_bytes) * capacity + pl.offset +
-                                    byte % tensor_part_bytes
-                              : byte;
+    tile.offset_[e] = on_chip
+                          ? (pl.partition + byte / tensor_part_bytes) * capacity + pl.offset + byte % tensor_part_bytes
+                          : byte;
     for (size_t k = idx.size(); k-- > 0;) {
       if (++idx[k] < v.dims[k].num) break;
       idx[k] = 0;
@@ -186,7 +185,8 @@ void Machine::compute_liveness() {
     }
   release_at_.assign(kernel_.body.size(), {});
   for (size_t id = 0; id < live.size(); ++id)
-    if (live[id].used() && is_on_chip(kernel_.tensors[id].buffer)) release_at_[live[id].last].push_back(static_cast<int>(id));
+    if (live[id].used() && is_on_chip(kernel_.tensors[id].buffer))
+      release_at_[live[id].last].push_back(static_cast<int>(id));
 }
 
 void Machine::execute(const Instruction& inst) {
@@ -243,12 +243,10 @@ size_t Machine::control(size_t pc, const Instruction& inst) {
       set_reg(op.iv.id, start);
       return start < loop_stop_[pc] ? pc + 1 : match_[pc] + 1;
     }
-    case Opcode::while_:
-      return reg(std::get<While>(inst.op).cond.id) != 0 ? pc + 1 : match_[pc] + 1;
+    case Opcode::while_: return reg(std::get<While>(inst.op).cond.id) != 0 ? pc + 1 : match_[pc] + 1;
     case Opcode::if_:
       return reg(std::get<If>(inst.op).cond.id) != 0 ? pc + 1 : match_[pc] + 1;  // past the else, or the end
-    case Opcode::else_:
-      return match_[pc] + 1;  // the then-branch ran: skip the else-branch
+    case Opcode::else_: return match_[pc] + 1;  // the then-branch ran: skip the else-branch
     case Opcode::end: {
       const size_t opener = match_[pc];
       const Instruction& head = kernel_.body[opener];
@@ -263,8 +261,7 @@ size_t Machine::control(size_t pc, const Instruction& inst) {
       }
       return pc + 1;
     }
-    default:
-      internal_error("not a control instruction");
+    default: internal_error("not a control instruction");
   }
 }
 
@@ -286,8 +283,9 @@ size_t Machine::step(size_t pc) {
   if (options_.timing_only && op == Opcode::register_store) return next;  // no data to write
   if (options_.timing_only && op == Opcode::register_load) {
     current_ = &inst;
-    fail("timing-only-data", "register_load reads a value from tensor data, which a timing-only run (shape "
-                             "placeholders instead of arrays) does not have; pass real arrays");
+    fail("timing-only-data",
+         "register_load reads a value from tensor data, which a timing-only run (shape "
+         "placeholders instead of arrays) does not have; pass real arrays");
   }
   if (is_block(op)) {
     current_ = &inst;

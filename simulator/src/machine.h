@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "exec_state.h"
 #include "knit/codegen/access.h"
 #include "knit/codegen/allocate.h"
 #include "knit/codegen/engine_program.h"
 #include "knit/ir/ir.h"
 #include "knit/ir/numerics.h"
 #include "knit/sim/interpreter.h"
-#include "exec_state.h"
 #include "memory_pool.h"
 #include "native/executor.h"
 
@@ -72,7 +72,8 @@ class Machine : public ExecState {
   void check_placed(size_t pc, int queue);
   [[noreturn]] void race(const codegen::Access& a, const codegen::Epoch& earlier, bool earlier_wrote, size_t pc,
                          int queue);
-  [[noreturn]] void semaphore_deadlock(const codegen::Region& region, const std::array<size_t, codegen::kNumQueues>& head,
+  [[noreturn]] void semaphore_deadlock(const codegen::Region& region,
+                                       const std::array<size_t, codegen::kNumQueues>& head,
                                        const codegen::QueueCounts& done);
   size_t control(size_t pc, const ir::Instruction& inst);
   // Multi-core kernels (core_barrier / sendrecv): each grid instance's instructions run in
@@ -99,18 +100,18 @@ class Machine : public ExecState {
   std::vector<HostTensor>& args_;
   InterpretOptions options_;
   std::vector<std::string> warnings_;
-  std::unique_ptr<NativeExecutor> native_;  // Backend::jit
-  codegen::MemoryPlan plan_;  // SBUF/PSUM addresses of every on-chip tensor
-  std::unique_ptr<MemoryPool> pool_;  // after plan_, which it refers to
+  std::unique_ptr<NativeExecutor> native_;               // Backend::jit
+  codegen::MemoryPlan plan_;                             // SBUF/PSUM addresses of every on-chip tensor
+  std::unique_ptr<MemoryPool> pool_;                     // after plan_, which it refers to
   std::vector<std::vector<int>> place_at_, release_at_;  // on-chip tensor ids per body index
-  std::vector<bool> overwritten_at_place_;  // by tensor: overwrites_whole at the instruction placing it
-  std::vector<bool> params_written_;        // params_written(), for a run with data
-  std::vector<size_t> match_;        // block instructions: index of the matching else/end/opener
-  std::vector<int64_t> loop_stop_;   // per loop instruction: its stop bound, read at entry
-  int core_ = 0;                   // the core whose instructions are executing
+  std::vector<bool> overwritten_at_place_;               // by tensor: overwrites_whole at the instruction placing it
+  std::vector<bool> params_written_;                     // params_written(), for a run with data
+  std::vector<size_t> match_;                            // block instructions: index of the matching else/end/opener
+  std::vector<int64_t> loop_stop_;                       // per loop instruction: its stop bound, read at entry
+  int core_ = 0;                                         // the core whose instructions are executing
   std::vector<Executed> executed_log_;
   codegen::AccessTracker races_;  // accesses of the running region, for the race checker
-  uint64_t rng_state_ = 0;         // Schedule::random
+  uint64_t rng_state_ = 0;        // Schedule::random
   int64_t executed_ = 0;
   const ir::Instruction* current_ = nullptr;
   int64_t warned_at_ = -1;

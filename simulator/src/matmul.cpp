@@ -28,13 +28,15 @@ void write_matmul_result(ExecState& m, Tile& dst, const std::vector<float>& part
     float previous = 0.0f;
     if (add && !dst.is_initialized(i)) {
       // Undefined on hardware; like NKI's simulator, warn and add to the fresh-memory sentinel.
-      m.warn(op + "(accumulate=True) adds into PSUM that was never written (undefined on hardware); "
-                  "use accumulate=None or False for the first matmul of a group");
+      m.warn(op +
+             "(accumulate=True) adds into PSUM that was never written (undefined on hardware); "
+             "use accumulate=None or False for the first matmul of a group");
       previous = std::numeric_limits<float>::quiet_NaN();
     } else if (add) {
       if (!dst.matmul_written(i))
-        m.warn(op + "(accumulate=True) adds into PSUM last written by a non-matmul instruction "
-                    "(undefined on trn1/trn2)");
+        m.warn(op +
+               "(accumulate=True) adds into PSUM last written by a non-matmul instruction "
+               "(undefined on trn1/trn2)");
       previous = dst.read(i);
     }
     dst.write_from_matmul(i, add ? previous + partial[i] : partial[i]);

@@ -70,8 +70,8 @@ class DmaPipe {
 struct CoreClock {
   std::array<double, kNumQueues> queue_free{};  // when each queue may start its next instruction
   DmaPipe dma;
-  int act_table = -1;                           // ScalarE function set loaded
-  double done = 0;                              // the latest result visible so far
+  int act_table = -1;  // ScalarE function set loaded
+  double done = 0;     // the latest result visible so far
   double now() const {
     double t = std::max(dma.end(), done);
     for (double q : queue_free) t = std::max(t, q);

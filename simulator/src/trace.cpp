@@ -67,14 +67,15 @@ std::string chrome_trace_json(const ir::Kernel& kernel, const std::vector<TimedI
     const int q = static_cast<int>(t.queue);
     tracks.insert({t.core, q});
     out += sep;
-    out += "{\"name\": " + json_quote(inst.opcode_name()) + ", \"cat\": \"" +
-           codegen::queue_name(t.queue) + "\", \"ph\": \"X\", \"pid\": " + std::to_string(t.core) +
-           ", \"tid\": " + std::to_string(q) + ", \"ts\": " + number(t.start_ns / 1e3) +
-           ", \"dur\": " + number(std::max(t.end_ns - t.start_ns, 1e-3) / 1e3) + ", \"args\": {\"source\": " +
-           json_quote(inst.loc.file + ":" + std::to_string(inst.loc.line)) + ", \"stall_ns\": " +
-           number(t.stall_ns) + ", \"waited_on\": " +
-           (t.stalled_on >= 0 ? "\"" + std::string(codegen::queue_name(static_cast<codegen::Queue>(t.stalled_on))) + "\""
-                              : std::string("null")) +
+    out += "{\"name\": " + json_quote(inst.opcode_name()) + ", \"cat\": \"" + codegen::queue_name(t.queue) +
+           "\", \"ph\": \"X\", \"pid\": " + std::to_string(t.core) + ", \"tid\": " + std::to_string(q) +
+           ", \"ts\": " + number(t.start_ns / 1e3) +
+           ", \"dur\": " + number(std::max(t.end_ns - t.start_ns, 1e-3) / 1e3) +
+           ", \"args\": {\"source\": " + json_quote(inst.loc.file + ":" + std::to_string(inst.loc.line)) +
+           ", \"stall_ns\": " + number(t.stall_ns) + ", \"waited_on\": " +
+           (t.stalled_on >= 0
+                ? "\"" + std::string(codegen::queue_name(static_cast<codegen::Queue>(t.stalled_on))) + "\""
+                : std::string("null")) +
            "}}";
     sep = ", ";
   }

@@ -16,7 +16,9 @@ class ZeroedBytes {
   ZeroedBytes(const ZeroedBytes&) = delete;
   ZeroedBytes& operator=(const ZeroedBytes&) = delete;
   ZeroedBytes(ZeroedBytes&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), borrowed_(std::exchange(o.borrowed_, false)) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        borrowed_(std::exchange(o.borrowed_, false)) {}
   ZeroedBytes& operator=(ZeroedBytes&& o) noexcept {
     if (this != &o) {
       release();

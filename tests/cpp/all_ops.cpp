@@ -48,8 +48,8 @@ ir::Kernel all_ops_kernel() {
     k.body.push_back(std::move(inst));
   };
   emit(ir::DmaCopy{S, HIN, ir::OobMode::skip, ir::DgeMode::hwdge, ir::Engine::sync}, "copy in");
-  emit(ir::NcMatmul{PS, BF, BF_as_u16, true, true, true, ir::Accumulate::on, {0, 64}, {64, 64},
-                    ir::MatmulPerfMode::double_row});
+  emit(ir::NcMatmul{
+      PS, BF, BF_as_u16, true, true, true, ir::Accumulate::on, {0, 64}, {64, 64}, ir::MatmulPerfMode::double_row});
   emit(ir::NcTranspose{BF, S_half, ir::Engine::vector});
   emit(ir::Activation{S, ir::ActFunc::gelu_apprx_tanh, S_half, Operand::of(COL), Operand::immediate(0.1),
                       ir::AluOp::add, COL, ir::ReduceCmd::reset_reduce, -0.25});
@@ -114,6 +114,5 @@ ir::Kernel all_ops_kernel() {
   emit(ir::NcMatmulMx{PS, S_fn_x4, S_fp4_x4, I32_e8m0, BF_as_u16, {32, 0}, {32, 128}, ir::Accumulate::off});
   return k;
 }
-
 
 }  // namespace knit::testing_support

@@ -33,7 +33,8 @@ void require_same(const ByteFlags& flags, const std::vector<uint8_t>& naive, std
   for (int probe = 0; probe < 200; ++probe) {
     const int64_t at = static_cast<int64_t>(rng() % static_cast<uint32_t>(n));
     const int64_t len = 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(n - at));
-    for (uint8_t value : {uint8_t{0}, uint8_t{1}}) REQUIRE(flags.all(at, len, value) == naive_all(naive, at, len, value));
+    for (uint8_t value : {uint8_t{0}, uint8_t{1}})
+      REQUIRE(flags.all(at, len, value) == naive_all(naive, at, len, value));
   }
 }
 

@@ -162,20 +162,19 @@ TEST_CASE("assign_engines follows the engine rules and round-robins DMAs", "[cod
   const Passes p = run_passes(kEngines);
   REQUIRE(p.kernel.body.size() == 18);
   const std::vector<std::pair<uint32_t, Queue>> expected = {
-      {0, Queue::dma0},   // dma_copy
-      {1, Queue::dma1},   // dma_copy
-      {2, Queue::pe},     // nc_matmul
-      {3, Queue::act},    // activation
-      {4, Queue::pool},   // iota
-      {5, Queue::pool},   // affine_select
-      {6, Queue::dve},    // tensor_tensor, engine unknown
-      {7, Queue::pool},   // tensor_tensor engine=gpsimd
-      {8, Queue::act},    // tensor_scalar engine=scalar
-      {11, Queue::dma2},  // the DMA counter continues inside the loop
-      {12, Queue::dma3},
-      {13, Queue::dma0},  // wraps after dma3
-      {15, Queue::pool},  // tensor_tensor op=power, engine unknown: GpSimd only
-      {16, Queue::dve},   // tensor_scalar, engine unknown
+      {0, Queue::dma0},                      // dma_copy
+      {1, Queue::dma1},                      // dma_copy
+      {2, Queue::pe},                        // nc_matmul
+      {3, Queue::act},                       // activation
+      {4, Queue::pool},                      // iota
+      {5, Queue::pool},                      // affine_select
+      {6, Queue::dve},                       // tensor_tensor, engine unknown
+      {7, Queue::pool},                      // tensor_tensor engine=gpsimd
+      {8, Queue::act},                       // tensor_scalar engine=scalar
+      {11, Queue::dma2},                     // the DMA counter continues inside the loop
+      {12, Queue::dma3}, {13, Queue::dma0},  // wraps after dma3
+      {15, Queue::pool},                     // tensor_tensor op=power, engine unknown: GpSimd only
+      {16, Queue::dve},                      // tensor_scalar, engine unknown
       {17, Queue::dma1},
   };
   for (const auto& [ir, queue] : expected) {
@@ -414,9 +413,9 @@ TEST_CASE("AccessTracker reports the conflicting earlier accesses of each byte",
   CHECK(record(1, 50, 150, false, 1, 1) == S{"0 write"});  // overlaps [50, 100)
   CHECK(record(1, 120, 200, false, 2, 2) == S{});          // never written, reads do not conflict
   CHECK(record(1, 0, 200, true, 3, 3) == S{"0 write", "1 read", "2 read"});
-  CHECK(record(2, 0, 200, true, 0, 4) == S{});  // another memory
+  CHECK(record(2, 0, 200, true, 0, 4) == S{});           // another memory
   CHECK(record(1, 0, 10, false, 0, 5) == S{"3 write"});  // the write replaced every earlier access
-  CHECK(record(1, 10, 10, true, 0, 6) == S{});            // empty range
+  CHECK(record(1, 10, 10, true, 0, 6) == S{});           // empty range
   tracker.clear();
   CHECK(record(1, 0, 200, true, 1, 7) == S{});
 }
@@ -454,7 +453,7 @@ TEST_CASE("waits enforce cross-queue dependences only, and drop waits implied by
   CHECK(p.program.dependences == 4);
 
   const codegen::ProgramStats s = p.program.stats();
-  const std::array<int64_t, codegen::kNumQueues> per_queue = {/*pe*/ 0, /*act*/ 1, /*dve*/ 0, /*pool*/ 2,
+  const std::array<int64_t, codegen::kNumQueues> per_queue = {/*pe*/ 0,   /*act*/ 1,  /*dve*/ 0,  /*pool*/ 2,
                                                               /*dma0*/ 1, /*dma1*/ 1, /*dma2*/ 0, /*dma3*/ 0};
   CHECK(s.instructions == per_queue);
   CHECK(s.waits == 3);
@@ -542,16 +541,11 @@ namespace {
 std::string two_lifetimes(const char* target, int cols) {
   const std::string c = std::to_string(cols);
   const std::string whole = "@0[[" + c + ",128],[1," + c + "]]";
-  return std::string("kernel \"lifetimes\" target=") + target + " {\n" +
-         "  param %0 \"x\" hbm float32[128, " + c + "]\n" +
-         "  tensor %1 \"out\" shared_hbm float32[128, " + c + "]\n" +
-         "  tensor %2 \"a\" sbuf float32[128, " + c + "]\n" +
-         "  tensor %3 \"b\" sbuf float32[128, " + c + "]\n" +
-         "  dma_copy dst=%2" + whole + " src=%0" + whole + "\n" +
-         "  dma_copy dst=%1" + whole + " src=%2" + whole + "\n" +
-         "  dma_copy dst=%3" + whole + " src=%0" + whole + "\n" +
-         "  dma_copy dst=%1" + whole + " src=%3" + whole + "\n" +
-         "  return %1\n}\n";
+  return std::string("kernel \"lifetimes\" target=") + target + " {\n" + "  param %0 \"x\" hbm float32[128, " + c +
+         "]\n" + "  tensor %1 \"out\" shared_hbm float32[128, " + c + "]\n" + "  tensor %2 \"a\" sbuf float32[128, " +
+         c + "]\n" + "  tensor %3 \"b\" sbuf float32[128, " + c + "]\n" + "  dma_copy dst=%2" + whole + " src=%0" +
+         whole + "\n" + "  dma_copy dst=%1" + whole + " src=%2" + whole + "\n" + "  dma_copy dst=%3" + whole +
+         " src=%0" + whole + "\n" + "  dma_copy dst=%1" + whole + " src=%3" + whole + "\n" + "  return %1\n}\n";
 }
 
 }  // namespace
@@ -912,7 +906,7 @@ std::vector<std::string> files_in(const std::filesystem::path& dir) {
   return names;
 }
 
-const std::vector<std::string> kDumpFiles = {"01-verify.txt",  "02-legalize.txt",     "03-allocate.txt",
+const std::vector<std::string> kDumpFiles = {"01-verify.txt",  "02-legalize.txt",    "03-allocate.txt",
                                              "04-engines.txt", "05-dependences.txt", "06-program.txt"};
 
 }  // namespace

@@ -96,8 +96,12 @@ float fold(const float* v, int64_t n, const std::function<float(float, float)>& 
   for (int64_t i = 1; i < n; ++i) r = op(r, v[i]);
   return r;
 }
-float fold_add(const float* v, int64_t n) { return fold(v, n, [](float a, float b) { return a + b; }); }
-float fold_max(const float* v, int64_t n) { return fold(v, n, [](float a, float b) { return std::fmax(a, b); }); }
+float fold_add(const float* v, int64_t n) {
+  return fold(v, n, [](float a, float b) { return a + b; });
+}
+float fold_max(const float* v, int64_t n) {
+  return fold(v, n, [](float a, float b) { return std::fmax(a, b); });
+}
 
 }  // namespace
 
@@ -282,7 +286,8 @@ TEST_CASE("tensor_tensor: bit-vector ops on integer bit patterns", "[compute][te
       return {y};
     });
     std::vector<int64_t> want(4);
-    for (int i = 0; i < 4; ++i) want[i] = static_cast<int32_t>(f(static_cast<uint32_t>(a[i]), static_cast<uint32_t>(b[i])));
+    for (int i = 0; i < 4; ++i)
+      want[i] = static_cast<int32_t>(f(static_cast<uint32_t>(a[i]), static_cast<uint32_t>(b[i])));
     check_ints(out[0], want);
   }
   // uint16: shifts are on the (zero-extended) pattern and the result keeps the low 16 bits.
@@ -325,13 +330,14 @@ TEST_CASE("tensor_tensor: int32/uint32 use exact integer math with saturation", 
     check_ints(out[1], want_u);
   }
   // uint32 x uint32 products overflow int64 and still saturate.
-  auto out = run_tiles({ints(DType::uint32, {1, 3}, {4000000000LL, 5, 0}), ints(DType::uint32, {1, 3}, {4000000000LL, 3, 7})},
-                       [](const Tiles& t) -> Tiles {
-                         auto m = nl::ndarray({1, 3}, nl::uint32), s = nl::ndarray({1, 3}, nl::uint32);
-                         isa::tensor_tensor(m, t[0], t[1], nl::multiply);
-                         isa::tensor_tensor(s, t[0], t[1], nl::subtract);
-                         return {m, s};
-                       });
+  auto out = run_tiles(
+      {ints(DType::uint32, {1, 3}, {4000000000LL, 5, 0}), ints(DType::uint32, {1, 3}, {4000000000LL, 3, 7})},
+      [](const Tiles& t) -> Tiles {
+        auto m = nl::ndarray({1, 3}, nl::uint32), s = nl::ndarray({1, 3}, nl::uint32);
+        isa::tensor_tensor(m, t[0], t[1], nl::multiply);
+        isa::tensor_tensor(s, t[0], t[1], nl::subtract);
+        return {m, s};
+      });
   check_ints(out[0], {4294967295LL, 15, 0});
   check_ints(out[1], {0, 2, 0});
 }
@@ -377,16 +383,16 @@ TEST_CASE("tensor_scalar: two stages with immediates and [P,1] tiles, reverse fl
   const auto x = random_values(P * F, 21);
   const std::vector<float> c0{1.0f, -2.0f, 0.5f}, c1{3.0f, -0.25f, 8.0f};
   for (DType dt : {f32, DType::bfloat16}) {
-    auto out = run_tiles({host(f32, {P, F}, x), host(f32, {P, 1}, c0), host(f32, {P, 1}, c1)},
-                         [&](const Tiles& t) -> Tiles {
-                           auto a = nl::ndarray({P, F}, dt), b = nl::ndarray({P, F}, dt), c = nl::ndarray({P, F}, dt);
-                           isa::tensor_scalar(a, t[0], nl::multiply, 2.0, {.op1 = nl::add, .operand1 = 1.0});
-                           // b = c1 / (c0 - x)
-                           isa::tensor_scalar(b, t[0], nl::subtract, t[1],
-                                              {.reverse0 = true, .op1 = nl::divide, .operand1 = t[2], .reverse1 = true});
-                           isa::tensor_scalar(c, t[0], nl::subtract, t[1]);  // op1 = None: one stage
-                           return {a, b, c};
-                         });
+    auto out = run_tiles(
+        {host(f32, {P, F}, x), host(f32, {P, 1}, c0), host(f32, {P, 1}, c1)}, [&](const Tiles& t) -> Tiles {
+          auto a = nl::ndarray({P, F}, dt), b = nl::ndarray({P, F}, dt), c = nl::ndarray({P, F}, dt);
+          isa::tensor_scalar(a, t[0], nl::multiply, 2.0, {.op1 = nl::add, .operand1 = 1.0});
+          // b = c1 / (c0 - x)
+          isa::tensor_scalar(b, t[0], nl::subtract, t[1],
+                             {.reverse0 = true, .op1 = nl::divide, .operand1 = t[2], .reverse1 = true});
+          isa::tensor_scalar(c, t[0], nl::subtract, t[1]);  // op1 = None: one stage
+          return {a, b, c};
+        });
     std::vector<float> wa(P * F), wb(P * F), wc(P * F);
     for (int64_t i = 0; i < P * F; ++i) {
       const int64_t p = i / F;
@@ -423,13 +429,14 @@ TEST_CASE("tensor_scalar: unary op0 ignores operand0; float results round/satura
 
 TEST_CASE("tensor_scalar: bit-vector ops with immediates, tiles and reverse", "[compute][tensor_scalar]") {
   const std::vector<int64_t> x{0x1234, -1, 5, 0xFF};
-  auto out = run_tiles({ints(DType::int32, {2, 2}, x), ints(DType::int32, {2, 1}, {1, 2})}, [](const Tiles& t) -> Tiles {
-    auto a = nl::ndarray({2, 2}, nl::int32), b = nl::ndarray({2, 2}, nl::int32), c = nl::ndarray({2, 2}, nl::uint8);
-    isa::tensor_scalar(a, t[0], nl::bitwise_and, 240.0, {.op1 = nl::bitwise_or, .operand1 = 3.0});
-    isa::tensor_scalar(b, t[0], nl::left_shift, t[1], {.reverse0 = true});  // t[1] << x
-    isa::tensor_scalar(c, t[0], nl::invert, {}, {.op1 = nl::right_shift, .operand1 = t[1]});
-    return {a, b, c};
-  });
+  auto out = run_tiles(
+      {ints(DType::int32, {2, 2}, x), ints(DType::int32, {2, 1}, {1, 2})}, [](const Tiles& t) -> Tiles {
+        auto a = nl::ndarray({2, 2}, nl::int32), b = nl::ndarray({2, 2}, nl::int32), c = nl::ndarray({2, 2}, nl::uint8);
+        isa::tensor_scalar(a, t[0], nl::bitwise_and, 240.0, {.op1 = nl::bitwise_or, .operand1 = 3.0});
+        isa::tensor_scalar(b, t[0], nl::left_shift, t[1], {.reverse0 = true});  // t[1] << x
+        isa::tensor_scalar(c, t[0], nl::invert, {}, {.op1 = nl::right_shift, .operand1 = t[1]});
+        return {a, b, c};
+      });
   const std::vector<uint32_t> col{1, 2};
   std::vector<int64_t> wa(4), wb(4), wc(4);
   for (int i = 0; i < 4; ++i) {
@@ -492,8 +499,7 @@ TEST_CASE("reciprocal: 1/x in fp32, zeros, infinities and NaN", "[compute][recip
 
 // ---- tensor_tensor_scan ------------------------------------------------------------------------------------
 
-TEST_CASE("tensor_tensor_scan: cumulative sum, decays, [P,1] initial, reverse flags",
-          "[compute][tensor_tensor_scan]") {
+TEST_CASE("tensor_tensor_scan: cumulative sum, decays, [P,1] initial, reverse flags", "[compute][tensor_tensor_scan]") {
   const int64_t P = 2, F = 6;
   const auto d0 = random_values(P * F, 41, 0.5f, 1.0f), d1 = random_values(P * F, 42);
   const std::vector<float> init{0.3f, -1.7f};
@@ -662,9 +668,21 @@ struct Env {
 Env make_env(nl::tensor x) {
   auto sb = [](std::vector<int64_t> shape, DType dt = DType::float32) { return nl::ndarray(shape, dt); };
   auto ps = [](std::vector<int64_t> shape) { return nl::ndarray(shape, nl::float32, nl::psum); };
-  return Env{x,          sb({4, 8}),         sb({4, 8}),  sb({4, 8}),  sb({4, 1}),
-             sb({2, 1}), sb({4, 16}),        sb({2, 8}),  ps({4, 8}),  ps({4, 8}),
-             ps({4, 1}), sb({4, 8}, nl::int32), sb({4, 8}, nl::int32), sb({4, 1}, nl::int32), sb({4, 2, 4}),
+  return Env{x,
+             sb({4, 8}),
+             sb({4, 8}),
+             sb({4, 8}),
+             sb({4, 1}),
+             sb({2, 1}),
+             sb({4, 16}),
+             sb({2, 8}),
+             ps({4, 8}),
+             ps({4, 8}),
+             ps({4, 1}),
+             sb({4, 8}, nl::int32),
+             sb({4, 8}, nl::int32),
+             sb({4, 1}, nl::int32),
+             sb({4, 2, 4}),
              sb({4, 1}, nl::tfloat32)};
 }
 
@@ -675,14 +693,25 @@ struct BadCase {
 };
 
 // Each case is written on ONE line: the body records __LINE__ next to the failing ISA call.
-#define BAD_ON(target, rule, ...) BadCase{rule, target, [](Env& e, int& line) { line = __LINE__; __VA_ARGS__; }}
+#define BAD_ON(target, rule, ...)         \
+  BadCase {                               \
+    rule, target, [](Env& e, int& line) { \
+      line = __LINE__;                    \
+      __VA_ARGS__;                        \
+    }                                     \
+  }
 #define BAD(rule, ...) BAD_ON(ir::Target::trn2, rule, __VA_ARGS__)
 
 void expect_rule(const BadCase& bad) {
   int line = -1;
   try {
-    trace("bad", [&](nl::tensor x) { Env e = make_env(x); bad.body(e, line); }, {arg({4, 8}, nl::float32, "x")},
-          bad.target);
+    trace(
+        "bad",
+        [&](nl::tensor x) {
+          Env e = make_env(x);
+          bad.body(e, line);
+        },
+        {arg({4, 8}, nl::float32, "x")}, bad.target);
     FAIL("expected a [" << bad.rule << "] error from line " << line);
   } catch (const knit::Error& err) {
     INFO(err.what());
@@ -800,14 +829,20 @@ TEST_CASE("verifier: valid compute instructions are accepted, with the operand f
           "ok",
           [](nl::tensor x) {
             Env e = make_env(x);
-            isa::activation(e.a, nl::exp, e.ps, {.bias = e.col, .scale = e.pcol, .reduce_op = nl::add,
-                                                  .reduce_res = e.pcol, .reduce_cmd = RC::reset_reduce});
+            isa::activation(e.a, nl::exp, e.ps,
+                            {.bias = e.col,
+                             .scale = e.pcol,
+                             .reduce_op = nl::add,
+                             .reduce_res = e.pcol,
+                             .reduce_cmd = RC::reset_reduce});
             isa::tensor_tensor(e.a, e.ps, e.d3, nl::add);  // free shapes may differ, sizes match
             isa::tensor_scalar(e.i32, e.i32b, nl::invert, {}, {.op1 = nl::bitwise_and, .operand1 = e.icol});
-            isa::tensor_scalar(e.a, e.b, nl::multiply, e.col, {.op1 = nl::add, .operand1 = 2.0, .engine = isa::scalar_engine});
+            isa::tensor_scalar(e.a, e.b, nl::multiply, e.col,
+                               {.op1 = nl::add, .operand1 = 2.0, .engine = isa::scalar_engine});
             isa::tensor_reduce(e.col.reshape({4, 1, 1}), nl::add, e.d3, {1, 2}, {.keepdims = true});
             isa::tensor_reduce(e.b.reshape({4, 2, 4}).slice(2, 0, 1), nl::maximum, e.d3, {-1});
-            isa::tensor_scalar_reduce(e.a, e.b, nl::abs, {}, nl::maximum, {.reduce_cmd = RC::load_reduce, .reduce_init = e.col});
+            isa::tensor_scalar_reduce(e.a, e.b, nl::abs, {}, nl::maximum,
+                                      {.reduce_cmd = RC::load_reduce, .reduce_init = e.col});
           },
           {arg({4, 8}, nl::float32, "x")}, target);
     };

@@ -62,7 +62,7 @@ TEST_CASE("register arithmetic is 32-bit with floor division", "[control]") {
       {"greater_equal", 1, 2, 0},
       {"equal", 4, 4, 1},
       {"bitwise_xor", 6, 3, 5},
-      {"left_shift", 1, 33, 2},  // shift count mod 32
+      {"left_shift", 1, 33, 2},    // shift count mod 32
       {"right_shift", -8, 1, -4},  // arithmetic
       {"logical_and", 3, 0, 0},
   };
@@ -73,8 +73,9 @@ TEST_CASE("register arithmetic is 32-bit with floor division", "[control]") {
                              "  register_store dst=%0@0[[1,1],[1,1]] src=r1\n  return %0\n}\n";
     CHECK(ints_of(run(text, {})[0])[0] == c.want);
   }
-  expect_error(kHead + "  register_move dst=r0 src=1\n  register_alu dst=r1 a=r0 op=divide b=0\n"
-                       "  register_store dst=%0@0[[1,1],[1,1]] src=r1\n  return %0\n}\n",
+  expect_error(kHead +
+                   "  register_move dst=r0 src=1\n  register_alu dst=r1 a=r0 op=divide b=0\n"
+                   "  register_store dst=%0@0[[1,1],[1,1]] src=r1\n  return %0\n}\n",
                {}, "register-divide-by-zero", "division by zero");
 }
 
@@ -163,8 +164,8 @@ TEST_CASE("a dynamic offset out of range fails with the register values", "[cont
 }
 
 TEST_CASE("register errors: never-set register, instruction budget, block structure", "[control]") {
-  expect_error(kHead + "  register_store dst=%0@0[[1,1],[1,1]] src=r4\n  return %0\n}\n", {},
-               "uninitialized-register", "r4");
+  expect_error(kHead + "  register_store dst=%0@0[[1,1],[1,1]] src=r4\n  return %0\n}\n", {}, "uninitialized-register",
+               "r4");
   sim::InterpretOptions budget;
   budget.max_instructions = 1000;
   expect_error(kHead + "  register_move dst=r0 src=1\n  while cond=r0\n  end\n  return %0\n}\n", {},
@@ -205,8 +206,7 @@ TEST_CASE("indirect rows: gather, out-of-range error, oob skip, scatter-add", "[
                "index 10 (entry 2");
   out = run(with(" oob_mode=skip"), {test::host(DT::float32, {10, 4}, table), ints({6, 1}, bad)})[0].to_floats();
   for (int r = 0; r < 6; ++r)
-    for (int c = 0; c < 4; ++c)
-      CHECK(out[r * 4 + c] == (bad[r] < 0 || bad[r] >= 10 ? -1.0f : table[bad[r] * 4 + c]));
+    for (int c = 0; c < 4; ++c) CHECK(out[r * 4 + c] == (bad[r] < 0 || bad[r] >= 10 ? -1.0f : table[bad[r] * 4 + c]));
 
   // Scatter-add with repeated rows: every contribution lands when unique_indices=false.
   const std::string scatter =
@@ -236,8 +236,8 @@ TEST_CASE("indirect rows: gather, out-of-range error, oob skip, scatter-add", "[
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 3; ++c) want[rows[r] * 3 + c] += vals[r * 3 + c];
   CHECK(args[0].to_floats() == want);
-  expect_error(scatter_with(""), {test::host(DT::float32, {5, 3}, base), ints({4, 1}, rows),
-                                  test::host(DT::float32, {4, 3}, vals)},
+  expect_error(scatter_with(""),
+               {test::host(DT::float32, {5, 3}, base), ints({4, 1}, rows), test::host(DT::float32, {4, 3}, vals)},
                "duplicate-index", "repeats index 2");
 }
 

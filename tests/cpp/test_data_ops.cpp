@@ -20,16 +20,15 @@ namespace {
 
 // HBM [P, F] -> SBUF -> HBM, copying through a tile of `tile_dtype`.
 ir::Kernel roundtrip_kernel(int64_t P, int64_t F, ir::DType in, ir::DType tile_dtype, ir::DType out_dtype) {
-  return trace(
-      "roundtrip",
-      [&](nl::tensor x) {
-        auto tile = nl::ndarray({P, F}, tile_dtype);
-        auto out = nl::ndarray({P, F}, out_dtype, nl::shared_hbm);
-        isa::dma_copy(tile, x);
-        isa::dma_copy(out, tile);
-        return out;
-      },
-      {arg({P, F}, in, "x")});
+  return trace("roundtrip",
+               [&](nl::tensor x) {
+                 auto tile = nl::ndarray({P, F}, tile_dtype);
+                 auto out = nl::ndarray({P, F}, out_dtype, nl::shared_hbm);
+                 isa::dma_copy(tile, x);
+                 isa::dma_copy(out, tile);
+                 return out;
+               },
+               {arg({P, F}, in, "x")});
 }
 
 }  // namespace
@@ -55,16 +54,15 @@ TEST_CASE("dma_copy of equal dtypes is bit exact, NaN payloads included", "[data
 
 TEST_CASE("dma_copy needs only equal element counts; shapes may differ", "[data][dma_copy]") {
   // A [4, 6] HBM tensor copied into a [3, 8] tile and back out flat: element order is row-major.
-  ir::Kernel k = trace(
-      "reflow",
-      [](nl::tensor x) {
-        auto tile = nl::ndarray({3, 8}, nl::float32);
-        auto out = nl::ndarray({24}, nl::float32, nl::shared_hbm);
-        isa::dma_copy(tile, x);
-        isa::dma_copy(out, tile);
-        return out;
-      },
-      {arg({4, 6}, nl::float32)});
+  ir::Kernel k = trace("reflow",
+                       [](nl::tensor x) {
+                         auto tile = nl::ndarray({3, 8}, nl::float32);
+                         auto out = nl::ndarray({24}, nl::float32, nl::shared_hbm);
+                         isa::dma_copy(tile, x);
+                         isa::dma_copy(out, tile);
+                         return out;
+                       },
+                       {arg({4, 6}, nl::float32)});
   std::vector<float> v(24);
   for (int i = 0; i < 24; ++i) v[i] = static_cast<float>(i);
   auto out = run(k, {host(ir::DType::float32, {4, 6}, v)});
@@ -73,19 +71,18 @@ TEST_CASE("dma_copy needs only equal element counts; shapes may differ", "[data]
 
 TEST_CASE("dma_copy with a strided and broadcast source view", "[data][dma_copy]") {
   // src = x[:, ::2] (every other column) and a stride-0 partition broadcast of row 1.
-  ir::Kernel k = trace(
-      "strided",
-      [](nl::tensor x) {
-        auto a = nl::ndarray({4, 3}, nl::float32);
-        auto b = nl::ndarray({4, 6}, nl::float32);
-        isa::dma_copy(a, x(nl::all, nl::slice(0, 6, 2)));
-        isa::dma_copy(b, x(nl::ds(1, 1), nl::all).broadcast(0, 4));
-        auto out = nl::ndarray({4, 9}, nl::float32, nl::shared_hbm);
-        isa::dma_copy(out(nl::all, nl::ds(0, 3)), a);
-        isa::dma_copy(out(nl::all, nl::ds(3, 6)), b);
-        return out;
-      },
-      {arg({4, 6}, nl::float32)});
+  ir::Kernel k = trace("strided",
+                       [](nl::tensor x) {
+                         auto a = nl::ndarray({4, 3}, nl::float32);
+                         auto b = nl::ndarray({4, 6}, nl::float32);
+                         isa::dma_copy(a, x(nl::all, nl::slice(0, 6, 2)));
+                         isa::dma_copy(b, x(nl::ds(1, 1), nl::all).broadcast(0, 4));
+                         auto out = nl::ndarray({4, 9}, nl::float32, nl::shared_hbm);
+                         isa::dma_copy(out(nl::all, nl::ds(0, 3)), a);
+                         isa::dma_copy(out(nl::all, nl::ds(3, 6)), b);
+                         return out;
+                       },
+                       {arg({4, 6}, nl::float32)});
   std::vector<float> v(24);
   for (int i = 0; i < 24; ++i) v[i] = static_cast<float>(i);
   auto out = run(k, {host(ir::DType::float32, {4, 6}, v)});
@@ -96,32 +93,30 @@ TEST_CASE("dma_copy with a strided and broadcast source view", "[data][dma_copy]
 }
 
 TEST_CASE("dma_transpose permutes 2-D and 3-D sources", "[data][dma_transpose]") {
-  ir::Kernel k2 = trace(
-      "t2",
-      [](nl::tensor x) {
-        auto tile = nl::ndarray({6, 4}, nl::bfloat16);
-        isa::dma_transpose(tile, x);
-        auto out = nl::ndarray({6, 4}, nl::bfloat16, nl::shared_hbm);
-        isa::dma_copy(out, tile);
-        return out;
-      },
-      {arg({4, 6}, nl::bfloat16)});
+  ir::Kernel k2 = trace("t2",
+                        [](nl::tensor x) {
+                          auto tile = nl::ndarray({6, 4}, nl::bfloat16);
+                          isa::dma_transpose(tile, x);
+                          auto out = nl::ndarray({6, 4}, nl::bfloat16, nl::shared_hbm);
+                          isa::dma_copy(out, tile);
+                          return out;
+                        },
+                        {arg({4, 6}, nl::bfloat16)});
   std::vector<float> v(24);
   for (int i = 0; i < 24; ++i) v[i] = static_cast<float>(i);
   auto out = run(k2, {host(ir::DType::bfloat16, {4, 6}, v)});
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 6; ++j) CHECK(out[0].get(j * 4 + i) == v[i * 6 + j]);
 
-  ir::Kernel k3 = trace(
-      "t3",
-      [](nl::tensor x) {
-        auto tile = nl::ndarray({4, 3, 2}, nl::bfloat16);
-        isa::dma_transpose(tile, x);  // axes (2, 1, 0)
-        auto out = nl::ndarray({4, 3, 2}, nl::bfloat16, nl::shared_hbm);
-        isa::dma_copy(out, tile);
-        return out;
-      },
-      {arg({2, 3, 4}, nl::bfloat16)});
+  ir::Kernel k3 = trace("t3",
+                        [](nl::tensor x) {
+                          auto tile = nl::ndarray({4, 3, 2}, nl::bfloat16);
+                          isa::dma_transpose(tile, x);  // axes (2, 1, 0)
+                          auto out = nl::ndarray({4, 3, 2}, nl::bfloat16, nl::shared_hbm);
+                          isa::dma_copy(out, tile);
+                          return out;
+                        },
+                        {arg({2, 3, 4}, nl::bfloat16)});
   out = run(k3, {host(ir::DType::bfloat16, {2, 3, 4}, v)});
   for (int a = 0; a < 2; ++a)
     for (int b = 0; b < 3; ++b)
@@ -132,22 +127,21 @@ namespace {
 
 // out[M, N] = a[K, M].T @ b[K, N], one matmul, PSUM evicted to fp32.
 ir::Kernel single_matmul(int64_t K, int64_t M, int64_t N, ir::DType in) {
-  return trace(
-      "mm",
-      [=](nl::tensor a, nl::tensor b) {
-        auto ta = nl::ndarray({K, M}, in);
-        auto tb = nl::ndarray({K, N}, in);
-        isa::dma_copy(ta, a);
-        isa::dma_copy(tb, b);
-        auto acc = nl::ndarray({M, N}, nl::float32, nl::psum);
-        isa::nc_matmul(acc, ta, tb);
-        auto res = nl::ndarray({M, N}, nl::float32);
-        isa::tensor_copy(res, acc);
-        auto out = nl::ndarray({M, N}, nl::float32, nl::shared_hbm);
-        isa::dma_copy(out, res);
-        return out;
-      },
-      {arg({K, M}, in), arg({K, N}, in)});
+  return trace("mm",
+               [=](nl::tensor a, nl::tensor b) {
+                 auto ta = nl::ndarray({K, M}, in);
+                 auto tb = nl::ndarray({K, N}, in);
+                 isa::dma_copy(ta, a);
+                 isa::dma_copy(tb, b);
+                 auto acc = nl::ndarray({M, N}, nl::float32, nl::psum);
+                 isa::nc_matmul(acc, ta, tb);
+                 auto res = nl::ndarray({M, N}, nl::float32);
+                 isa::tensor_copy(res, acc);
+                 auto out = nl::ndarray({M, N}, nl::float32, nl::shared_hbm);
+                 isa::dma_copy(out, res);
+                 return out;
+               },
+               {arg({K, M}, in), arg({K, N}, in)});
 }
 
 }  // namespace
@@ -170,23 +164,22 @@ TEST_CASE("nc_matmul computes stationary.T @ moving with fp32 accumulation in k 
 TEST_CASE("nc_matmul accumulate: None overwrites then adds, True adds, False overwrites", "[data][nc_matmul]") {
   const int64_t K = 4, M = 2, N = 3;
   auto kernel = [&](std::optional<bool> second) {
-    return trace(
-        "acc",
-        [=](nl::tensor a, nl::tensor b) {
-          auto ta = nl::ndarray({K, M}, nl::float32);
-          auto tb = nl::ndarray({K, N}, nl::float32);
-          isa::dma_copy(ta, a);
-          isa::dma_copy(tb, b);
-          auto acc = nl::ndarray({M, N}, nl::float32, nl::psum);
-          isa::nc_matmul(acc, ta, tb);                             // first: overwrite (None)
-          isa::nc_matmul(acc, ta, tb, {.accumulate = second});     // second: per mode
-          auto res = nl::ndarray({M, N}, nl::float32);
-          isa::tensor_copy(res, acc);
-          auto out = nl::ndarray({M, N}, nl::float32, nl::shared_hbm);
-          isa::dma_copy(out, res);
-          return out;
-        },
-        {arg({K, M}, nl::float32), arg({K, N}, nl::float32)});
+    return trace("acc",
+                 [=](nl::tensor a, nl::tensor b) {
+                   auto ta = nl::ndarray({K, M}, nl::float32);
+                   auto tb = nl::ndarray({K, N}, nl::float32);
+                   isa::dma_copy(ta, a);
+                   isa::dma_copy(tb, b);
+                   auto acc = nl::ndarray({M, N}, nl::float32, nl::psum);
+                   isa::nc_matmul(acc, ta, tb);                          // first: overwrite (None)
+                   isa::nc_matmul(acc, ta, tb, {.accumulate = second});  // second: per mode
+                   auto res = nl::ndarray({M, N}, nl::float32);
+                   isa::tensor_copy(res, acc);
+                   auto out = nl::ndarray({M, N}, nl::float32, nl::shared_hbm);
+                   isa::dma_copy(out, res);
+                   return out;
+                 },
+                 {arg({K, M}, nl::float32), arg({K, N}, nl::float32)});
   };
   std::vector<float> a(K * M), b(K * N);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 3) - 1.0f;
@@ -195,7 +188,9 @@ TEST_CASE("nc_matmul accumulate: None overwrites then adds, True adds, False ove
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) once[m * N + n] += a[k * M + m] * b[k * N + n];
-  auto args = [&] { return std::vector<HostTensor>{host(ir::DType::float32, {K, M}, a), host(ir::DType::float32, {K, N}, b)}; };
+  auto args = [&] {
+    return std::vector<HostTensor>{host(ir::DType::float32, {K, M}, a), host(ir::DType::float32, {K, N}, b)};
+  };
   auto none = run(kernel(std::nullopt), args());
   auto on = run(kernel(true), args());
   auto off = run(kernel(false), args());
@@ -207,20 +202,19 @@ TEST_CASE("nc_matmul accumulate: None overwrites then adds, True adds, False ove
 }
 
 TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns and adds to the NaN sentinel", "[data][nc_matmul]") {
-  ir::Kernel k = trace(
-      "bad_acc",
-      [](nl::tensor a) {
-        auto ta = nl::ndarray({4, 4}, nl::float32);
-        isa::dma_copy(ta, a);
-        auto acc = nl::ndarray({4, 4}, nl::float32, nl::psum);
-        isa::nc_matmul(acc, ta, ta, {.accumulate = true});
-        auto res = nl::ndarray({4, 4}, nl::float32);
-        isa::tensor_copy(res, acc);
-        auto out = nl::ndarray({4, 4}, nl::float32, nl::shared_hbm);
-        isa::dma_copy(out, res);
-        return out;
-      },
-      {arg({4, 4}, nl::float32)});
+  ir::Kernel k = trace("bad_acc",
+                       [](nl::tensor a) {
+                         auto ta = nl::ndarray({4, 4}, nl::float32);
+                         isa::dma_copy(ta, a);
+                         auto acc = nl::ndarray({4, 4}, nl::float32, nl::psum);
+                         isa::nc_matmul(acc, ta, ta, {.accumulate = true});
+                         auto res = nl::ndarray({4, 4}, nl::float32);
+                         isa::tensor_copy(res, acc);
+                         auto out = nl::ndarray({4, 4}, nl::float32, nl::shared_hbm);
+                         isa::dma_copy(out, res);
+                         return out;
+                       },
+                       {arg({4, 4}, nl::float32)});
   std::vector<HostTensor> args{host(ir::DType::float32, {4, 4}, std::vector<float>(16, 1.0f))};
   sim::RunResult r = sim::interpret(k, args);
   for (int i = 0; i < 16; ++i) CHECK(std::isnan(r.outputs[0].get(i)));
@@ -229,22 +223,21 @@ TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns and adds to the NaN sen
 }
 
 TEST_CASE("nc_matmul transpose mode passes NaN and Inf through", "[data][nc_matmul]") {
-  ir::Kernel k = trace(
-      "tmode",
-      [](nl::tensor a, nl::tensor eye) {
-        auto ta = nl::ndarray({4, 3}, nl::float32);
-        auto te = nl::ndarray({4, 4}, nl::float32);
-        isa::dma_copy(ta, a);
-        isa::dma_copy(te, eye);
-        auto acc = nl::ndarray({3, 4}, nl::float32, nl::psum);
-        isa::nc_matmul(acc, ta, te, {.is_transpose = true});
-        auto res = nl::ndarray({3, 4}, nl::float32);
-        isa::tensor_copy(res, acc);
-        auto out = nl::ndarray({3, 4}, nl::float32, nl::shared_hbm);
-        isa::dma_copy(out, res);
-        return out;
-      },
-      {arg({4, 3}, nl::float32), arg({4, 4}, nl::float32)});
+  ir::Kernel k = trace("tmode",
+                       [](nl::tensor a, nl::tensor eye) {
+                         auto ta = nl::ndarray({4, 3}, nl::float32);
+                         auto te = nl::ndarray({4, 4}, nl::float32);
+                         isa::dma_copy(ta, a);
+                         isa::dma_copy(te, eye);
+                         auto acc = nl::ndarray({3, 4}, nl::float32, nl::psum);
+                         isa::nc_matmul(acc, ta, te, {.is_transpose = true});
+                         auto res = nl::ndarray({3, 4}, nl::float32);
+                         isa::tensor_copy(res, acc);
+                         auto out = nl::ndarray({3, 4}, nl::float32, nl::shared_hbm);
+                         isa::dma_copy(out, res);
+                         return out;
+                       },
+                       {arg({4, 3}, nl::float32), arg({4, 4}, nl::float32)});
   std::vector<float> a(12);
   for (int i = 0; i < 12; ++i) a[i] = static_cast<float>(i);
   a[1] = std::numeric_limits<float>::infinity();
@@ -262,23 +255,22 @@ TEST_CASE("nc_matmul transpose mode passes NaN and Inf through", "[data][nc_matm
 
 TEST_CASE("a fresh PSUM tensor per loop iteration resets accumulation", "[data][nc_matmul]") {
   // Two output blocks, each with its own PSUM tile: the second block must not add to the first.
-  ir::Kernel k = trace(
-      "blocks",
-      [](nl::tensor a) {
-        auto ta = nl::ndarray({2, 2}, nl::float32);
-        isa::dma_copy(ta, a);
-        auto out = nl::ndarray({2, 4}, nl::float32, nl::shared_hbm);
-        for (int blk = 0; blk < 2; ++blk) {
-          auto acc = nl::ndarray({2, 2}, nl::float32, nl::psum);
-          isa::nc_matmul(acc, ta, ta);
-          isa::nc_matmul(acc, ta, ta);
-          auto res = nl::ndarray({2, 2}, nl::float32);
-          isa::tensor_copy(res, acc);
-          isa::dma_copy(out(nl::all, nl::ds(2 * blk, 2)), res);
-        }
-        return out;
-      },
-      {arg({2, 2}, nl::float32)});
+  ir::Kernel k = trace("blocks",
+                       [](nl::tensor a) {
+                         auto ta = nl::ndarray({2, 2}, nl::float32);
+                         isa::dma_copy(ta, a);
+                         auto out = nl::ndarray({2, 4}, nl::float32, nl::shared_hbm);
+                         for (int blk = 0; blk < 2; ++blk) {
+                           auto acc = nl::ndarray({2, 2}, nl::float32, nl::psum);
+                           isa::nc_matmul(acc, ta, ta);
+                           isa::nc_matmul(acc, ta, ta);
+                           auto res = nl::ndarray({2, 2}, nl::float32);
+                           isa::tensor_copy(res, acc);
+                           isa::dma_copy(out(nl::all, nl::ds(2 * blk, 2)), res);
+                         }
+                         return out;
+                       },
+                       {arg({2, 2}, nl::float32)});
   auto out = run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})});
   // a.T @ a = [[10, 14], [14, 20]], accumulated twice per block.
   const std::vector<float> want{20, 28, 20, 28, 28, 40, 28, 40};
@@ -288,20 +280,20 @@ TEST_CASE("a fresh PSUM tensor per loop iteration resets accumulation", "[data][
 TEST_CASE("nc_transpose on the Tensor and Vector engines", "[data][nc_transpose]") {
   for (ir::Engine e : {ir::Engine::tensor, ir::Engine::vector}) {
     const int64_t P = 32, F = 24;
-    ir::Kernel k = trace(
-        "tr",
-        [=](nl::tensor x) {
-          auto t = nl::ndarray({P, F}, nl::bfloat16);
-          isa::dma_copy(t, x);
-          auto flipped = nl::ndarray({F, P}, nl::bfloat16, e == ir::Engine::tensor ? nl::psum : nl::sbuf);
-          isa::nc_transpose(flipped, t, e);
-          auto res = nl::ndarray({F, P}, nl::bfloat16);
-          isa::tensor_copy(res, flipped);
-          auto out = nl::ndarray({F, P}, nl::bfloat16, nl::shared_hbm);
-          isa::dma_copy(out, res);
-          return out;
-        },
-        {arg({P, F}, nl::bfloat16)});
+    ir::Kernel k = trace("tr",
+                         [=](nl::tensor x) {
+                           auto t = nl::ndarray({P, F}, nl::bfloat16);
+                           isa::dma_copy(t, x);
+                           auto flipped = nl::ndarray({F, P}, nl::bfloat16,
+                                                      e == ir::Engine::tensor ? nl::psum : nl::sbuf);
+                           isa::nc_transpose(flipped, t, e);
+                           auto res = nl::ndarray({F, P}, nl::bfloat16);
+                           isa::tensor_copy(res, flipped);
+                           auto out = nl::ndarray({F, P}, nl::bfloat16, nl::shared_hbm);
+                           isa::dma_copy(out, res);
+                           return out;
+                         },
+                         {arg({P, F}, nl::bfloat16)});
     const auto v = rounded(ir::DType::bfloat16, random_values(P * F, 3));
     auto out = run(k, {host(ir::DType::bfloat16, {P, F}, v)});
     for (int64_t p = 0; p < P; ++p)
@@ -312,20 +304,19 @@ TEST_CASE("nc_transpose on the Tensor and Vector engines", "[data][nc_transpose]
 TEST_CASE("tensor_copy converts with rounding and saturation", "[data][tensor_copy]") {
   const std::vector<float> v{0.5f, 1.5f, 2.5f, -2.5f, 300.0f, -300.0f, std::nanf(""), 127.4f};
   for (ir::DType to : {ir::DType::int8, ir::DType::uint8, ir::DType::bfloat16, ir::DType::float8_e5m2}) {
-    ir::Kernel k = trace(
-        "cast",
-        [=](nl::tensor x) {
-          auto a = nl::ndarray({1, 8}, nl::float32);
-          isa::dma_copy(a, x);
-          auto b = nl::ndarray({1, 8}, to);
-          isa::tensor_copy(b, a);
-          auto c = nl::ndarray({1, 8}, nl::float32);
-          isa::tensor_copy(c, b);
-          auto out = nl::ndarray({1, 8}, nl::float32, nl::shared_hbm);
-          isa::dma_copy(out, c);
-          return out;
-        },
-        {arg({1, 8}, nl::float32)});
+    ir::Kernel k = trace("cast",
+                         [=](nl::tensor x) {
+                           auto a = nl::ndarray({1, 8}, nl::float32);
+                           isa::dma_copy(a, x);
+                           auto b = nl::ndarray({1, 8}, to);
+                           isa::tensor_copy(b, a);
+                           auto c = nl::ndarray({1, 8}, nl::float32);
+                           isa::tensor_copy(c, b);
+                           auto out = nl::ndarray({1, 8}, nl::float32, nl::shared_hbm);
+                           isa::dma_copy(out, c);
+                           return out;
+                         },
+                         {arg({1, 8}, nl::float32)});
     auto out = run(k, {host(ir::DType::float32, {1, 8}, v)});
     for (size_t i = 0; i < v.size(); ++i) {
       const float want = ir::round_to(to, v[i]);
@@ -344,22 +335,21 @@ TEST_CASE("tensor_copy converts with rounding and saturation", "[data][tensor_co
 TEST_CASE("tensor_copy_predicated copies where the predicate holds", "[data][tensor_copy_predicated]") {
   for (bool reverse : {false, true}) {
     for (bool scalar_src : {false, true}) {
-      ir::Kernel k = trace(
-          "pred",
-          [=](nl::tensor x, nl::tensor p) {
-            auto dst = nl::ndarray({2, 3}, nl::float32);
-            auto src = nl::ndarray({2, 3}, nl::float32);
-            auto pred = nl::ndarray({2, 3}, nl::uint8);
-            isa::memset(dst, -1.0);
-            isa::dma_copy(src, x);
-            isa::dma_copy(pred, p);
-            if (scalar_src) isa::tensor_copy_predicated(dst, 7.0, pred, reverse);
-            else isa::tensor_copy_predicated(dst, src, pred, reverse);
-            auto out = nl::ndarray({2, 3}, nl::float32, nl::shared_hbm);
-            isa::dma_copy(out, dst);
-            return out;
-          },
-          {arg({2, 3}, nl::float32), arg({2, 3}, nl::uint8)});
+      ir::Kernel k = trace("pred",
+                           [=](nl::tensor x, nl::tensor p) {
+                             auto dst = nl::ndarray({2, 3}, nl::float32);
+                             auto src = nl::ndarray({2, 3}, nl::float32);
+                             auto pred = nl::ndarray({2, 3}, nl::uint8);
+                             isa::memset(dst, -1.0);
+                             isa::dma_copy(src, x);
+                             isa::dma_copy(pred, p);
+                             if (scalar_src) isa::tensor_copy_predicated(dst, 7.0, pred, reverse);
+                             else isa::tensor_copy_predicated(dst, src, pred, reverse);
+                             auto out = nl::ndarray({2, 3}, nl::float32, nl::shared_hbm);
+                             isa::dma_copy(out, dst);
+                             return out;
+                           },
+                           {arg({2, 3}, nl::float32), arg({2, 3}, nl::uint8)});
       const std::vector<float> x{1, 2, 3, 4, 5, 6}, p{0, 1, 0, 2, 0, 255};
       auto out = run(k, {host(ir::DType::float32, {2, 3}, x), host(ir::DType::uint8, {2, 3}, p)});
       for (int i = 0; i < 6; ++i) {
@@ -373,16 +363,15 @@ TEST_CASE("tensor_copy_predicated copies where the predicate holds", "[data][ten
 TEST_CASE("memset fills with the value rounded to the tile dtype", "[data][memset]") {
   for (ir::DType d : {ir::DType::bfloat16, ir::DType::float16, ir::DType::int32, ir::DType::uint16}) {
     const double value = d == ir::DType::int32 ? 70000.0 : d == ir::DType::uint16 ? 65535.0 : 3.14159;
-    ir::Kernel k = trace(
-        "fill",
-        [=](nl::tensor) {
-          auto t = nl::ndarray({3, 5}, d);
-          isa::memset(t, value);
-          auto out = nl::ndarray({3, 5}, d, nl::shared_hbm);
-          isa::dma_copy(out, t);
-          return out;
-        },
-        {arg({1, 1}, nl::float32)});
+    ir::Kernel k = trace("fill",
+                         [=](nl::tensor) {
+                           auto t = nl::ndarray({3, 5}, d);
+                           isa::memset(t, value);
+                           auto out = nl::ndarray({3, 5}, d, nl::shared_hbm);
+                           isa::dma_copy(out, t);
+                           return out;
+                         },
+                         {arg({1, 1}, nl::float32)});
     auto out = run(k, {host(ir::DType::float32, {1, 1}, {0})});
     const float want = ir::round_to(d, static_cast<float>(value));
     for (int i = 0; i < 15; ++i) CHECK(out[0].get(i) == want);
@@ -391,16 +380,15 @@ TEST_CASE("memset fills with the value rounded to the tile dtype", "[data][memse
 
 TEST_CASE("reading a never-written tile is a runtime error naming the line", "[data][interpreter]") {
   int line = 0;
-  ir::Kernel k = trace(
-      "uninit",
-      [&](nl::tensor x) {
-        auto t = nl::ndarray({2, 2}, nl::float32);
-        auto out = nl::ndarray({2, 2}, nl::float32, nl::shared_hbm);
-        line = __LINE__ + 1;
-        isa::dma_copy(out, t);
-        return out;
-      },
-      {arg({2, 2}, nl::float32)});
+  ir::Kernel k = trace("uninit",
+                       [&](nl::tensor x) {
+                         auto t = nl::ndarray({2, 2}, nl::float32);
+                         auto out = nl::ndarray({2, 2}, nl::float32, nl::shared_hbm);
+                         line = __LINE__ + 1;
+                         isa::dma_copy(out, t);
+                         return out;
+                       },
+                       {arg({2, 2}, nl::float32)});
   try {
     run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})});
     FAIL("expected an error");
@@ -412,18 +400,17 @@ TEST_CASE("reading a never-written tile is a runtime error naming the line", "[d
 }
 
 TEST_CASE("tensors pinned to the same address alias", "[data][interpreter]") {
-  ir::Kernel k = trace(
-      "alias",
-      [](nl::tensor x) {
-        auto a = nl::ndarray({2, 4}, nl::float32, nl::sbuf, "a", std::array<int64_t, 2>{0, 1024});
-        auto b = nl::ndarray({2, 4}, nl::float32, nl::sbuf, "b", std::array<int64_t, 2>{0, 1024});
-        isa::dma_copy(a, x);
-        auto out = nl::ndarray({2, 4}, nl::float32, nl::shared_hbm);
-        isa::dma_copy(out, b);  // reads what was written through a
-        isa::dma_copy(out(nl::ds(0, 1), nl::all), a(nl::ds(1, 1), nl::all));
-        return out;
-      },
-      {arg({2, 4}, nl::float32)});
+  ir::Kernel k = trace("alias",
+                       [](nl::tensor x) {
+                         auto a = nl::ndarray({2, 4}, nl::float32, nl::sbuf, "a", std::array<int64_t, 2>{0, 1024});
+                         auto b = nl::ndarray({2, 4}, nl::float32, nl::sbuf, "b", std::array<int64_t, 2>{0, 1024});
+                         isa::dma_copy(a, x);
+                         auto out = nl::ndarray({2, 4}, nl::float32, nl::shared_hbm);
+                         isa::dma_copy(out, b);  // reads what was written through a
+                         isa::dma_copy(out(nl::ds(0, 1), nl::all), a(nl::ds(1, 1), nl::all));
+                         return out;
+                       },
+                       {arg({2, 4}, nl::float32)});
   const std::vector<float> v{1, 2, 3, 4, 5, 6, 7, 8};
   auto out = run(k, {host(ir::DType::float32, {2, 4}, v)});
   const std::vector<float> want{5, 6, 7, 8, 5, 6, 7, 8};  // b == a; then row 0 <- a's row 1
@@ -432,19 +419,18 @@ TEST_CASE("tensors pinned to the same address alias", "[data][interpreter]") {
 
 TEST_CASE("on-chip placement reports SBUF over-subscription with the live tensors", "[data][interpreter]") {
   // Four 64 KiB-per-partition tiles alive at once exceed trn2's 224 KiB partition.
-  ir::Kernel k = trace(
-      "too_big",
-      [](nl::tensor x) {
-        std::vector<nl::tensor> tiles;
-        for (int i = 0; i < 4; ++i) {
-          tiles.push_back(nl::ndarray({128, 16384}, nl::float32, nl::sbuf, "big" + std::to_string(i)));
-          isa::memset(tiles.back(), 0.0);
-        }
-        auto out = nl::ndarray({128, 1}, nl::float32, nl::shared_hbm);
-        for (auto& t : tiles) isa::dma_copy(out, t(nl::all, nl::ds(0, 1)));
-        return out;
-      },
-      {arg({1, 1}, nl::float32)});
+  ir::Kernel k = trace("too_big",
+                       [](nl::tensor x) {
+                         std::vector<nl::tensor> tiles;
+                         for (int i = 0; i < 4; ++i) {
+                           tiles.push_back(nl::ndarray({128, 16384}, nl::float32, nl::sbuf, "big" + std::to_string(i)));
+                           isa::memset(tiles.back(), 0.0);
+                         }
+                         auto out = nl::ndarray({128, 1}, nl::float32, nl::shared_hbm);
+                         for (auto& t : tiles) isa::dma_copy(out, t(nl::all, nl::ds(0, 1)));
+                         return out;
+                       },
+                       {arg({1, 1}, nl::float32)});
   try {
     run(k, {host(ir::DType::float32, {1, 1}, {0})});
     FAIL("expected a capacity error");
@@ -459,20 +445,19 @@ TEST_CASE("on-chip placement reports SBUF over-subscription with the live tensor
 TEST_CASE("nc_stream_shuffle moves partitions within each 32-partition quadrant", "[data][nc_stream_shuffle]") {
   std::vector<int64_t> mask(32);
   for (int i = 0; i < 32; ++i) mask[i] = 31 - i;  // reverse each quadrant
-  mask[5] = 255;                                   // partition 5 of each quadrant is left alone
-  ir::Kernel k = trace(
-      "shuffle",
-      [&](nl::tensor x) {
-        auto src = nl::ndarray({64, 3}, nl::bfloat16);
-        auto dst = nl::ndarray({64, 3}, nl::bfloat16);
-        isa::dma_copy(src, x);
-        isa::memset(dst, -1.0);
-        isa::nc_stream_shuffle(dst, src, mask);
-        auto out = nl::ndarray({64, 3}, nl::bfloat16, nl::shared_hbm);
-        isa::dma_copy(out, dst);
-        return out;
-      },
-      {arg({64, 3}, nl::bfloat16)});
+  mask[5] = 255;                                  // partition 5 of each quadrant is left alone
+  ir::Kernel k = trace("shuffle",
+                       [&](nl::tensor x) {
+                         auto src = nl::ndarray({64, 3}, nl::bfloat16);
+                         auto dst = nl::ndarray({64, 3}, nl::bfloat16);
+                         isa::dma_copy(src, x);
+                         isa::memset(dst, -1.0);
+                         isa::nc_stream_shuffle(dst, src, mask);
+                         auto out = nl::ndarray({64, 3}, nl::bfloat16, nl::shared_hbm);
+                         isa::dma_copy(out, dst);
+                         return out;
+                       },
+                       {arg({64, 3}, nl::bfloat16)});
   const auto v = rounded(ir::DType::bfloat16, random_values(64 * 3, 61));
   auto out = run(k, {host(ir::DType::bfloat16, {64, 3}, v)});
   for (int q = 0; q < 64; q += 32)
@@ -486,13 +471,12 @@ TEST_CASE("nc_stream_shuffle moves partitions within each 32-partition quadrant"
 TEST_CASE("nc_stream_shuffle rules: mask size, entries and start partitions", "[data][nc_stream_shuffle]") {
   auto rule_of = [](std::vector<int64_t> mask, int64_t start, int64_t parts) {
     try {
-      trace(
-          "bad_shuffle",
-          [&](nl::tensor) {
-            auto t = nl::ndarray({128, 4}, nl::float32);
-            isa::nc_stream_shuffle(t(nl::ds(start, parts), nl::all), t(nl::ds(start, parts), nl::all), mask);
-          },
-          {arg({1, 1}, nl::float32)});
+      trace("bad_shuffle",
+            [&](nl::tensor) {
+              auto t = nl::ndarray({128, 4}, nl::float32);
+              isa::nc_stream_shuffle(t(nl::ds(start, parts), nl::all), t(nl::ds(start, parts), nl::all), mask);
+            },
+            {arg({1, 1}, nl::float32)});
     } catch (const Error& e) {
       return e.rule();
     }

@@ -85,8 +85,7 @@ TEST_CASE("a truncated, flipped or foreign disk cache entry is a miss", "[disk_c
   DiskCache cache(dir.path.string(), ".e");
   REQUIRE(cache.store(kA, "some payload bytes"));
   const std::string good = read(cache.path(kA));
-  for (size_t n = 0; n < good.size(); ++n)
-    CHECK_FALSE(knit::codegen::decode_entry(good.substr(0, n), kA));
+  for (size_t n = 0; n < good.size(); ++n) CHECK_FALSE(knit::codegen::decode_entry(good.substr(0, n), kA));
   for (size_t i = 0; i < good.size(); ++i) {
     std::string bad = good;
     bad[i] ^= 0x10;

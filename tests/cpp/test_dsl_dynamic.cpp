@@ -79,12 +79,24 @@ nl::tensor sum_first_n_tiles(nl::tensor a, nl::tensor n_tiles) {
 
 // Every register operator applied to a = x[0], b = x[1], stored back one result per column.
 std::vector<nl::reg> register_results(nl::reg a, nl::reg b) {
-  return {a / b,  a % b,  a * b + 3 * a - 7, a < b,  a <= b, a > b,  a >= b,  a == b,
-          a != b, a & b,  a | b,              (a ^ b) << 2,   a >> 1, -a,     b * 128 + a - 64};
+  return {a / b,  a % b, a * b + 3 * a - 7, a<b, a <= b, a> b, a >= b, a == b, a != b, a & b, a | b, (a ^ b) << 2,
+          a >> 1, -a,    b * 128 + a - 64};
 }
 std::vector<int32_t> plain_results(int32_t a, int32_t b) {
-  return {floor_div(a, b), floor_mod(a, b), a * b + 3 * a - 7, a < b,  a <= b, a > b,  a >= b,  a == b,
-          a != b,          a & b,           a | b,             (a ^ b) << 2,    a >> 1, -a,     b * 128 + a - 64};
+  return {floor_div(a, b),
+          floor_mod(a, b),
+          a * b + 3 * a - 7,
+          a<b, a <= b, a>
+              b,
+          a >= b,
+          a == b,
+          a != b,
+          a & b,
+          a | b,
+          (a ^ b) << 2,
+          a >> 1,
+          -a,
+          b * 128 + a - 64};
 }
 nl::tensor register_math(nl::tensor x) {
   auto xs = nl::ndarray({1, 2}, nl::int32, nl::sbuf);
@@ -233,14 +245,16 @@ TEST_CASE("while_loop and if_else count Collatz steps", "[dsl-dynamic]") {
 }
 
 TEST_CASE("an if_else on a value known while tracing picks its branch at trace time", "[dsl-dynamic]") {
-  const ir::Kernel k = trace("k", [](nl::tensor x) {
-    auto t = nl::ndarray({1, 1}, nl::int32, nl::sbuf);
-    nl::if_else(0, [&] { isa::memset(t, 1.0); }, [&] { isa::memset(t, 2.0); });
-    nl::if_else(1, [&] { isa::dma_copy(t, x); });
-    auto out = nl::ndarray({1, 1}, nl::int32, nl::shared_hbm);
-    isa::dma_copy(out, t);
-    return out;
-  }, {arg({1, 1}, nl::int32, "x")});
+  const ir::Kernel k = trace("k",
+                             [](nl::tensor x) {
+                               auto t = nl::ndarray({1, 1}, nl::int32, nl::sbuf);
+                               nl::if_else(0, [&] { isa::memset(t, 1.0); }, [&] { isa::memset(t, 2.0); });
+                               nl::if_else(1, [&] { isa::dma_copy(t, x); });
+                               auto out = nl::ndarray({1, 1}, nl::int32, nl::shared_hbm);
+                               isa::dma_copy(out, t);
+                               return out;
+                             },
+                             {arg({1, 1}, nl::int32, "x")});
   CHECK(count_ops(k, ir::Opcode::if_) == 0);
   CHECK(count_ops(k, ir::Opcode::memset) == 1);
   CHECK(ints_of(run(k, {ints({1, 1}, {9})})[0])[0] == 9);
@@ -252,7 +266,8 @@ TEST_CASE("an indirect gather matches a plain loop; out-of-range rows fail or ar
   std::vector<int32_t> idx(128);
   for (int r = 0; r < 128; ++r) idx[r] = (r * 37 + 11) % 100;
   auto out = run(trace("gather", gather_rows(isa::oob_mode::error), args),
-                 {host(DT::float32, {100, 32}, table), ints({128, 1}, idx)})[0].to_floats();
+                 {host(DT::float32, {100, 32}, table), ints({128, 1}, idx)})[0]
+                 .to_floats();
   for (int r = 0; r < 128; ++r)
     for (int c = 0; c < 32; ++c) REQUIRE(out[r * 32 + c] == table[idx[r] * 32 + c]);
 
@@ -266,8 +281,7 @@ TEST_CASE("an indirect gather matches a plain loop; out-of-range rows fail or ar
             {host(DT::float32, {10, 4}, t10), ints({4, 1}, bad)})[0]
             .to_floats();
   for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 4; ++c)
-      CHECK(out[r * 4 + c] == (bad[r] < 0 || bad[r] >= 10 ? -1.0f : t10[bad[r] * 4 + c]));
+    for (int c = 0; c < 4; ++c) CHECK(out[r * 4 + c] == (bad[r] < 0 || bad[r] >= 10 ? -1.0f : t10[bad[r] * 4 + c]));
 }
 
 TEST_CASE("dma_compute scatter-adds repeated rows like a plain loop", "[dsl-dynamic]") {
@@ -284,9 +298,9 @@ TEST_CASE("dma_compute scatter-adds repeated rows like a plain loop", "[dsl-dyna
   CHECK(io[0].to_floats() == want);
 
   const ir::Kernel unique = trace("scatter_add", scatter_add(true), args);
-  expect_error([&] { run(unique, {host(DT::float32, {16, 8}, base), ints({32, 1}, idx),
-                                  host(DT::float32, {32, 8}, vals)}); },
-               "duplicate-index", "repeats index");
+  expect_error(
+      [&] { run(unique, {host(DT::float32, {16, 8}, base), ints({32, 1}, idx), host(DT::float32, {32, 8}, vals)}); },
+      "duplicate-index", "repeats index");
 }
 
 TEST_CASE("a scalar_offset read from a tensor moves an ap window, bounds-checked at run time", "[dsl-dynamic]") {

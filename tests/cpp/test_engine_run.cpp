@@ -30,9 +30,9 @@ struct Example {
 Example tensor_add_example() {
   const int64_t R = 384, C = 1024;
   const ir::DType d = ir::DType::bfloat16;
-  return {trace("tensor_add", examples::tensor_add, {arg({R, C}, d, "a"), arg({R, C}, d, "b")}),
-          {host(d, {R, C}, rounded(d, random_values(R * C, 11))),
-           host(d, {R, C}, rounded(d, random_values(R * C, 12)))}};
+  return {
+      trace("tensor_add", examples::tensor_add, {arg({R, C}, d, "a"), arg({R, C}, d, "b")}),
+      {host(d, {R, C}, rounded(d, random_values(R * C, 11))), host(d, {R, C}, rounded(d, random_values(R * C, 12)))}};
 }
 
 Example ragged_tensor_add_example() {
@@ -45,9 +45,9 @@ Example ragged_tensor_add_example() {
 Example matmul_example() {
   const int64_t K = 512, M = 512, N = 512;
   const ir::DType d = ir::DType::bfloat16;
-  return {trace("matmul", examples::matmul, {arg({K, M}, d, "lhsT"), arg({K, N}, d, "rhs")}),
-          {host(d, {K, M}, rounded(d, random_values(K * M, 21))),
-           host(d, {K, N}, rounded(d, random_values(K * N, 22)))}};
+  return {
+      trace("matmul", examples::matmul, {arg({K, M}, d, "lhsT"), arg({K, N}, d, "rhs")}),
+      {host(d, {K, M}, rounded(d, random_values(K * M, 21))), host(d, {K, N}, rounded(d, random_values(K * N, 22)))}};
 }
 
 Example softmax_example() {

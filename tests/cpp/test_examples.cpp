@@ -33,7 +33,8 @@ TEST_CASE("example tensor_add handles a ragged last row tile", "[examples]") {
 
 TEST_CASE("example matmul 512x512x512 bf16 matches a double reference", "[examples]") {
   const int64_t K = 512, M = 512, N = 512;
-  ir::Kernel k = trace("matmul", examples::matmul, {arg({K, M}, nl::bfloat16, "lhsT"), arg({K, N}, nl::bfloat16, "rhs")});
+  ir::Kernel k = trace("matmul", examples::matmul,
+                       {arg({K, M}, nl::bfloat16, "lhsT"), arg({K, N}, nl::bfloat16, "rhs")});
   const auto a = rounded(ir::DType::bfloat16, random_values(K * M, 21));
   const auto b = rounded(ir::DType::bfloat16, random_values(K * N, 22));
   auto out = run(k, {host(ir::DType::bfloat16, {K, M}, a), host(ir::DType::bfloat16, {K, N}, b)});
@@ -123,8 +124,8 @@ TEST_CASE("example gather_rows copies the indexed table rows exactly", "[example
       for (int64_t c = 0; c < D; ++c) REQUIRE(out[0].get(r * D + c) == table[ids[r] * D + c]);
   }
   ids[200] = static_cast<int32_t>(V);  // one id past the table: a run-time error naming it
-  ir::Kernel k =
-      trace("gather_rows", examples::gather_rows, {arg({V, D}, nl::float32, "table"), arg({N}, nl::int32, "ids")});
+  ir::Kernel k = trace("gather_rows", examples::gather_rows,
+                       {arg({V, D}, nl::float32, "table"), arg({N}, nl::int32, "ids")});
   CHECK_THROWS_WITH(run(k, {host(ir::DType::float32, {V, D}, random_values(V * D, 63)), test::ints({N}, ids)}),
                     Catch::Contains("index 1000"));
 }

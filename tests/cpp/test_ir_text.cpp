@@ -131,8 +131,8 @@ TEST_CASE("C++ DSL kernels round-trip through the text form", "[core][ir-text]")
     check_round_trip(k);
   }
   SECTION("example tensor_add (tensor_tensor)") {
-    const ir::Kernel k =
-        trace("tensor_add", examples::tensor_add, {arg({200, 64}, nl::float16, "a"), arg({200, 64}, nl::float16, "b")});
+    const ir::Kernel k = trace("tensor_add", examples::tensor_add,
+                               {arg({200, 64}, nl::float16, "a"), arg({200, 64}, nl::float16, "b")});
     check_round_trip(k);
   }
 }
@@ -265,7 +265,6 @@ TEST_CASE("print of single instructions and views", "[core][ir-text]") {
 
 // ---- every op ---------------------------------------------------------------------------------
 
-
 TEST_CASE("every op in KNIT_OPS round-trips with non-default fields", "[core][ir-text]") {
   const ir::Kernel k = all_ops_kernel();
 
@@ -394,9 +393,9 @@ TEST_CASE("a kernel with no body and no outputs", "[core][ir-text]") {
 namespace {
 // A valid kernel; the error tests break one token of it.
 const std::string kBase =
-    "kernel \"e\" target=trn2 {\n"                                                      // line 1
-    "  param %0 \"a\" hbm float32[128, 64] @ \"e.py\":1:1\n"                            // line 2
-    "  tensor %1 \"s\" sbuf float32[128, 64] @ \"e.py\":2:5\n"                          // line 3
+    "kernel \"e\" target=trn2 {\n"                                                     // line 1
+    "  param %0 \"a\" hbm float32[128, 64] @ \"e.py\":1:1\n"                           // line 2
+    "  tensor %1 \"s\" sbuf float32[128, 64] @ \"e.py\":2:5\n"                         // line 3
     "  dma_copy dst=%1@0[[64,128],[1,64]] src=%0@0[[64,128],[1,64]] @ \"e.py\":3:5\n"  // line 4
     "  return %1\n"                                                                    // line 5
     "}\n";

@@ -83,7 +83,8 @@ RefMx ref_quantize_mx(const std::vector<float>& x, int64_t P, int64_t F, bool e4
         r.scales[g * W + w] = 0xFF;
         continue;
       }
-      const int s = amax == 0 ? -127 : std::clamp(static_cast<int>(std::floor(std::log2(amax))) - (emax - 1), -127, 127);
+      const int s = amax == 0 ? -127
+                              : std::clamp(static_cast<int>(std::floor(std::log2(amax))) - (emax - 1), -127, 127);
       r.scales[g * W + w] = static_cast<uint8_t>(s + 127);
       for (int64_t p = 8 * g; p < 8 * g + 8; ++p)
         for (int j = 0; j < 4; ++j)
@@ -188,15 +189,15 @@ TEST_CASE("quantize_mx edge groups", "[mx][quantize_mx]") {
     for (int64_t i = 0; i < 8; ++i)
       for (int j = 0; j < 4; ++j) v[(8 * g + i) * F + 4 * w + j] = fn(i * 4 + j);
   };
-  set_group(0, 0, [](int) { return 0.0f; });                          // all zero -> 2^-127
-  set_group(0, 1, [](int e) { return e == 5 ? -4.0f : 0.25f; });      // amax a power of two
-  set_group(0, 2, [](int e) { return e == 0 ? 1.99f : 1e-3f; });      // top of the binade rounds up
-  set_group(0, 3, [](int e) { return e == 7 ? 3.0e38f : 1.0f; });     // largest scales
-  set_group(1, 0, [](int e) { return std::ldexp(1.0f + e / 64.0f, -130); });  // bf16 subnormals: clamp
-  set_group(1, 1, [](int e) { return e == 3 ? NAN : 1.0f; });         // NaN -> NaN group
-  set_group(1, 2, [](int e) { return e == 3 ? -INFINITY : 1.0f; });   // inf -> NaN group
+  set_group(0, 0, [](int) { return 0.0f; });                                       // all zero -> 2^-127
+  set_group(0, 1, [](int e) { return e == 5 ? -4.0f : 0.25f; });                   // amax a power of two
+  set_group(0, 2, [](int e) { return e == 0 ? 1.99f : 1e-3f; });                   // top of the binade rounds up
+  set_group(0, 3, [](int e) { return e == 7 ? 3.0e38f : 1.0f; });                  // largest scales
+  set_group(1, 0, [](int e) { return std::ldexp(1.0f + e / 64.0f, -130); });       // bf16 subnormals: clamp
+  set_group(1, 1, [](int e) { return e == 3 ? NAN : 1.0f; });                      // NaN -> NaN group
+  set_group(1, 2, [](int e) { return e == 3 ? -INFINITY : 1.0f; });                // inf -> NaN group
   set_group(1, 3, [](int e) { return e == 0 ? 1000.0f : std::ldexp(1.0f, -e); });  // underflow to 0
-  set_group(2, 0, [](int e) { return e % 2 ? -0.0f : 0.0f; });        // signed zeros
+  set_group(2, 0, [](int e) { return e % 2 ? -0.0f : 0.0f; });                     // signed zeros
   for (DType packed : {DType::float8_e4m3fn_x4, DType::float8_e5m2_x4}) {
     INFO(ir::to_string(packed));
     check_quantize(v, P, F, packed);
@@ -204,11 +205,11 @@ TEST_CASE("quantize_mx edge groups", "[mx][quantize_mx]") {
   // Spot checks written out by hand, independent of the reference above.
   HostTensor x = test::host(DType::bfloat16, {P, F}, v);
   auto out = run(quantize_kernel(P, F, DType::float8_e4m3fn_x4), {x});
-  CHECK(out[1].bytes[0] == 0);                   // all-zero group: 2^-127
-  CHECK(out[1].bytes[1] == 127 + 2 - 7);         // amax 4 = 2^2: scale 2^(2 - 7)
-  CHECK(out[1].bytes[2] == 127 + 0 - 7);         // amax bf16(1.99) = 1.9921875: 2^(0 - 7); * 128 = 255 -> 256
-  CHECK((word_at(out[0], 2) & 0xFF) == 0x78);    // 256 = 1.000 * 2^8: exponent 15, mantissa 0
-  CHECK(out[1].bytes[W + 1] == 0xFF);            // NaN group
+  CHECK(out[1].bytes[0] == 0);                 // all-zero group: 2^-127
+  CHECK(out[1].bytes[1] == 127 + 2 - 7);       // amax 4 = 2^2: scale 2^(2 - 7)
+  CHECK(out[1].bytes[2] == 127 + 0 - 7);       // amax bf16(1.99) = 1.9921875: 2^(0 - 7); * 128 = 255 -> 256
+  CHECK((word_at(out[0], 2) & 0xFF) == 0x78);  // 256 = 1.000 * 2^8: exponent 15, mantissa 0
+  CHECK(out[1].bytes[W + 1] == 0xFF);          // NaN group
   CHECK(word_at(out[0], 0) == 0);
 }
 
@@ -307,9 +308,9 @@ TEST_CASE("nc_matmul_mx reads fp4 nibbles and uint8 scales, and accumulates like
         isa::dma_copy(bs_t, bs);
         auto acc = nl::ndarray({M, N}, nl::float32, nl::psum);
         auto a4 = a_t.view_as(nl::float4_e2m1fn_x4), b4 = b_t.view_as(nl::float4_e2m1fn_x4);
-        isa::nc_matmul_mx(acc, a4, b4, as_t, bs_t);                          // overwrite (auto)
-        isa::nc_matmul_mx(acc, a4, b4, as_t, bs_t);                          // accumulate (auto)
-        isa::nc_matmul_mx(acc, a4, b4, as_t, bs_t, {.accumulate = true});    // accumulate
+        isa::nc_matmul_mx(acc, a4, b4, as_t, bs_t);                        // overwrite (auto)
+        isa::nc_matmul_mx(acc, a4, b4, as_t, bs_t);                        // accumulate (auto)
+        isa::nc_matmul_mx(acc, a4, b4, as_t, bs_t, {.accumulate = true});  // accumulate
         auto res = nl::ndarray({M, N}, nl::float32);
         isa::tensor_copy(res, acc);
         auto out = nl::ndarray({M, N}, nl::float32, nl::shared_hbm);
@@ -378,37 +379,60 @@ MxTiles mx_tiles(const nl::tensor& x, int64_t P = 128, int64_t F = 64, DType pac
 
 TEST_CASE("quantize_mx rules", "[mx][verifier]") {
   std::string msg;
-  CHECK(rule_of([](nl::tensor x) { auto t = mx_tiles(x); isa::quantize_mx(t.q, t.src, t.s); }, Target::trn3) == "");
-  CHECK(rule_of([](nl::tensor x) { auto t = mx_tiles(x); isa::quantize_mx(t.q, t.src, t.s); }, Target::trn2, &msg) ==
-        "target");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x);
+              isa::quantize_mx(t.q, t.src, t.s);
+            },
+            Target::trn3) == "");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x);
+              isa::quantize_mx(t.q, t.src, t.s);
+            },
+            Target::trn2, &msg) == "target");
   CHECK(msg.find("trn2") != std::string::npos);
-  CHECK(rule_of([](nl::tensor x) {
-          auto t = mx_tiles(x);
-          auto f32 = nl::ndarray({128, 64}, nl::float32);
-          isa::quantize_mx(t.q, f32, t.s);
-        }, Target::trn3, &msg) == "dtype");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x);
+              auto f32 = nl::ndarray({128, 64}, nl::float32);
+              isa::quantize_mx(t.q, f32, t.s);
+            },
+            Target::trn3, &msg) == "dtype");
   CHECK(msg.find("src has dtype float32") != std::string::npos);
-  CHECK(rule_of([](nl::tensor x) {
-          auto t = mx_tiles(x);
-          auto q = nl::ndarray({128, 16}, nl::float8_e5m2);
-          isa::quantize_mx(q, t.src, t.s);
-        }, Target::trn3) == "dtype");
-  CHECK(rule_of([](nl::tensor x) { auto t = mx_tiles(x, 16, 64); isa::quantize_mx(t.q, t.src, t.s); }, Target::trn3,
-                &msg) == "mx-shape");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x);
+              auto q = nl::ndarray({128, 16}, nl::float8_e5m2);
+              isa::quantize_mx(q, t.src, t.s);
+            },
+            Target::trn3) == "dtype");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x, 16, 64);
+              isa::quantize_mx(t.q, t.src, t.s);
+            },
+            Target::trn3, &msg) == "mx-shape");
   CHECK(msg.find("multiple of 32") != std::string::npos);
-  CHECK(rule_of([](nl::tensor x) {
-          auto t = mx_tiles(x);
-          isa::quantize_mx(nl::ndarray({128, 8}, nl::float8_e4m3fn_x4), t.src, t.s);
-        }, Target::trn3) == "mx-shape");
-  CHECK(rule_of([](nl::tensor x) {
-          auto t = mx_tiles(x);
-          isa::quantize_mx(t.q, t.src, nl::ndarray({128, 16}, nl::float8_e8m0fnu));
-        }, Target::trn3, &msg) == "mx-shape");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x);
+              isa::quantize_mx(nl::ndarray({128, 8}, nl::float8_e4m3fn_x4), t.src, t.s);
+            },
+            Target::trn3) == "mx-shape");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x);
+              isa::quantize_mx(t.q, t.src, nl::ndarray({128, 16}, nl::float8_e8m0fnu));
+            },
+            Target::trn3, &msg) == "mx-shape");
   CHECK(msg.find("dst_scale must be [16, 16]") != std::string::npos);
-  CHECK(rule_of([](nl::tensor x) {
-          auto t = mx_tiles(x);
-          isa::quantize_mx(t.q, t.src, nl::ndarray({16, 16}, nl::float8_e8m0fnu, nl::psum));
-        }, Target::trn3) == "buffer");
+  CHECK(rule_of(
+            [](nl::tensor x) {
+              auto t = mx_tiles(x);
+              isa::quantize_mx(t.q, t.src, nl::ndarray({16, 16}, nl::float8_e8m0fnu, nl::psum));
+            },
+            Target::trn3) == "buffer");
 }
 
 TEST_CASE("nc_matmul_mx rules", "[mx][verifier]") {
@@ -443,40 +467,50 @@ TEST_CASE("nc_matmul_mx rules", "[mx][verifier]") {
   CHECK(msg.find("row tiling only") != std::string::npos);
   CHECK(rule_of(kernel({.dst_dtype = DType::float16}), Target::trn3) == "dtype");
   // Unpacked data and wrong scale dtypes.
-  CHECK(rule_of([](nl::tensor) {
-          auto s = nl::ndarray({128, 64}, nl::float8_e4m3fn), ss = nl::ndarray({16, 64}, nl::float8_e8m0fnu);
-          isa::nc_matmul_mx(nl::ndarray({64, 64}, nl::float32, nl::psum), s, s, ss, ss);
-        }, Target::trn3) == "dtype");
-  CHECK(rule_of([](nl::tensor) {
-          auto s = nl::ndarray({128, 64}, nl::float8_e5m2_x4), ss = nl::ndarray({16, 64}, nl::float32);
-          isa::nc_matmul_mx(nl::ndarray({64, 64}, nl::float32, nl::psum), s, s, ss, ss);
-        }, Target::trn3, &msg) == "dtype");
+  CHECK(rule_of(
+            [](nl::tensor) {
+              auto s = nl::ndarray({128, 64}, nl::float8_e4m3fn), ss = nl::ndarray({16, 64}, nl::float8_e8m0fnu);
+              isa::nc_matmul_mx(nl::ndarray({64, 64}, nl::float32, nl::psum), s, s, ss, ss);
+            },
+            Target::trn3) == "dtype");
+  CHECK(rule_of(
+            [](nl::tensor) {
+              auto s = nl::ndarray({128, 64}, nl::float8_e5m2_x4), ss = nl::ndarray({16, 64}, nl::float32);
+              isa::nc_matmul_mx(nl::ndarray({64, 64}, nl::float32, nl::psum), s, s, ss, ss);
+            },
+            Target::trn3, &msg) == "dtype");
   CHECK(msg.find("stationary_scale") != std::string::npos);
 }
 
 TEST_CASE("packed MX dtypes outside the MX instructions", "[mx][verifier]") {
   std::string msg;
   // Allowed: dma_copy to the same dtype, memset 0, a uint32 bitcast for anything else.
-  CHECK(rule_of([](nl::tensor) {
-          auto q = nl::ndarray({128, 16}, nl::float8_e4m3fn_x4);
-          isa::memset(q, 0);
-          auto out = nl::ndarray({128, 16}, nl::float8_e4m3fn_x4, nl::shared_hbm);
-          isa::dma_copy(out, q);
-          isa::tensor_copy(nl::ndarray({128, 16}, nl::uint32), q.view_as(nl::uint32));
-        }, Target::trn3) == "");
+  CHECK(rule_of(
+            [](nl::tensor) {
+              auto q = nl::ndarray({128, 16}, nl::float8_e4m3fn_x4);
+              isa::memset(q, 0);
+              auto out = nl::ndarray({128, 16}, nl::float8_e4m3fn_x4, nl::shared_hbm);
+              isa::dma_copy(out, q);
+              isa::tensor_copy(nl::ndarray({128, 16}, nl::uint32), q.view_as(nl::uint32));
+            },
+            Target::trn3) == "");
   CHECK(rule_of([](nl::tensor) { isa::memset(nl::ndarray({128, 16}, nl::float8_e5m2_x4), 1.0); }, Target::trn3, &msg) ==
         "packed-dtype");
   CHECK(msg.find("memset to 0") != std::string::npos);
-  CHECK(rule_of([](nl::tensor) {
-          auto q = nl::ndarray({128, 16}, nl::float8_e4m3fn_x4);
-          isa::memset(q, 0);
-          isa::dma_copy(nl::ndarray({128, 16}, nl::uint32, nl::shared_hbm), q);
-        }, Target::trn3, &msg) == "packed-dtype");
-  CHECK(rule_of([](nl::tensor) {
-          auto q = nl::ndarray({128, 16}, nl::float4_e2m1fn_x4);
-          isa::memset(q, 0);
-          isa::tensor_copy(nl::ndarray({128, 16}, nl::float32), q);
-        }, Target::trn3, &msg) == "packed-dtype");
+  CHECK(rule_of(
+            [](nl::tensor) {
+              auto q = nl::ndarray({128, 16}, nl::float8_e4m3fn_x4);
+              isa::memset(q, 0);
+              isa::dma_copy(nl::ndarray({128, 16}, nl::uint32, nl::shared_hbm), q);
+            },
+            Target::trn3, &msg) == "packed-dtype");
+  CHECK(rule_of(
+            [](nl::tensor) {
+              auto q = nl::ndarray({128, 16}, nl::float4_e2m1fn_x4);
+              isa::memset(q, 0);
+              isa::tensor_copy(nl::ndarray({128, 16}, nl::float32), q);
+            },
+            Target::trn3, &msg) == "packed-dtype");
   CHECK(msg.find("operand src has the packed MX dtype float4_e2m1fn_x4") != std::string::npos);
   CHECK(msg.find("bitcast") != std::string::npos);
 }

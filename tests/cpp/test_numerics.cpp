@@ -149,7 +149,7 @@ TEST_CASE("float16 subnormals, overflow and specials", "[core][numerics]") {
   CHECK(enc(DType::float16, tiny) == 0x0001);
   CHECK(dec(DType::float16, 0x0001) == tiny);
   CHECK(dec(DType::float16, 0x8001) == -tiny);
-  CHECK(dec(DType::float16, 0x03ff) == 1023 * tiny);  // largest subnormal
+  CHECK(dec(DType::float16, 0x03ff) == 1023 * tiny);            // largest subnormal
   CHECK(dec(DType::float16, 0x0400) == std::ldexp(1.0f, -14));  // smallest normal
   // Half the smallest subnormal is a tie between 0 and 0x0001 -> 0 (sign kept).
   CHECK(enc(DType::float16, tiny / 2) == 0x0000);
@@ -237,11 +237,11 @@ TEST_CASE("tfloat32 storage always has the low 13 mantissa bits zero", "[core][n
 
 TEST_CASE("float8_e4m3 rounding", "[core][numerics]") {
   const DType t = DType::float8_e4m3;
-  CHECK(enc(t, 1.0f) == 0x38);      // e=7 -> 0.0111.000
+  CHECK(enc(t, 1.0f) == 0x38);  // e=7 -> 0.0111.000
   CHECK(enc(t, -1.0f) == 0xb8);
-  CHECK(enc(t, 1.125f) == 0x39);    // 1 + 1/8
+  CHECK(enc(t, 1.125f) == 0x39);  // 1 + 1/8
   CHECK(enc(t, 0.5f) == 0x30);
-  CHECK(enc(t, 240.0f) == 0x77);    // 1.875 * 2^7
+  CHECK(enc(t, 240.0f) == 0x77);  // 1.875 * 2^7
   // ulp(1) = 1/8. 1 + 1/16 ties to the even 0x38; 1 + 3/16 ties to the even 0x3a (1.25).
   CHECK(enc(t, 1.0625f) == 0x38);
   CHECK(enc(t, 1.1875f) == 0x3a);
@@ -261,8 +261,8 @@ TEST_CASE("float8_e4m3 rounding", "[core][numerics]") {
   CHECK(enc(t, std::nextafter(sub / 2, 1.0f)) == 0x01);
   CHECK(enc(t, 1.5f * sub) == 0x02);
   CHECK(enc(t, 2.5f * sub) == 0x02);
-  CHECK(enc(t, 7.0f * sub) == 0x07);   // largest subnormal
-  CHECK(enc(t, 7.5f * sub) == 0x08);   // tie rounds out of the subnormal range into 2^-6
+  CHECK(enc(t, 7.0f * sub) == 0x07);  // largest subnormal
+  CHECK(enc(t, 7.5f * sub) == 0x08);  // tie rounds out of the subnormal range into 2^-6
   CHECK(enc(t, 6.5f * sub) == 0x06);
   CHECK(enc(t, std::ldexp(1.0f, -6)) == 0x08);
   CHECK(enc(t, 1e-10f) == 0x00);
@@ -431,7 +431,7 @@ TEST_CASE("fp32 to unsigned integers rounds half to even and saturates", "[core]
     CHECK(conv(1.5f) == 2);
     CHECK(conv(2.5f) == 2);
     CHECK(conv(-0.5f) == 0);
-    CHECK(conv(-2.5f) == 0);   // negative -> 0
+    CHECK(conv(-2.5f) == 0);  // negative -> 0
     CHECK(conv(-1.0f) == 0);
     CHECK(conv(-1e30f) == 0);
     CHECK(conv(-kInf) == 0);
@@ -567,8 +567,8 @@ TEST_CASE("load_int and store_int saturate", "[core][numerics]") {
 }
 
 TEST_CASE("fill_uninitialized writes NaN to floats, 4 to integers, 1 to bool", "[core][numerics]") {
-  for (DType t : {DType::float32, DType::bfloat16, DType::float16, DType::tfloat32, DType::float8_e4m3,
-                  DType::float8_e5m2}) {
+  for (DType t :
+       {DType::float32, DType::bfloat16, DType::float16, DType::tfloat32, DType::float8_e4m3, DType::float8_e5m2}) {
     const int n = ir::dtype_size(t);
     std::vector<uint8_t> buf(5 * n + 3, 0xCD);
     ir::fill_uninitialized(t, buf.data(), 5);
@@ -605,10 +605,10 @@ TEST_CASE("fill_uninitialized writes NaN to floats, 4 to integers, 1 to bool", "
 TEST_CASE("float8_e4m3fn rounding, saturation to NaN and specials", "[core][numerics][mx]") {
   const DType t = DType::float8_e4m3fn;
   CHECK(enc(t, 1.0f) == 0x38);
-  CHECK(enc(t, 448.0f) == 0x7e);                       // 1.75 * 2^8: exponent 15 is finite here
-  CHECK(enc(t, 256.0f) == 0x78);                       // 0x78 is 256, not inf as in float8_e4m3
+  CHECK(enc(t, 448.0f) == 0x7e);  // 1.75 * 2^8: exponent 15 is finite here
+  CHECK(enc(t, 256.0f) == 0x78);  // 0x78 is 256, not inf as in float8_e4m3
   CHECK(enc(t, 240.0f) == 0x77);
-  CHECK(enc(t, 1.0625f) == 0x38);                      // RNE as in float8_e4m3
+  CHECK(enc(t, 1.0625f) == 0x38);  // RNE as in float8_e4m3
   // Above 448 the next step would be 480 = S.1111.111, the NaN code: 464 ties to the even 448,
   // anything that rounds further is NaN (no inf), with the sign kept.
   CHECK(enc(t, 464.0f) == 0x7e);
@@ -620,7 +620,7 @@ TEST_CASE("float8_e4m3fn rounding, saturation to NaN and specials", "[core][nume
   CHECK(enc(t, -kNaN) == 0x7f);  // a NaN input is the canonical (positive) NaN
   // Subnormals as float8_e4m3: step 2^-9.
   CHECK(enc(t, std::ldexp(1.0f, -9)) == 0x01);
-  CHECK(enc(t, std::ldexp(1.0f, -10)) == 0x00);        // tie -> even 0
+  CHECK(enc(t, std::ldexp(1.0f, -10)) == 0x00);  // tie -> even 0
   CHECK(enc(t, -0.0f) == 0x80);
   CHECK(ir::max_finite(t) == 448.0);
   // Decode: every code against the bit layout, and every non-NaN code survives a round trip.
@@ -652,8 +652,8 @@ TEST_CASE("float8_e8m0fnu rounds to the nearest power of two, ties up", "[core][
   CHECK(dec(t, 0) == std::ldexp(1.0f, -127));  // an fp32 subnormal, exact
   CHECK(enc(t, 1.0f) == 127);
   CHECK(enc(t, 1.4999f) == 127);
-  CHECK(enc(t, 1.5f) == 128);                  // the tie between 1 and 2 goes up
-  CHECK(enc(t, 3.0f) == 129);                  // ... also from an even code (no RNE here)
+  CHECK(enc(t, 1.5f) == 128);  // the tie between 1 and 2 goes up
+  CHECK(enc(t, 3.0f) == 129);  // ... also from an even code (no RNE here)
   CHECK(enc(t, 0.75f) == 127);
   CHECK(enc(t, std::ldexp(1.0f, -130)) == 0);  // below 2^-127: the smallest scale
   CHECK(enc(t, 1e-45f) == 0);

@@ -15,8 +15,8 @@
 using namespace knit;
 using codegen::Queue;
 using ir::Engine;
-using ir::OpRole;
 using ir::Opcode;
+using ir::OpRole;
 
 namespace {
 

@@ -1,13 +1,13 @@
 // The ORC wrapper JIT-compiles a module built with LLVM's IRBuilder and runs it natively.
 #include <cmath>
 
-#include <catch2/catch.hpp>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <catch2/catch.hpp>
 
-#include "knit/jit/orc_jit.h"
 #include "knit/ir/error.h"
+#include "knit/jit/orc_jit.h"
 
 namespace {
 

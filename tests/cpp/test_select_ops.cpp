@@ -88,35 +88,32 @@ TEST_CASE("select_reduce picks on_true where the predicate is nonzero", "[select
   std::vector<float> mask(P * F);
   for (int64_t i = 0; i < P * F; ++i) mask[i] = static_cast<float>(i % 3);  // 0, 1, 2: nonzero = true
   for (bool reverse : {false, true}) {
-    ir::Kernel k = trace(
-        "select",
-        [&](nl::tensor xs, nl::tensor ms) {
-          auto dst = nl::ndarray({P, F}, nl::float32);
-          isa::select_reduce(dst, load(ms, nl::uint8), load(xs), -5.0, {.reverse_pred = reverse});
-          return store(dst);
-        },
-        {arg({P, F}, nl::float32), arg({P, F}, nl::float32)});
+    ir::Kernel k = trace("select",
+                         [&](nl::tensor xs, nl::tensor ms) {
+                           auto dst = nl::ndarray({P, F}, nl::float32);
+                           isa::select_reduce(dst, load(ms, nl::uint8), load(xs), -5.0, {.reverse_pred = reverse});
+                           return store(dst);
+                         },
+                         {arg({P, F}, nl::float32), arg({P, F}, nl::float32)});
     auto out = run(k, {host(DT::float32, {P, F}, x), host(DT::float32, {P, F}, mask)});
     for (int64_t i = 0; i < P * F; ++i) CHECK(out[0].get(i) == (((mask[i] != 0) != reverse) ? x[i] : -5.0f));
   }
 }
 
-TEST_CASE("select_reduce with a [P,1] on_false, bf16 dst and a local max into reduce_res",
-          "[select][select_reduce]") {
+TEST_CASE("select_reduce with a [P,1] on_false, bf16 dst and a local max into reduce_res", "[select][select_reduce]") {
   const int64_t P = 3, F = 5;
   const std::vector<float> x = random_values(P * F, 2, -3.0f, 3.0f);
   const std::vector<float> fill{-10.0f, 0.5f, 100.0f};
   std::vector<float> mask(P * F);
   for (int64_t i = 0; i < P * F; ++i) mask[i] = (i % 4 == 1) ? 0.0f : -1.0f;  // int16 -1 is "true"
-  ir::Kernel k = trace(
-      "select_column",
-      [&](nl::tensor xs, nl::tensor ms, nl::tensor fs) {
-        auto dst = nl::ndarray({P, F}, nl::bfloat16);
-        auto res = nl::ndarray({P, 1}, nl::float32);
-        isa::select_reduce(dst, load(ms, nl::int16), load(xs), load(fs), {.reduce_res = res});
-        return std::make_tuple(store(dst), store(res));
-      },
-      {arg({P, F}, nl::float32), arg({P, F}, nl::float32), arg({P, 1}, nl::float32)});
+  ir::Kernel k = trace("select_column",
+                       [&](nl::tensor xs, nl::tensor ms, nl::tensor fs) {
+                         auto dst = nl::ndarray({P, F}, nl::bfloat16);
+                         auto res = nl::ndarray({P, 1}, nl::float32);
+                         isa::select_reduce(dst, load(ms, nl::int16), load(xs), load(fs), {.reduce_res = res});
+                         return std::make_tuple(store(dst), store(res));
+                       },
+                       {arg({P, F}, nl::float32), arg({P, F}, nl::float32), arg({P, 1}, nl::float32)});
   auto out = run(k, {host(DT::float32, {P, F}, x), host(DT::float32, {P, F}, mask), host(DT::float32, {P, 1}, fill)});
   for (int64_t p = 0; p < P; ++p) {
     float best = -kInf;
@@ -146,11 +143,11 @@ TEST_CASE("select_reduce reduce_cmd sequences drive the Vector Engine accumulato
           isa::select_reduce(dst, pred, on_true, on_false, {.reduce_res = res, .reduce_cmd = cmd, .reduce_op = op});
           outs.push_back(store(res));
         };
-        step(xt, -100, reduce_cmd::reset_reduce);        // r0 = max(sel x)
-        step(yt, -100, reduce_cmd::reduce);              // r1 = max(r0, max(sel y))
-        step(yt, 50, reduce_cmd::idle);                  // r2 = local max (50); registers untouched
-        step(xt, 7, reduce_cmd::reduce);                 // r3 = max(r1, 7): not 50
-        step(xt, 7, reduce_cmd::reset);                  // r4 = -inf
+        step(xt, -100, reduce_cmd::reset_reduce);            // r0 = max(sel x)
+        step(yt, -100, reduce_cmd::reduce);                  // r1 = max(r0, max(sel y))
+        step(yt, 50, reduce_cmd::idle);                      // r2 = local max (50); registers untouched
+        step(xt, 7, reduce_cmd::reduce);                     // r3 = max(r1, 7): not 50
+        step(xt, 7, reduce_cmd::reset);                      // r4 = -inf
         step(xt, 9, reduce_cmd::reset_reduce, nl::minimum);  // r5 = min(sel x with 9)
         step(yt, 9, reduce_cmd::reduce, nl::minimum);        // r6 = min(r5, min(sel y with 9))
         step(xt, 0.25, reduce_cmd::reset_reduce, nl::add);   // r7 = sum(sel x with 0.25)
@@ -181,20 +178,20 @@ TEST_CASE("select_reduce reduce_cmd sequences drive the Vector Engine accumulato
 
 TEST_CASE("select_reduce on a partition sub-range leaves the other partitions alone", "[select][select_reduce]") {
   const std::vector<float> x = random_values(8 * 4, 5);
-  ir::Kernel k = trace(
-      "subrange",
-      [&](nl::tensor xs) {
-        auto xt = load(xs);
-        auto pred = nl::ndarray({8, 4}, nl::uint8);
-        auto dst = nl::ndarray({8, 4}, nl::float32);
-        auto res = nl::ndarray({2, 1}, nl::float32);
-        isa::memset(pred, 1);
-        isa::memset(dst, 0);
-        isa::select_reduce(dst(nl::ds(3, 2), nl::all), pred(nl::ds(3, 2), nl::all), xt(nl::ds(3, 2), nl::all), 0.0,
-                           {.reduce_res = res, .reduce_cmd = isa::reduce_cmd::reset_reduce});
-        return std::make_tuple(store(dst), store(res));
-      },
-      {arg({8, 4}, nl::float32)});
+  ir::Kernel k = trace("subrange",
+                       [&](nl::tensor xs) {
+                         auto xt = load(xs);
+                         auto pred = nl::ndarray({8, 4}, nl::uint8);
+                         auto dst = nl::ndarray({8, 4}, nl::float32);
+                         auto res = nl::ndarray({2, 1}, nl::float32);
+                         isa::memset(pred, 1);
+                         isa::memset(dst, 0);
+                         isa::select_reduce(dst(nl::ds(3, 2), nl::all), pred(nl::ds(3, 2), nl::all),
+                                            xt(nl::ds(3, 2), nl::all), 0.0,
+                                            {.reduce_res = res, .reduce_cmd = isa::reduce_cmd::reset_reduce});
+                         return std::make_tuple(store(dst), store(res));
+                       },
+                       {arg({8, 4}, nl::float32)});
   auto out = run(k, {host(DT::float32, {8, 4}, x)});
   for (int64_t p = 0; p < 8; ++p)
     for (int64_t j = 0; j < 4; ++j) CHECK(out[0].get(p * 4 + j) == ((p == 3 || p == 4) ? x[p * 4 + j] : 0.0f));
@@ -239,15 +236,15 @@ bool compare(const nl::Op& op, float a, float b) {
 std::vector<HostTensor> run_range_select(const std::vector<float>& x, int64_t P, int64_t F, DT dst_dtype,
                                          const nl::Op& c0, const nl::Op& c1, const std::vector<float>& b0,
                                          const std::vector<float>& b1, double start) {
-  ir::Kernel k = trace(
-      "range_select",
-      [&](nl::tensor xs, nl::tensor b0s, nl::tensor b1s) {
-        auto dst = nl::ndarray({P, F}, dst_dtype);
-        auto res = nl::ndarray({P, 1}, nl::float32);
-        isa::range_select(dst, load(xs), c0, c1, load(b0s), load(b1s), {.reduce_res = res, .range_start = start});
-        return std::make_tuple(store(dst), store(res));
-      },
-      {arg({P, F}, nl::float32), arg({P, 1}, nl::float32), arg({P, 1}, nl::float32)});
+  ir::Kernel k = trace("range_select",
+                       [&](nl::tensor xs, nl::tensor b0s, nl::tensor b1s) {
+                         auto dst = nl::ndarray({P, F}, dst_dtype);
+                         auto res = nl::ndarray({P, 1}, nl::float32);
+                         isa::range_select(dst, load(xs), c0, c1, load(b0s), load(b1s),
+                                           {.reduce_res = res, .range_start = start});
+                         return std::make_tuple(store(dst), store(res));
+                       },
+                       {arg({P, F}, nl::float32), arg({P, 1}, nl::float32), arg({P, 1}, nl::float32)});
   return run(k, {host(DT::float32, {P, F}, x), host(DT::float32, {P, 1}, b0), host(DT::float32, {P, 1}, b1)});
 }
 
@@ -296,23 +293,22 @@ TEST_CASE("range_select fill becomes -inf in low-precision destinations", "[sele
 TEST_CASE("range_select reduce then reduce accumulates across windows", "[select][range_select]") {
   const int64_t P = 2, F = 6;
   const std::vector<float> x = random_values(P * F, 8);
-  ir::Kernel k = trace(
-      "windows",
-      [&](nl::tensor xs) {
-        auto xt = load(xs);
-        auto lo = nl::ndarray({P, 1}, nl::float32), mid = nl::ndarray({P, 1}, nl::float32);
-        auto hi = nl::ndarray({P, 1}, nl::float32);
-        isa::memset(lo, 0);
-        isa::memset(mid, 2);
-        isa::memset(hi, 4);
-        auto dst = nl::ndarray({P, F}, nl::float32);
-        auto r0 = nl::ndarray({P, 1}, nl::float32), r1 = nl::ndarray({P, 1}, nl::float32);
-        isa::range_select(dst, xt, nl::greater_equal, nl::less, lo, mid, {.reduce_res = r0});
-        isa::range_select(dst, xt, nl::greater_equal, nl::less, mid, hi,
-                          {.reduce_cmd = isa::reduce_cmd::reduce, .reduce_res = r1});
-        return std::make_tuple(store(r0), store(r1));
-      },
-      {arg({P, F}, nl::float32)});
+  ir::Kernel k = trace("windows",
+                       [&](nl::tensor xs) {
+                         auto xt = load(xs);
+                         auto lo = nl::ndarray({P, 1}, nl::float32), mid = nl::ndarray({P, 1}, nl::float32);
+                         auto hi = nl::ndarray({P, 1}, nl::float32);
+                         isa::memset(lo, 0);
+                         isa::memset(mid, 2);
+                         isa::memset(hi, 4);
+                         auto dst = nl::ndarray({P, F}, nl::float32);
+                         auto r0 = nl::ndarray({P, 1}, nl::float32), r1 = nl::ndarray({P, 1}, nl::float32);
+                         isa::range_select(dst, xt, nl::greater_equal, nl::less, lo, mid, {.reduce_res = r0});
+                         isa::range_select(dst, xt, nl::greater_equal, nl::less, mid, hi,
+                                           {.reduce_cmd = isa::reduce_cmd::reduce, .reduce_res = r1});
+                         return std::make_tuple(store(r0), store(r1));
+                       },
+                       {arg({P, F}, nl::float32)});
   auto out = run(k, {host(DT::float32, {P, F}, x)});
   for (int64_t p = 0; p < P; ++p) {
     const float* row = x.data() + p * F;
@@ -347,14 +343,13 @@ TEST_CASE("bn_stats gives count, mean and var*count of the even then the odd ele
   std::vector<float> x = iota_values(F, 1.0f);  // row 0: 1..7
   const std::vector<float> r = random_values(2 * F, 9);
   x.insert(x.end(), r.begin(), r.end());
-  ir::Kernel k = trace(
-      "bn_stats",
-      [&](nl::tensor xs) {
-        auto dst = nl::ndarray({P, 6}, nl::float32);
-        isa::bn_stats(dst, load(xs));
-        return store(dst);
-      },
-      {arg({P, F}, nl::float32)});
+  ir::Kernel k = trace("bn_stats",
+                       [&](nl::tensor xs) {
+                         auto dst = nl::ndarray({P, 6}, nl::float32);
+                         isa::bn_stats(dst, load(xs));
+                         return store(dst);
+                       },
+                       {arg({P, F}, nl::float32)});
   auto out = run(k, {host(DT::float32, {P, F}, x)});
   // Row 0 by hand: evens {1,3,5,7} mean 4, sum sq dev 20; odds {2,4,6} mean 4, sum sq dev 8.
   const std::vector<float> row0{4, 4, 20, 3, 4, 8};
@@ -372,14 +367,13 @@ TEST_CASE("bn_stats gives count, mean and var*count of the even then the odd ele
 }
 
 TEST_CASE("bn_stats of a single element has an empty odd group", "[select][bn_stats]") {
-  ir::Kernel k = trace(
-      "bn_stats1",
-      [](nl::tensor xs) {
-        auto dst = nl::ndarray({1, 6}, nl::float32);
-        isa::bn_stats(dst, load(xs));
-        return store(dst);
-      },
-      {arg({1, 1}, nl::float32)});
+  ir::Kernel k = trace("bn_stats1",
+                       [](nl::tensor xs) {
+                         auto dst = nl::ndarray({1, 6}, nl::float32);
+                         isa::bn_stats(dst, load(xs));
+                         return store(dst);
+                       },
+                       {arg({1, 1}, nl::float32)});
   auto out = run(k, {host(DT::float32, {1, 1}, {5.0f})});
   CHECK(out[0].to_floats() == std::vector<float>{1, 5, 0, 0, 0, 0});
 }
@@ -387,18 +381,17 @@ TEST_CASE("bn_stats of a single element has an empty odd group", "[select][bn_st
 TEST_CASE("bn_aggr of chunked bn_stats gives the row mean and population variance", "[select][bn_aggr]") {
   const int64_t P = 4, F = 1024;
   const std::vector<float> x = random_values(P * F, 10, -1.0f, 3.0f);
-  ir::Kernel k = trace(
-      "mean_var",
-      [&](nl::tensor xs) {
-        auto xt = load(xs);
-        auto stats = nl::ndarray({P, 12}, nl::float32);
-        for (int64_t c = 0; c < 2; ++c)
-          isa::bn_stats(stats(nl::all, nl::ds(6 * c, 6)), xt(nl::all, nl::ds(512 * c, 512)));
-        auto mv = nl::ndarray({P, 2}, nl::float32);
-        isa::bn_aggr(mv, stats);
-        return store(mv);
-      },
-      {arg({P, F}, nl::float32)});
+  ir::Kernel k = trace("mean_var",
+                       [&](nl::tensor xs) {
+                         auto xt = load(xs);
+                         auto stats = nl::ndarray({P, 12}, nl::float32);
+                         for (int64_t c = 0; c < 2; ++c)
+                           isa::bn_stats(stats(nl::all, nl::ds(6 * c, 6)), xt(nl::all, nl::ds(512 * c, 512)));
+                         auto mv = nl::ndarray({P, 2}, nl::float32);
+                         isa::bn_aggr(mv, stats);
+                         return store(mv);
+                       },
+                       {arg({P, F}, nl::float32)});
   auto out = run(k, {host(DT::float32, {P, F}, x)});
   for (int64_t p = 0; p < P; ++p) {
     double sum = 0, sq = 0;
@@ -411,14 +404,13 @@ TEST_CASE("bn_aggr of chunked bn_stats gives the row mean and population varianc
 }
 
 TEST_CASE("bn_aggr combines hand-written triples; empty triples are ignored", "[select][bn_aggr]") {
-  ir::Kernel k = trace(
-      "aggr",
-      [](nl::tensor s) {
-        auto mv = nl::ndarray({2, 2}, nl::float32);
-        isa::bn_aggr(mv, load(s));
-        return store(mv);
-      },
-      {arg({2, 6}, nl::float32)});
+  ir::Kernel k = trace("aggr",
+                       [](nl::tensor s) {
+                         auto mv = nl::ndarray({2, 2}, nl::float32);
+                         isa::bn_aggr(mv, load(s));
+                         return store(mv);
+                       },
+                       {arg({2, 6}, nl::float32)});
   // Row 0: samples {0, 2} (2, 1, 2) and {2, 4, 6} (3, 4, 8): mean 2.8, var (2+8+2*3.24+3*1.44)/5.
   auto out = run(k, {host(DT::float32, {2, 6}, {2, 1, 2, 3, 4, 8, 0, 0, 0, 4, 2, 8})});
   CHECK(out[0].get(0) == Approx(2.8));
@@ -446,14 +438,13 @@ TEST_CASE("max8 returns the 8 largest values per partition, descending, ties kep
   std::vector<float> x = random_values(P * F, 11, 0.0f, 5.0f);
   for (float& v : x) v = std::floor(v) - 2.0f;  // -2..2: many ties
   for (DT d : {DT::float32, DT::bfloat16}) {
-    ir::Kernel k = trace(
-        "max8",
-        [&](nl::tensor xs) {
-          auto dst = nl::ndarray({P, 8}, d);
-          isa::max8(dst, load(xs));
-          return store(dst);
-        },
-        {arg({P, F}, nl::float32)});
+    ir::Kernel k = trace("max8",
+                         [&](nl::tensor xs) {
+                           auto dst = nl::ndarray({P, 8}, d);
+                           isa::max8(dst, load(xs));
+                           return store(dst);
+                         },
+                         {arg({P, F}, nl::float32)});
     std::vector<float> xs = x;
     xs[5] = 1.00390625f;  // rounds to 1 in bf16 but ranks above the 1s
     auto out = run(k, {host(DT::float32, {P, F}, xs)});
@@ -467,14 +458,13 @@ TEST_CASE("max8 returns the 8 largest values per partition, descending, ties kep
 
 TEST_CASE("max8 of exactly 8 elements sorts them; NaN ranks first", "[select][max8]") {
   const std::vector<float> x{3, -1, 7, 7, -8, 0, 2, 5, 1, NAN, -kInf, 4, 4, 9, 0, 6};
-  ir::Kernel k = trace(
-      "max8_small",
-      [](nl::tensor xs) {
-        auto dst = nl::ndarray({2, 8}, nl::float32);
-        isa::max8(dst, load(xs));
-        return store(dst);
-      },
-      {arg({2, 8}, nl::float32)});
+  ir::Kernel k = trace("max8_small",
+                       [](nl::tensor xs) {
+                         auto dst = nl::ndarray({2, 8}, nl::float32);
+                         isa::max8(dst, load(xs));
+                         return store(dst);
+                       },
+                       {arg({2, 8}, nl::float32)});
   auto out = run(k, {host(DT::float32, {2, 8}, x)});
   const std::vector<float> row0{7, 7, 5, 3, 2, 0, -1, -8};
   for (int i = 0; i < 8; ++i) CHECK(out[0].get(i) == row0[i]);
@@ -488,18 +478,17 @@ TEST_CASE("nc_find_index8 finds first occurrences; duplicates take the next; mis
   const std::vector<float> data{5, 3, 5, 7, 1, 5, 9, 3, 0, 2,  //
                                 0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   const std::vector<float> vals{5, 5, 3, 42, 5, 5, 3, 3,  //
-                                9, 8, 7, 0, 1, 2, 3, 4};
+                                9, 8, 7, 0,  1, 2, 3, 4};
   const int64_t missing = -1;
   const std::vector<int64_t> want{0, 2, 1, missing, 5, missing, 7, missing, 9, 8, 7, 0, 1, 2, 3, 4};
   for (DT d : {DT::uint32, DT::uint16}) {
-    ir::Kernel k = trace(
-        "find8",
-        [&](nl::tensor ds, nl::tensor vs) {
-          auto dst = nl::ndarray({2, 8}, d);
-          isa::nc_find_index8(dst, load(ds), load(vs));
-          return store(dst);
-        },
-        {arg({2, 10}, nl::float32), arg({2, 8}, nl::float32)});
+    ir::Kernel k = trace("find8",
+                         [&](nl::tensor ds, nl::tensor vs) {
+                           auto dst = nl::ndarray({2, 8}, d);
+                           isa::nc_find_index8(dst, load(ds), load(vs));
+                           return store(dst);
+                         },
+                         {arg({2, 10}, nl::float32), arg({2, 8}, nl::float32)});
     auto out = run(k, {host(DT::float32, {2, 10}, data), host(DT::float32, {2, 8}, vals)});
     for (size_t i = 0; i < want.size(); ++i) {
       if (d == DT::uint32) CHECK(raw_u32(out[0], i) == (want[i] < 0 ? 0xFFFFFFFFu : uint32_t(want[i])));
@@ -528,14 +517,13 @@ namespace {
 
 // Runs iota into a [P, F] tile of `dtype` and returns it.
 HostTensor run_iota(int64_t P, int64_t F, DT dtype, std::vector<ir::ApDim> pattern, int64_t offset, int64_t cm) {
-  ir::Kernel k = trace(
-      "iota",
-      [&]() {
-        auto dst = nl::ndarray({P, F}, dtype);
-        isa::iota(dst, pattern, offset, cm);
-        return store(dst);
-      },
-      {});
+  ir::Kernel k = trace("iota",
+                       [&]() {
+                         auto dst = nl::ndarray({P, F}, dtype);
+                         isa::iota(dst, pattern, offset, cm);
+                         return store(dst);
+                       },
+                       {});
   return run(k, {})[0];
 }
 
@@ -576,15 +564,14 @@ TEST_CASE("iota computes offset + p*channel_multiplier + sum(i*step)", "[select]
 TEST_CASE("affine_select builds a causal mask", "[select][affine_select]") {
   const int64_t P = 4, F = 6;
   const std::vector<float> x = random_values(P * F, 12);
-  ir::Kernel k = trace(
-      "causal",
-      [&](nl::tensor xs) {
-        auto dst = nl::ndarray({P, F}, nl::float32);
-        // value = p - j; keep x where p - j >= 0 (lower triangle).
-        isa::affine_select(dst, {{-1, F}}, 1, load(xs), -1e9, {.cmp_op = nl::greater_equal});
-        return store(dst);
-      },
-      {arg({P, F}, nl::float32)});
+  ir::Kernel k = trace("causal",
+                       [&](nl::tensor xs) {
+                         auto dst = nl::ndarray({P, F}, nl::float32);
+                         // value = p - j; keep x where p - j >= 0 (lower triangle).
+                         isa::affine_select(dst, {{-1, F}}, 1, load(xs), -1e9, {.cmp_op = nl::greater_equal});
+                         return store(dst);
+                       },
+                       {arg({P, F}, nl::float32)});
   auto out = run(k, {host(DT::float32, {P, F}, x)});
   for (int64_t p = 0; p < P; ++p)
     for (int64_t j = 0; j < F; ++j) CHECK(out[0].get(p * F + j) == (p - j >= 0 ? x[p * F + j] : -1e9f));
@@ -593,14 +580,14 @@ TEST_CASE("affine_select builds a causal mask", "[select][affine_select]") {
 TEST_CASE("affine_select with offset, equal, dtype conversion and bit-exact copies", "[select][affine_select]") {
   SECTION("sub-diagonal into bf16") {
     const std::vector<float> x = random_values(3 * 5, 13);
-    ir::Kernel k = trace(
-        "diag",
-        [&](nl::tensor xs) {
-          auto dst = nl::ndarray({3, 5}, nl::bfloat16);
-          isa::affine_select(dst, {{-1, 5}}, 1, load(xs), 1.00390625, {.cmp_op = nl::equal, .offset = -1});
-          return store(dst);
-        },
-        {arg({3, 5}, nl::float32)});
+    ir::Kernel k = trace("diag",
+                         [&](nl::tensor xs) {
+                           auto dst = nl::ndarray({3, 5}, nl::bfloat16);
+                           isa::affine_select(dst, {{-1, 5}}, 1, load(xs), 1.00390625,
+                                              {.cmp_op = nl::equal, .offset = -1});
+                           return store(dst);
+                         },
+                         {arg({3, 5}, nl::float32)});
     auto out = run(k, {host(DT::float32, {3, 5}, x)});
     for (int64_t p = 0; p < 3; ++p)
       for (int64_t j = 0; j < 5; ++j)
@@ -610,14 +597,14 @@ TEST_CASE("affine_select with offset, equal, dtype conversion and bit-exact copi
     HostTensor in = HostTensor::zeros(DT::int32, {2, 4});
     const int32_t big[8] = {16777217, -16777217, 2147483647, 5, -3, 123456789, 7, 0};
     std::memcpy(in.bytes.data(), big, sizeof(big));
-    ir::Kernel k = trace(
-        "exact",
-        [](nl::tensor xs) {
-          auto dst = nl::ndarray({2, 4}, nl::int32);
-          isa::affine_select(dst, {{1, 4}}, 0, load(xs), -7, {.cmp_op = nl::less, .offset = -2});  // j < 2
-          return store(dst);
-        },
-        {arg({2, 4}, nl::int32)});
+    ir::Kernel k = trace("exact",
+                         [](nl::tensor xs) {
+                           auto dst = nl::ndarray({2, 4}, nl::int32);
+                           isa::affine_select(dst, {{1, 4}}, 0, load(xs), -7,
+                                              {.cmp_op = nl::less, .offset = -2});  // j < 2
+                           return store(dst);
+                         },
+                         {arg({2, 4}, nl::int32)});
     auto out = run(k, {in});
     for (int i = 0; i < 8; ++i) {
       int32_t v;
@@ -646,14 +633,13 @@ TEST_CASE("tensor_partition_reduce folds partitions in fp32", "[select][tensor_p
   const int64_t P = 5, F = 3;
   const std::vector<float> x = random_values(P * F, 14);
   for (nl::Op op : {nl::add, nl::average, nl::maximum}) {
-    ir::Kernel k = trace(
-        "preduce",
-        [&](nl::tensor xs) {
-          auto dst = nl::ndarray({1, F}, nl::float32);
-          isa::tensor_partition_reduce(dst, op, load(xs));
-          return store(dst);
-        },
-        {arg({P, F}, nl::float32)});
+    ir::Kernel k = trace("preduce",
+                         [&](nl::tensor xs) {
+                           auto dst = nl::ndarray({1, F}, nl::float32);
+                           isa::tensor_partition_reduce(dst, op, load(xs));
+                           return store(dst);
+                         },
+                         {arg({P, F}, nl::float32)});
     auto out = run(k, {host(DT::float32, {P, F}, x)});
     for (int64_t j = 0; j < F; ++j) {
       float sum = x[j], mx = x[j];
@@ -667,16 +653,15 @@ TEST_CASE("tensor_partition_reduce folds partitions in fp32", "[select][tensor_p
 TEST_CASE("tensor_partition_reduce bitwise ops combine bit patterns", "[select][tensor_partition_reduce]") {
   const std::vector<float> x{1, 6, 0x70, 3, 12, 0x0F, 5, 4, 0xFF};  // [3, 3]
   for (DT d : {DT::int32, DT::uint8}) {
-    ir::Kernel k = trace(
-        "bits",
-        [&](nl::tensor xs) {
-          auto xt = load(xs, d);
-          auto o = nl::ndarray({1, 3}, d), a = nl::ndarray({1, 3}, d);
-          isa::tensor_partition_reduce(o, nl::bitwise_or, xt);
-          isa::tensor_partition_reduce(a, nl::bitwise_and, xt);
-          return std::make_tuple(store(o), store(a));
-        },
-        {arg({3, 3}, nl::float32)});
+    ir::Kernel k = trace("bits",
+                         [&](nl::tensor xs) {
+                           auto xt = load(xs, d);
+                           auto o = nl::ndarray({1, 3}, d), a = nl::ndarray({1, 3}, d);
+                           isa::tensor_partition_reduce(o, nl::bitwise_or, xt);
+                           isa::tensor_partition_reduce(a, nl::bitwise_and, xt);
+                           return std::make_tuple(store(o), store(a));
+                         },
+                         {arg({3, 3}, nl::float32)});
     auto out = run(k, {host(DT::float32, {3, 3}, x)});
     CHECK(out[0].to_floats() == std::vector<float>{1 | 3 | 5, 6 | 12 | 4, 0x70 | 0x0F | 0xFF});
     CHECK(out[1].to_floats() == std::vector<float>{1 & 3 & 5, 6 & 12 & 4, 0x70 & 0x0F & 0xFF});
@@ -718,16 +703,15 @@ std::vector<float> local_gather_expected(const std::vector<float>& src, int64_t 
 std::vector<HostTensor> run_local_gather(const std::vector<float>& src, int64_t P, int64_t F, DT dtype,
                                          const std::vector<float>& index, int64_t IF, int64_t E, int64_t valid,
                                          int* line = nullptr) {
-  ir::Kernel k = trace(
-      "local_gather",
-      [&](nl::tensor s, nl::tensor i) {
-        auto dst = nl::ndarray({P, valid * E}, dtype);
-        auto st = load(s), it = load(i);
-        if (line) *line = __LINE__ + 1;
-        isa::local_gather(dst, st, it, E, valid);
-        return store(dst);
-      },
-      {arg({P, F}, dtype), arg({P, IF}, nl::uint16)});
+  ir::Kernel k = trace("local_gather",
+                       [&](nl::tensor s, nl::tensor i) {
+                         auto dst = nl::ndarray({P, valid * E}, dtype);
+                         auto st = load(s), it = load(i);
+                         if (line) *line = __LINE__ + 1;
+                         isa::local_gather(dst, st, it, E, valid);
+                         return store(dst);
+                       },
+                       {arg({P, F}, dtype), arg({P, IF}, nl::uint16)});
   return run(k, {host(dtype, {P, F}, src), host(DT::uint16, {P, IF}, index)});
 }
 
@@ -785,16 +769,15 @@ namespace {
 
 std::vector<HostTensor> run_n_gather(const std::vector<float>& data, DT dtype, const std::vector<float>& indices,
                                      int* line = nullptr) {
-  ir::Kernel k = trace(
-      "n_gather",
-      [&](nl::tensor d, nl::tensor i) {
-        auto dst = nl::ndarray({3, 2, 3}, dtype);
-        auto dt = load(d), it = load(i);
-        if (line) *line = __LINE__ + 1;
-        isa::nc_n_gather(dst, dt, it);
-        return store(dst);
-      },
-      {arg({3, 4, 5}, dtype), arg({3, 2, 3}, nl::uint32)});
+  ir::Kernel k = trace("n_gather",
+                       [&](nl::tensor d, nl::tensor i) {
+                         auto dst = nl::ndarray({3, 2, 3}, dtype);
+                         auto dt = load(d), it = load(i);
+                         if (line) *line = __LINE__ + 1;
+                         isa::nc_n_gather(dst, dt, it);
+                         return store(dst);
+                       },
+                       {arg({3, 4, 5}, dtype), arg({3, 2, 3}, nl::uint32)});
   return run(k, {host(dtype, {3, 4, 5}, data), host(DT::uint32, {3, 2, 3}, indices)});
 }
 

@@ -6,8 +6,8 @@
 #include <iterator>
 #include <set>
 
-#include <catch2/catch.hpp>
 #include <knit/testing.h>
+#include <catch2/catch.hpp>
 
 #include "kernels.h"
 
@@ -48,7 +48,7 @@ TEST_CASE("a mismatch report names the worst elements, their indices, values and
   for (int i = 0; i < 32; ++i) expected[i] = v[i] = 1.0f + i / 31.0f;
   HostTensor actual = HostTensor::from_floats(nl::bfloat16, {4, 8}, v);
   actual.set(2 * 8 + 5, actual.get(2 * 8 + 5) + 5 * 0.0078125f);  // 5 ULPs off in [1, 2)
-  actual.set(1 * 8 + 1, actual.get(1 * 8 + 1) + 0.0625f);          // 8 ULPs off: the worst
+  actual.set(1 * 8 + 1, actual.get(1 * 8 + 1) + 0.0625f);         // 8 ULPs off: the worst
   const std::string msg = kt::mismatch_report(actual, expected);
   CHECK_THAT(msg, StartsWith("result (bfloat16[4, 8]) differs from the reference: 2 of 32 elements (6.25%)"));
   CHECK_THAT(msg, Contains("with rtol=0.00781") && Contains("defaults for bfloat16"));
@@ -107,12 +107,14 @@ TEST_CASE("simulated latency is the same run to run, and LatencyAtMost shows the
   std::ifstream trace(path);
   const std::string json((std::istreambuf_iterator<char>(trace)), std::istreambuf_iterator<char>());
   size_t events = 0;
-  for (size_t at = json.find("\"ph\": \"X\""); at != std::string::npos; at = json.find("\"ph\": \"X\"", at + 1)) ++events;
+  for (size_t at = json.find("\"ph\": \"X\""); at != std::string::npos; at = json.find("\"ph\": \"X\"", at + 1))
+    ++events;
   CHECK(events == a.report.timeline.size());
   CHECK_THAT(json, StartsWith("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [{\"name\": \"dma_copy\""));
   CHECK(json == sim::chrome_trace_json(a.program_kernel, a.report.timeline));  // the one writer, shared with Python
   const std::string shown = Catch::Detail::stringify(a);
-  CHECK_THAT(shown, Contains("kernel softmax on trn1 (NC-v2): ") && Contains("  engine       busy us    util    instrs"));
+  CHECK_THAT(shown,
+             Contains("kernel softmax on trn1 (NC-v2): ") && Contains("  engine       busy us    util    instrs"));
   const kt::Profile on_trn3 = kt::profile(k, {x}, ir::Target::trn3);
   CHECK(on_trn3.target == ir::Target::trn3);
   CHECK(on_trn3.report.total_ns < a.report.total_ns);  // a later generation, faster engines

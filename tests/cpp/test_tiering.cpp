@@ -6,8 +6,8 @@
 
 #include "native/tiering.h"
 
-using knit::codegen::SpecializeRequest;
 using knit::codegen::Specializer;
+using knit::codegen::SpecializeRequest;
 using knit::sim::native::break_even_work;
 
 TEST_CASE("break-even work prices building, loading and nothing to do", "[tiering]") {

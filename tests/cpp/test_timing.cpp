@@ -164,8 +164,7 @@ std::string tile_decls(const char* dtype, int n) {
 }
 // A full [128, n] view of tensor %id whose rows are `row` elements apart.
 std::string full(int id, int n, int row = -1) {
-  return "%" + std::to_string(id) + "@0[[" + std::to_string(row < 0 ? n : row) + ",128],[1," + std::to_string(n) +
-         "]]";
+  return "%" + std::to_string(id) + "@0[[" + std::to_string(row < 0 ? n : row) + ",128],[1," + std::to_string(n) + "]]";
 }
 
 }  // namespace
@@ -230,8 +229,8 @@ TEST_CASE("VectorE tensor_tensor: max(64, 2N) + OVH, N when one input is in PSUM
   }
   // All-bf16 contiguous SBUF: one cycle per element; NC-v3+ perf mode halves it.
   const int n = 512;
-  const std::string tt =
-      "tensor_tensor dst=" + full(1, n) + " data1=" + full(0, n) + " data2=" + full(1, n) + " op=add";
+  const std::string tt = "tensor_tensor dst=" + full(1, n) + " data1=" + full(0, n) + " data2=" + full(1, n) +
+                         " op=add";
   const MachineConfig& c1 = sim::machine_config(ir::Target::trn1);
   const MachineConfig& c2 = sim::machine_config(ir::Target::trn2);
   CHECK_FALSE(c1.dve_perf_mode);
@@ -277,8 +276,8 @@ TEST_CASE("VectorE tensor_scalar and ScalarE activation: max(64, N) + OVH at the
     CHECK(cost_of(target, tile_decls("bfloat16", n), act, Queue::act).busy_ns == Approx(scalar / c.act_ghz));
     // A small bf16 tensor_scalar: the perf mode cannot go below MIN_II (64 cycles).
     const int small = 128;
-    const std::string ts_small =
-        "tensor_scalar dst=" + full(1, small) + " data=" + full(0, small) + " op0=multiply operand0=3";
+    const std::string ts_small = "tensor_scalar dst=" + full(1, small) + " data=" + full(0, small) +
+                                 " op0=multiply operand0=3";
     CHECK(cost_of(target, tile_decls("bfloat16", small), ts_small, Queue::dve).busy_ns ==
           Approx((std::max(64.0, c.dve_perf_mode ? small / 4.0 : small) + 60) / c.dve_ghz));
   }
@@ -307,8 +306,8 @@ TEST_CASE("an innermost SBUF stride over 16 bytes runs at half rate", "[timing]"
   // bf16 at a step of 8 is 16 bytes: full rate; a step of 9 is 18 bytes: half rate.
   auto ts16 = [&](int step) {
     const std::string src = "%2@0[[2048,128],[" + std::to_string(step) + ",128]]";
-    return cost_of(target, decls,
-                   "tensor_scalar dst=%1@0[[256,128],[1,128]] data=" + src + " op0=add operand0=1", Queue::dve)
+    return cost_of(target, decls, "tensor_scalar dst=%1@0[[256,128],[1,128]] data=" + src + " op0=add operand0=1",
+                   Queue::dve)
         .busy_ns;
   };
   CHECK(ts16(8) == Approx((128 + 60) / c.dve_ghz));
@@ -364,13 +363,14 @@ TEST_CASE("GpSimd: iota and affine_select cost GPSIMD_START + N + OVH", "[timing
       const std::string N = std::to_string(n);
       const std::string decls = "  tensor %0 \"i\" sbuf int32[128, " + N + "]\n  tensor %1 \"f\" sbuf float32[128, " +
                                 N + "]\n";
-      InstrCost iota = cost_of(target, decls,
-                               "iota dst=" + full(0, n) + " pattern=[[1," + N + "]] channel_multiplier=" + N,
-                               Queue::pool);
+      InstrCost iota = cost_of(
+          target, decls, "iota dst=" + full(0, n) + " pattern=[[1," + N + "]] channel_multiplier=" + N, Queue::pool);
       CHECK(iota.busy_ns == Approx((150.0 + n + 60) / c.pool_ghz));
       InstrCost sel = cost_of(target, decls,
-                              "affine_select dst=" + full(1, n) + " pattern=[[-1," + N + "]] channel_multiplier=1 "
-                              "on_true_tile=" + full(1, n) + " on_false_value=0 cmp_op=greater_equal",
+                              "affine_select dst=" + full(1, n) + " pattern=[[-1," + N +
+                                  "]] channel_multiplier=1 "
+                                  "on_true_tile=" +
+                                  full(1, n) + " on_false_value=0 cmp_op=greater_equal",
                               Queue::pool);
       CHECK(sel.busy_ns == Approx((150.0 + n + 60) / c.pool_ghz));
     }
@@ -594,16 +594,16 @@ TEST_CASE("ScalarE loads a function table when the function set changes", "[timi
     return "  activation dst=" + full(dst, 512) + " data=" + full(src, 512) + " op=" + op + "\n";
   };
   // exp, exp: one table load, charged to the first; relu needs none.
-  const Timed t = time_kernel(parse_kernel(ir::Target::trn2, kTiles, act(1, 0, "exp") + act(2, 0, "exp") +
-                                                                         act(3, 0, "relu")));
+  const Timed t = time_kernel(
+      parse_kernel(ir::Target::trn2, kTiles, act(1, 0, "exp") + act(2, 0, "exp") + act(3, 0, "relu")));
   const double b = t.cost(0).busy_ns;
   CHECK(t.once(0).end_ns - t.once(0).start_ns == Approx(b + c.act_table_ns));
   CHECK(t.once(1).end_ns - t.once(1).start_ns == Approx(b));
   CHECK(t.once(2).end_ns - t.once(2).start_ns == Approx(b));
   CHECK(t.report.busy_ns[q(Queue::act)] == Approx(3 * b + c.act_table_ns));
   // exp, tanh, exp: three loads (tanh is in another set).
-  const Timed u = time_kernel(parse_kernel(ir::Target::trn2, kTiles, act(1, 0, "exp") + act(2, 0, "tanh") +
-                                                                         act(3, 0, "exp")));
+  const Timed u = time_kernel(
+      parse_kernel(ir::Target::trn2, kTiles, act(1, 0, "exp") + act(2, 0, "tanh") + act(3, 0, "exp")));
   CHECK(u.report.busy_ns[q(Queue::act)] == Approx(3 * b + 3 * c.act_table_ns));
 }
 
@@ -611,10 +611,10 @@ TEST_CASE("ScalarE loads a function table when the function set changes", "[timi
 // cost.cpp's act_table() groups exp and log: exp followed by log loads one table, not two.
 TEST_CASE("exp and log share one function table (natural_log_exp_and_others)", "[timing]") {
   const MachineConfig& c = sim::machine_config(ir::Target::trn2);
-  const Timed t = time_kernel(parse_kernel(
-      ir::Target::trn2, kTiles,
-      "  activation dst=" + full(1, 512) + " data=" + full(0, 512) + " op=exp\n" + "  activation dst=" + full(2, 512) +
-          " data=" + full(0, 512) + " op=log\n"));
+  const Timed t = time_kernel(parse_kernel(ir::Target::trn2, kTiles,
+                                           "  activation dst=" + full(1, 512) + " data=" + full(0, 512) + " op=exp\n" +
+                                               "  activation dst=" + full(2, 512) + " data=" + full(0, 512) +
+                                               " op=log\n"));
   const double b = t.cost(0).busy_ns;
   CHECK(t.report.busy_ns[q(Queue::act)] == Approx(2 * b + c.act_table_ns));
 }
@@ -655,15 +655,14 @@ TEST_CASE("timing is deterministic and a functional run times exactly like a tim
       "  tensor %4 \"p\" psum float32[128, 512]\n"
       "  tensor %5 \"e\" sbuf float32[128, 512]\n"
       "  tensor %6 \"out\" shared_hbm float32[128, 512]\n";
-  const std::string body =
-      "  dma_copy dst=" + full(2, 512) + " src=" + full(0, 512) + "\n" +      //
-      "  dma_copy dst=" + full(3, 128) + " src=" + full(1, 128) + "\n" +      //
-      "  loop iv=r0 start=0 stop=3\n" +                                     //
-      "  nc_matmul dst=" + full(4, 512) + " stationary=" + full(3, 128) + " moving=" + full(2, 512) + "\n" +
-      "  activation dst=" + full(5, 512) + " data=" + full(4, 512) + " op=exp scale=0.01\n" +
-      "  tensor_scalar dst=" + full(2, 512) + " data=" + full(5, 512) + " op0=multiply operand0=0.5\n" +
-      "  end\n" +  //
-      "  dma_copy dst=" + full(6, 512) + " src=" + full(5, 512) + "\n";
+  const std::string body = "  dma_copy dst=" + full(2, 512) + " src=" + full(0, 512) + "\n" +  //
+                           "  dma_copy dst=" + full(3, 128) + " src=" + full(1, 128) + "\n" +  //
+                           "  loop iv=r0 start=0 stop=3\n" +                                   //
+                           "  nc_matmul dst=" + full(4, 512) + " stationary=" + full(3, 128) +
+                           " moving=" + full(2, 512) + "\n" + "  activation dst=" + full(5, 512) +
+                           " data=" + full(4, 512) + " op=exp scale=0.01\n" + "  tensor_scalar dst=" + full(2, 512) +
+                           " data=" + full(5, 512) + " op0=multiply operand0=0.5\n" + "  end\n" +  //
+                           "  dma_copy dst=" + full(6, 512) + " src=" + full(5, 512) + "\n";
   const ir::Kernel k = parse_kernel(ir::Target::trn2, decls, body, "%6");
   const Timed a = time_kernel(k);
   const Timed b = time_kernel(k);

@@ -75,13 +75,19 @@ void check_ok(Fn&& fn, const std::vector<ArgSpec>& args, Target target = Target:
 
 TEST_CASE("tensor declarations: partition dim limit", "[core][verifier]") {
   int line = 0;
-  auto k = [&]() { line = __LINE__; nl::ndarray({256, 64}, nl::float32, nl::sbuf, "big"); };
+  auto k = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({256, 64}, nl::float32, nl::sbuf, "big");
+  };
   const Failure f = trace_failure(k, {});
   check_failure(f, "partition-limit", line, {"256", "128", "big"});
   // The diagnostic quotes the offending source line.
   CHECK(f.what.find("nl::ndarray({256, 64}") != std::string::npos);
 
-  auto p = [&]() { line = __LINE__; nl::ndarray({129, 4}, nl::float32, nl::psum); };
+  auto p = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({129, 4}, nl::float32, nl::psum);
+  };
   check_failure(trace_failure(p, {}), "partition-limit", line, {"129", "128"});
   check_ok([]() { nl::ndarray({128, 4}, nl::float32, nl::psum); }, {});
   // HBM tensors have no partition dim.
@@ -93,16 +99,23 @@ TEST_CASE("tensor declarations: SBUF capacity per target", "[core][verifier]") {
     Target target;
     int64_t bytes;  // per partition: 192 / 224 / 256 KiB (docs/architecture.md)
   };
-  for (const Case c : {Case{Target::trn1, 192 * 1024}, Case{Target::trn2, 224 * 1024}, Case{Target::trn3, 256 * 1024}}) {
+  for (const Case c :
+       {Case{Target::trn1, 192 * 1024}, Case{Target::trn2, 224 * 1024}, Case{Target::trn3, 256 * 1024}}) {
     INFO("target " << ir::to_string(c.target));
     const int64_t fits = c.bytes / 4;
     check_ok([&]() { nl::ndarray({128, fits}, nl::float32, nl::sbuf); }, {}, c.target);
     check_ok([&]() { nl::ndarray({128, 2, c.bytes / 4}, nl::bfloat16, nl::sbuf); }, {}, c.target);
     int line = 0;
-    auto over = [&]() { line = __LINE__; nl::ndarray({128, fits + 1}, nl::float32, nl::sbuf, "tile"); };
+    auto over = [&]() {
+      line = __LINE__ + 1;  // the statement below
+      nl::ndarray({128, fits + 1}, nl::float32, nl::sbuf, "tile");
+    };
     check_failure(trace_failure(over, {}, c.target), "capacity", line,
                   {std::to_string(c.bytes), std::to_string(c.bytes + 4), std::string(ir::to_string(c.target))});
-    auto over_bf16 = [&]() { line = __LINE__; nl::ndarray({64, c.bytes / 2 + 1}, nl::bfloat16, nl::sbuf); };
+    auto over_bf16 = [&]() {
+      line = __LINE__ + 1;  // the statement below
+      nl::ndarray({64, c.bytes / 2 + 1}, nl::bfloat16, nl::sbuf);
+    };
     check_failure(trace_failure(over_bf16, {}, c.target), "capacity", line, {std::to_string(c.bytes + 2)});
   }
   // What overflows trn1 fits trn2, and what overflows trn2 fits trn3.
@@ -113,37 +126,62 @@ TEST_CASE("tensor declarations: SBUF capacity per target", "[core][verifier]") {
 TEST_CASE("tensor declarations: PSUM capacity and address pins", "[core][verifier]") {
   int line = 0;
   check_ok([]() { nl::ndarray({128, 2, 2048}, nl::float32, nl::psum); }, {});  // exactly 16 KiB
-  auto big = [&]() { line = __LINE__; nl::ndarray({128, 4097}, nl::float32, nl::psum); };
+  auto big = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({128, 4097}, nl::float32, nl::psum);
+  };
   check_failure(trace_failure(big, {}), "capacity", line, {"16384", "16388", "psum"});
 
   using Pin = std::array<int64_t, 2>;
   check_ok([]() { nl::ndarray({128, 512}, nl::float32, nl::psum, "acc", Pin{0, 2048}); }, {});
   check_ok([]() { nl::ndarray({128, 512}, nl::float32, nl::psum, "acc", Pin{0, 14336}); }, {});  // last bank
-  auto unaligned = [&]() { line = __LINE__; nl::ndarray({128, 512}, nl::float32, nl::psum, "acc", Pin{0, 1024}); };
+  auto unaligned = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({128, 512}, nl::float32, nl::psum, "acc", Pin{0, 1024});
+  };
   check_failure(trace_failure(unaligned, {}), "address", line, {"2 KiB", "1024"});
-  auto past_end = [&]() { line = __LINE__; nl::ndarray({128, 512}, nl::float32, nl::psum, "acc", Pin{0, 16384}); };
+  auto past_end = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({128, 512}, nl::float32, nl::psum, "acc", Pin{0, 16384});
+  };
   check_failure(trace_failure(past_end, {}), "address", line, {"(0, 16384)"});
-  auto partitions = [&]() { line = __LINE__; nl::ndarray({64, 16}, nl::float32, nl::sbuf, "s", Pin{100, 0}); };
+  auto partitions = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({64, 16}, nl::float32, nl::sbuf, "s", Pin{100, 0});
+  };
   check_failure(trace_failure(partitions, {}), "address", line, {"(100, 0)"});
   check_ok([]() { nl::ndarray({64, 16}, nl::float32, nl::sbuf, "s", Pin{64, 1000}); }, {});  // unaligned SBUF is fine
-  auto hbm_pin = [&]() { line = __LINE__; nl::ndarray({64, 16}, nl::float32, nl::hbm, "h", Pin{0, 0}); };
+  auto hbm_pin = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({64, 16}, nl::float32, nl::hbm, "h", Pin{0, 0});
+  };
   check_failure(trace_failure(hbm_pin, {}), "address", line, {"sbuf/psum"});
 }
 
 TEST_CASE("tensor declarations: shape rules", "[core][verifier]") {
   int line = 0;
-  auto rank1 = [&]() { line = __LINE__; nl::ndarray({128}, nl::float32, nl::sbuf); };
+  auto rank1 = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({128}, nl::float32, nl::sbuf);
+  };
   check_failure(trace_failure(rank1, {}), "tensor-shape", line, {"partition dim"});
-  auto zero = [&]() { line = __LINE__; nl::ndarray({128, 0}, nl::float32, nl::sbuf); };
+  auto zero = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({128, 0}, nl::float32, nl::sbuf);
+  };
   check_failure(trace_failure(zero, {}), "tensor-shape", line, {">= 1"});
-  auto empty = [&]() { line = __LINE__; nl::ndarray({}, nl::float32, nl::hbm); };
+  auto empty = [&]() {
+    line = __LINE__ + 1;  // the statement below
+    nl::ndarray({}, nl::float32, nl::hbm);
+  };
   check_failure(trace_failure(empty, {}), "tensor-shape", line, {});
 }
 
 TEST_CASE("kernel outputs must be HBM tensors", "[core][verifier]") {
   int line = 0;
   auto k = [&](nl::tensor a) {
-    line = __LINE__; auto t = nl::ndarray({128, 64}, nl::float32, nl::sbuf, "result");
+    line = __LINE__ + 1;  // the statement below
+    auto t = nl::ndarray({128, 64}, nl::float32, nl::sbuf, "result");
     isa::dma_copy(t, a);
     return t;
   };
@@ -164,7 +202,8 @@ TEST_CASE("trace checks the number of argument specs", "[core][verifier]") {
   int line = 0;
   Failure f;
   try {
-    line = __LINE__; trace("two", k, {arg({4}, nl::float32)});
+    line = __LINE__ + 1;  // the statement below
+    trace("two", k, {arg({4}, nl::float32)});
   } catch (const knit::Error& e) {
     f.thrown = true;
     f.rule = e.rule();
@@ -183,7 +222,8 @@ TEST_CASE("dma_copy rules", "[core][verifier]") {
   SECTION("element counts must match") {
     auto k = [&](nl::tensor a) {
       auto t = nl::ndarray({128, 64}, nl::float32, nl::sbuf);
-      line = __LINE__; isa::dma_copy(t, a(nl::all, nl::ds(0, 32)));
+      line = __LINE__ + 1;  // the statement below
+      isa::dma_copy(t, a(nl::all, nl::ds(0, 32)));
     };
     check_failure(trace_failure(k, args), "dma-size", line, {"dma_copy", "8192", "4096"});
     // Only the total count matters: [128, 64] <- [64, 128] is fine.
@@ -194,7 +234,8 @@ TEST_CASE("dma_copy rules", "[core][verifier]") {
       auto p = nl::ndarray({128, 64}, nl::float32, nl::psum);
       isa::memset(p, 0);
       auto out = nl::ndarray({128, 64}, nl::float32, nl::shared_hbm);
-      line = __LINE__; isa::dma_copy(out, p);
+      line = __LINE__ + 1;  // the statement below
+      isa::dma_copy(out, p);
       return out;
     };
     check_failure(trace_failure(k, args), "buffer", line, {"src", "psum"});
@@ -202,38 +243,47 @@ TEST_CASE("dma_copy rules", "[core][verifier]") {
   SECTION("PSUM destination is rejected") {
     auto k = [&](nl::tensor a) {
       auto p = nl::ndarray({128, 64}, nl::float32, nl::psum);
-      line = __LINE__; isa::dma_copy(p, a);
+      line = __LINE__ + 1;  // the statement below
+      isa::dma_copy(p, a);
     };
     check_failure(trace_failure(k, args), "buffer", line, {"dst", "PSUM"});
   }
   SECTION("hwdge cannot convert dtypes") {
     auto k = [&](nl::tensor a) {
       auto t = nl::ndarray({128, 64}, nl::bfloat16, nl::sbuf);
-      line = __LINE__; isa::dma_copy(t, a, {.dge_mode = isa::dge_mode::hwdge});
+      line = __LINE__ + 1;  // the statement below
+      isa::dma_copy(t, a, {.dge_mode = isa::dge_mode::hwdge});
     };
     check_failure(trace_failure(k, args), "dtype", line, {"hwdge", "float32", "bfloat16"});
-    check_ok([](nl::tensor a) {
-      isa::dma_copy(nl::ndarray({128, 64}, nl::bfloat16, nl::sbuf), a, {.dge_mode = isa::dge_mode::swdge});
-    }, args);
-    check_ok([](nl::tensor a) {
-      isa::dma_copy(nl::ndarray({128, 64}, nl::float32, nl::sbuf), a, {.dge_mode = isa::dge_mode::hwdge});
-    }, args);
+    check_ok(
+        [](nl::tensor a) {
+          isa::dma_copy(nl::ndarray({128, 64}, nl::bfloat16, nl::sbuf), a, {.dge_mode = isa::dge_mode::swdge});
+        },
+        args);
+    check_ok(
+        [](nl::tensor a) {
+          isa::dma_copy(nl::ndarray({128, 64}, nl::float32, nl::sbuf), a, {.dge_mode = isa::dge_mode::hwdge});
+        },
+        args);
   }
   SECTION("queue engine") {
     auto k = [&](nl::tensor a) {
       auto t = nl::ndarray({128, 64}, nl::float32, nl::sbuf);
-      line = __LINE__; isa::dma_copy(t, a, {.engine = isa::engine::gpsimd});
+      line = __LINE__ + 1;  // the statement below
+      isa::dma_copy(t, a, {.engine = isa::engine::gpsimd});
     };
     check_failure(trace_failure(k, args), "engine", line, {"gpsimd"});
   }
   SECTION("out-of-bounds views are rejected at the call") {
     auto k = [&](nl::tensor a) {
       auto t = nl::ndarray({128, 64}, nl::float32, nl::sbuf);
-      line = __LINE__; isa::dma_copy(t, a.ap({{64, 128}, {1, 64}}, 1));
+      line = __LINE__ + 1;  // the statement below
+      isa::dma_copy(t, a.ap({{64, 128}, {1, 64}}, 1));
     };
     check_failure(trace_failure(k, args), "view-out-of-range", line, {"src"});
     auto s = [&](nl::tensor a) {
-      line = __LINE__; auto t = a(nl::ds(100, 64), nl::all);
+      line = __LINE__ + 1;  // the statement below
+      auto t = a(nl::ds(100, 64), nl::all);
       (void)t;
     };
     check_failure(trace_failure(s, args), "view-out-of-range", line, {"128"});
@@ -258,7 +308,8 @@ TEST_CASE("nc_matmul: N limit per target", "[core][verifier]") {
       auto st = nl::ndarray({m.K, m.M}, m.st, nl::sbuf);
       auto mv = nl::ndarray({m.K, m.N}, m.mv, nl::sbuf);
       auto acc = nl::ndarray({m.M, m.dst_n ? m.dst_n : m.N}, m.dst, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv);
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv);
     };
   };
   // trn2: N <= 512 (one PSUM bank of fp32).
@@ -293,7 +344,8 @@ TEST_CASE("nc_matmul: K and M limits", "[core][verifier]") {
       auto st = nl::ndarray({128, 128}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({64, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({128, 512}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv);
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv);
     };
     check_failure(trace_failure(k, {}), "matmul-shape", line, {"K=128", "K=64"});
   }
@@ -302,7 +354,8 @@ TEST_CASE("nc_matmul: K and M limits", "[core][verifier]") {
       auto st = nl::ndarray({128, 256}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({128, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({128, 512}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st.ap({{256, 256}, {1, 128}}, 0), mv.ap({{512, 256}, {1, 512}}, 0));
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st.ap({{256, 256}, {1, 128}}, 0), mv.ap({{512, 256}, {1, 512}}, 0));
     };
     check_failure(trace_failure(k, {}), "partition-limit", line, {"256", "128"});
   }
@@ -311,7 +364,8 @@ TEST_CASE("nc_matmul: K and M limits", "[core][verifier]") {
       auto st = nl::ndarray({128, 64}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({128, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({64, 512}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv, {.tile_position = {0, 0}, .tile_size = {64, 64}});
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv, {.tile_position = {0, 0}, .tile_size = {64, 64}});
     };
     check_failure(trace_failure(k, {}), "matmul-shape", line, {"K=128", "64"});
   }
@@ -320,7 +374,8 @@ TEST_CASE("nc_matmul: K and M limits", "[core][verifier]") {
       auto st = nl::ndarray({128, 256}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({128, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({128, 512}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv);
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv);
     };
     check_failure(trace_failure(k, {}), "matmul-shape", line, {"M=256", "128"});
   }
@@ -329,7 +384,8 @@ TEST_CASE("nc_matmul: K and M limits", "[core][verifier]") {
       auto st = nl::ndarray({64, 64}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({64, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({64, 512}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv, {.tile_position = {64, 32}, .tile_size = {64, 32}});
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv, {.tile_position = {64, 32}, .tile_size = {64, 32}});
     };
     check_failure(trace_failure(k, {}), "matmul-shape", line, {"M=64", "32"});
   }
@@ -338,7 +394,8 @@ TEST_CASE("nc_matmul: K and M limits", "[core][verifier]") {
       auto st = nl::ndarray({128, 128}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({128, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({128, 256}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv);
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv);
     };
     check_failure(trace_failure(k, {}), "matmul-shape", line, {"[128, 512]", "256"});
   }
@@ -351,17 +408,16 @@ TEST_CASE("nc_matmul: buffers", "[core][verifier]") {
       auto st = nl::ndarray({128, 128}, nl::bfloat16, st_buf);
       auto mv = nl::ndarray({128, 512}, nl::bfloat16, mv_buf);
       auto acc = nl::ndarray({128, 512}, nl::float32, dst_buf);
-      line = __LINE__; isa::nc_matmul(acc, st, mv);
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv);
     };
   };
   using ir::Buffer;
   check_ok(kernel(Buffer::sbuf, Buffer::sbuf, Buffer::psum), {});
   check_failure(trace_failure(kernel(Buffer::psum, Buffer::sbuf, Buffer::psum), {}), "buffer", line,
                 {"stationary", "psum", "sbuf"});
-  check_failure(trace_failure(kernel(Buffer::sbuf, Buffer::hbm, Buffer::psum), {}), "buffer", line,
-                {"moving", "hbm"});
-  check_failure(trace_failure(kernel(Buffer::sbuf, Buffer::sbuf, Buffer::sbuf), {}), "buffer", line,
-                {"dst", "psum"});
+  check_failure(trace_failure(kernel(Buffer::sbuf, Buffer::hbm, Buffer::psum), {}), "buffer", line, {"moving", "hbm"});
+  check_failure(trace_failure(kernel(Buffer::sbuf, Buffer::sbuf, Buffer::sbuf), {}), "buffer", line, {"dst", "psum"});
 }
 
 TEST_CASE("nc_matmul: dtypes", "[core][verifier]") {
@@ -371,7 +427,8 @@ TEST_CASE("nc_matmul: dtypes", "[core][verifier]") {
       auto st = nl::ndarray({128, 128}, st_t, nl::sbuf);
       auto mv = nl::ndarray({128, 512}, mv_t, nl::sbuf);
       auto acc = nl::ndarray({128, 512}, dst_t, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv);
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv);
     };
   };
   // fp32/tf32 pair only with each other; the narrow types mix freely.
@@ -400,7 +457,8 @@ TEST_CASE("nc_matmul: the output stays inside one PSUM bank on trn1/trn2", "[cor
       auto st = nl::ndarray({128, 128}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({128, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({128, 1024}, nl::float32, nl::psum);  // two banks per partition
-      line = __LINE__; isa::nc_matmul(acc(nl::all, nl::ds(start, 512)), st, mv);
+      line = __LINE__ + 1;                                         // the statement below
+      isa::nc_matmul(acc(nl::all, nl::ds(start, 512)), st, mv);
     };
   };
   check_ok(kernel(0), {});
@@ -417,7 +475,8 @@ TEST_CASE("nc_matmul: tile_position / tile_size", "[core][verifier]") {
       auto st = nl::ndarray({KM, KM}, nl::bfloat16, nl::sbuf);
       auto mv = nl::ndarray({KM, 512}, nl::bfloat16, nl::sbuf);
       auto acc = nl::ndarray({KM, 512}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv, {.tile_position = pos, .tile_size = size});
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv, {.tile_position = pos, .tile_size = size});
     };
   };
   check_ok(kernel({64, 64}, {64, 64}), {});
@@ -438,7 +497,8 @@ TEST_CASE("nc_matmul: perf_mode=double_row rules", "[core][verifier]") {
       auto st = nl::ndarray({128, 128}, t, nl::sbuf);
       auto mv = nl::ndarray({128, 512}, t, nl::sbuf);
       auto acc = nl::ndarray({128, 512}, nl::float32, nl::psum);
-      line = __LINE__; isa::nc_matmul(acc, st, mv, {.perf_mode = isa::matmul_perf_mode::double_row});
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_matmul(acc, st, mv, {.perf_mode = isa::matmul_perf_mode::double_row});
     };
   };
   check_failure(trace_failure(kernel(nl::bfloat16), {}), "dtype", line, {"fp8"});
@@ -455,7 +515,8 @@ TEST_CASE("nc_transpose rules", "[core][verifier]") {
     return [&line, in, in_buf, out, out_buf, e, out_t]() {
       auto data = nl::ndarray(in, nl::bfloat16, in_buf);
       auto dst = nl::ndarray(out, out_t, out_buf);
-      line = __LINE__; isa::nc_transpose(dst, data, e);
+      line = __LINE__ + 1;  // the statement below
+      isa::nc_transpose(dst, data, e);
     };
   };
   using ir::Buffer;
@@ -489,7 +550,8 @@ TEST_CASE("tensor_copy rules", "[core][verifier]") {
     return [&line, src_buf, dst_buf, e, dst_shape]() {
       auto src = nl::ndarray({128, 64}, nl::float32, src_buf);
       auto dst = nl::ndarray(dst_shape, nl::bfloat16, dst_buf);
-      line = __LINE__; isa::tensor_copy(dst, src, e);
+      line = __LINE__ + 1;  // the statement below
+      isa::tensor_copy(dst, src, e);
     };
   };
   using ir::Buffer;
@@ -503,8 +565,7 @@ TEST_CASE("tensor_copy rules", "[core][verifier]") {
                 {"dst", "GpSimd"});
   check_failure(trace_failure(kernel(Buffer::psum, Buffer::sbuf, isa::engine::scalar), {}, Target::trn1), "engine",
                 line, {"trn2"});
-  check_failure(trace_failure(kernel(Buffer::sbuf, Buffer::sbuf, isa::engine::tensor), {}), "engine", line,
-                {"tensor"});
+  check_failure(trace_failure(kernel(Buffer::sbuf, Buffer::sbuf, isa::engine::tensor), {}), "engine", line, {"tensor"});
   check_failure(trace_failure(kernel(Buffer::hbm, Buffer::sbuf, isa::engine::vector), {}), "buffer", line,
                 {"src", "hbm"});
   check_failure(trace_failure(kernel(Buffer::sbuf, Buffer::sbuf, isa::engine::vector, {64, 128}), {}),
@@ -518,7 +579,8 @@ TEST_CASE("memset rules", "[core][verifier]") {
   auto kernel = [&](ir::DType t, double value, ir::Buffer b = nl::sbuf, isa::engine e = isa::engine::unknown) {
     return [&line, t, value, b, e]() {
       auto dst = nl::ndarray({128, 64}, t, b);
-      line = __LINE__; isa::memset(dst, value, e);
+      line = __LINE__ + 1;  // the statement below
+      isa::memset(dst, value, e);
     };
   };
   check_ok(kernel(nl::int32, 3), {});
@@ -529,8 +591,7 @@ TEST_CASE("memset rules", "[core][verifier]") {
   check_failure(trace_failure(kernel(nl::uint8, 0.25), {}), "dtype", line, {"integer"});
   check_failure(trace_failure(kernel(nl::float32, 0, nl::psum, isa::engine::gpsimd), {}), "buffer", line,
                 {"GpSimd", "PSUM"});
-  check_failure(trace_failure(kernel(nl::float32, 0, nl::sbuf, isa::engine::scalar), {}), "engine", line,
-                {"scalar"});
+  check_failure(trace_failure(kernel(nl::float32, 0, nl::sbuf, isa::engine::scalar), {}), "engine", line, {"scalar"});
   check_failure(trace_failure(kernel(nl::float32, 0, nl::hbm), {}), "buffer", line, {"dst", "hbm"});
 }
 

@@ -225,8 +225,8 @@ TEST_CASE("slices: steps, negative bounds, reversal, nl.ds", "[core][views]") {
   }
   SECTION("slices compose: a slice of a slice") {
     const View a = ir::slice(m, full(m), 0, 2, 14, 2, kLoc);  // rows 2,4,...,12
-    const View b = ir::slice(m, a, 0, 1, 4, 1, kLoc);        // rows 4,6,8
-    const View c = ir::slice(m, b, 1, 3, 8, 2, kLoc);        // cols 3,5,7
+    const View b = ir::slice(m, a, 0, 1, 4, 1, kLoc);         // rows 4,6,8
+    const View c = ir::slice(m, b, 1, 3, 8, 2, kLoc);         // cols 3,5,7
     CHECK(c.shape() == std::vector<int64_t>{3, 3});
     CHECK(addressed(c) == grid({3, 3}, [](auto& i) { return (4 + 2 * i[0]) * 8 + 3 + 2 * i[1]; }));
   }
@@ -236,8 +236,8 @@ TEST_CASE("subscript and slice errors", "[core][views]") {
   const TensorDecl t = sbuf({128, 64});
   const TensorDecl m = hbm({16, 8});
   CHECK(rule_of([&] { idx(t, {Index::all(), Index::ds(60, 8)}); }) == "view-out-of-range");  // 60+8 > 64
-  CHECK(rule_of([&] { idx(t, {Index::ds(100, 29)}); }) == "view-out-of-range");             // 129 partitions
-  CHECK(rule_of([&] { idx(m, {Index::range(5, 100)}); }) == "view-out-of-range");           // no clamping
+  CHECK(rule_of([&] { idx(t, {Index::ds(100, 29)}); }) == "view-out-of-range");              // 129 partitions
+  CHECK(rule_of([&] { idx(m, {Index::range(5, 100)}); }) == "view-out-of-range");            // no clamping
   CHECK(rule_of([&] { idx(m, {Index::range(-20, 4)}); }) == "view-out-of-range");
   CHECK(rule_of([&] { idx(m, {Index::at(16)}); }) == "view-out-of-range");
   CHECK(rule_of([&] { idx(m, {Index::at(-17)}); }) == "view-out-of-range");
@@ -258,8 +258,7 @@ TEST_CASE("subscript and slice errors", "[core][views]") {
 }
 
 // Regression test: slice() follows NKI (0 <= start < end, step >= 1).
-TEST_CASE("slice() rejects empty ranges and non-positive steps (NKI: 0 <= start < end, step >= 1)",
-          "[core][views]") {
+TEST_CASE("slice() rejects empty ranges and non-positive steps (NKI: 0 <= start < end, step >= 1)", "[core][views]") {
   const TensorDecl t = sbuf({128, 64});
   CHECK(rule_of([&] { ir::slice(t, full(t), 1, 8, 8, 1, kLoc); }) != "<no error>");
   CHECK(rule_of([&] { ir::slice(t, full(t), 1, 20, 8, -1, kLoc); }) != "<no error>");
@@ -514,9 +513,9 @@ TEST_CASE("check_view: partition limit, partition step, bounds", "[core][views]"
   CHECK(check(ap({{32, 4}, {1, 32}}, 0)) == "view-partition-step");
   CHECK(check(ap({{128, 64}, {1, 64}}, 0)) == "view-partition-step");  // every other partition
   CHECK(check(idx(t, {Index::range(0, 128, 2)})) == "view-partition-step");
-  CHECK(check(ap({{64, 128}, {1, 64}}, 1)) == "view-out-of-range");     // spills into the next partition
+  CHECK(check(ap({{64, 128}, {1, 64}}, 1)) == "view-out-of-range");       // spills into the next partition
   CHECK(check(ap({{64, 32}, {1, 8}}, 64 * 100)) == "view-out-of-range");  // partitions 100..131
-  CHECK(check(ap({{64, 2}, {-1, 2}}, 0)) == "view-out-of-range");        // free index -1
+  CHECK(check(ap({{64, 2}, {-1, 2}}, 0)) == "view-out-of-range");         // free index -1
   CHECK(check(ap({{64, 2}, {1, 4}}, -1)) == "view-out-of-range");
   CHECK(check(ap({{64, 1}, {1, 65}}, 0)) == "view-out-of-range");
   // Reinterpreted: bf16 partitions hold 128 elements.
@@ -547,12 +546,10 @@ TEST_CASE("check_view: partition limit, partition step, bounds", "[core][views]"
   CHECK(hcheck({{-6, 4}, {1, 6}}, 18) == "<no error>");  // rows reversed
   CHECK(hcheck({{-6, 4}, {1, 6}}, 17) == "view-out-of-range");
   // HBM storage counted in the view's dtype: 24 fp32 = 48 bf16.
-  CHECK(rule_of([&] {
-          ir::check_view(h, ir::ap(h, full(h), {{1, 48}}, 0, DType::bfloat16, kLoc), "dst", kLoc);
-        }) == "<no error>");
-  CHECK(rule_of([&] {
-          ir::check_view(h, ir::ap(h, full(h), {{1, 49}}, 0, DType::bfloat16, kLoc), "dst", kLoc);
-        }) == "view-out-of-range");
+  CHECK(rule_of([&] { ir::check_view(h, ir::ap(h, full(h), {{1, 48}}, 0, DType::bfloat16, kLoc), "dst", kLoc); }) ==
+        "<no error>");
+  CHECK(rule_of([&] { ir::check_view(h, ir::ap(h, full(h), {{1, 49}}, 0, DType::bfloat16, kLoc), "dst", kLoc); }) ==
+        "view-out-of-range");
 }
 
 TEST_CASE("view_partitions and view_free_size", "[core][views]") {

@@ -130,9 +130,8 @@ struct ActivationReduceOptions {
   operand scale = 1.0;
   std::string name;
 };
-inline void activation_reduce(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data,
-                              const nl::Op& reduce_op, const nl::tensor& reduce_res,
-                              ActivationReduceOptions o = {}, KNIT_HERE) {
+inline void activation_reduce(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data, const nl::Op& reduce_op,
+                              const nl::tensor& reduce_res, ActivationReduceOptions o = {}, KNIT_HERE) {
   detail::emit(ir::ActivationReduce{dst.view(), detail::act(op, l), data.view(), detail::alu(reduce_op, l),
                                     reduce_res.view(), o.bias.value, o.scale.value},
                o.name, l);
@@ -164,8 +163,8 @@ struct ReverseOptions {
 };
 inline void scalar_tensor_tensor(const nl::tensor& dst, const nl::tensor& data, const nl::Op& op0, operand operand0,
                                  const nl::Op& op1, const nl::tensor& operand1, ReverseOptions o = {}, KNIT_HERE) {
-  detail::emit(ir::ScalarTensorTensor{dst.view(), data.view(), detail::alu(op0, l), operand0.value,
-                                      detail::alu(op1, l), operand1.view(), o.reverse0, o.reverse1},
+  detail::emit(ir::ScalarTensorTensor{dst.view(), data.view(), detail::alu(op0, l), operand0.value, detail::alu(op1, l),
+                                      operand1.view(), o.reverse0, o.reverse1},
                o.name, l);
 }
 
@@ -209,8 +208,8 @@ struct AffineSelectOptions {
 inline void affine_select(const nl::tensor& dst, std::vector<ir::ApDim> pattern, int64_t channel_multiplier,
                           const nl::tensor& on_true_tile, double on_false_value, AffineSelectOptions o = {},
                           KNIT_HERE) {
-  detail::emit(ir::AffineSelect{dst.view(), std::move(pattern), channel_multiplier, on_true_tile.view(),
-                                on_false_value, detail::alu(o.cmp_op, l), o.offset},
+  detail::emit(ir::AffineSelect{dst.view(), std::move(pattern), channel_multiplier, on_true_tile.view(), on_false_value,
+                                detail::alu(o.cmp_op, l), o.offset},
                o.name, l);
 }
 
@@ -223,10 +222,10 @@ struct SelectReduceOptions {
 };
 inline void select_reduce(const nl::tensor& dst, const nl::tensor& predicate, const nl::tensor& on_true,
                           operand on_false, SelectReduceOptions o = {}, KNIT_HERE) {
-  detail::emit(ir::SelectReduce{dst.view(), predicate.view(), on_true.view(), on_false.value,
-                                detail::view_or_none(o.reduce_res), o.reduce_cmd, detail::alu(o.reduce_op, l),
-                                o.reverse_pred},
-               o.name, l);
+  detail::emit(
+      ir::SelectReduce{dst.view(), predicate.view(), on_true.view(), on_false.value, detail::view_or_none(o.reduce_res),
+                       o.reduce_cmd, detail::alu(o.reduce_op, l), o.reverse_pred},
+      o.name, l);
 }
 
 struct RangeSelectOptions {
@@ -250,9 +249,8 @@ inline void reciprocal(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE)
   detail::emit(ir::Reciprocal{dst.view(), data.view()}, "", l);
 }
 
-inline void tensor_tensor_scan(const nl::tensor& dst, const nl::tensor& data0, const nl::tensor& data1,
-                               operand initial, const nl::Op& op0, const nl::Op& op1, ReverseOptions o = {},
-                               KNIT_HERE) {
+inline void tensor_tensor_scan(const nl::tensor& dst, const nl::tensor& data0, const nl::tensor& data1, operand initial,
+                               const nl::Op& op0, const nl::Op& op1, ReverseOptions o = {}, KNIT_HERE) {
   detail::emit(ir::TensorTensorScan{dst.view(), data0.view(), data1.view(), initial.value, detail::alu(op0, l),
                                     detail::alu(op1, l), o.reverse0, o.reverse1},
                o.name, l);

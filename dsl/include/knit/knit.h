@@ -15,8 +15,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "knit/isa.h"
 #include "knit/ir/text.h"
+#include "knit/isa.h"
 #include "knit/nl.h"
 #include "knit/sim/interpreter.h"
 
@@ -24,13 +24,13 @@
 // (frontend/src/kernel_templates.cpp), so that a C++ kernel file calls them instead of
 // compiling them again, most of what remained of its compile time (docs/cpp.md).
 #define KNIT_KERNEL_VECTORS(X) \
-  X(int64_t)                    \
-  X(int)                        \
-  X(knit::ir::View)             \
-  X(knit::ir::ApDim)            \
-  X(knit::ir::RegTerm)          \
-  X(knit::ir::Index)            \
-  X(knit::nl::tensor)           \
+  X(int64_t)                   \
+  X(int)                       \
+  X(knit::ir::View)            \
+  X(knit::ir::ApDim)           \
+  X(knit::ir::RegTerm)         \
+  X(knit::ir::Index)           \
+  X(knit::nl::tensor)          \
   X(knit::ArgSpec)
 
 namespace knit {
@@ -96,8 +96,9 @@ ir::Kernel trace(std::string name, Fn&& fn, const std::vector<ArgSpec>& args, ir
   using Traits = detail::fn_traits<std::remove_cvref_t<std::remove_pointer_t<std::decay_t<Fn>>>>;
   constexpr size_t N = Traits::arity;
   if (args.size() != N)
-    user_error(loc_of(l), "kernel-args", "kernel '" + name + "' takes " + std::to_string(N) + " tensors but " +
-                                             std::to_string(args.size()) + " argument specs were given");
+    user_error(loc_of(l), "kernel-args",
+               "kernel '" + name + "' takes " + std::to_string(N) + " tensors but " + std::to_string(args.size()) +
+                   " argument specs were given");
   frontend::Builder builder(name, target);
   frontend::Builder::Scope scope(builder);
   std::vector<nl::tensor> params;

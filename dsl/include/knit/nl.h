@@ -71,8 +71,7 @@ inline ir::AluOp alu_op(const Op& op, const SourceLoc& loc) {
   return static_cast<ir::AluOp>(op.alu);
 }
 inline ir::ActFunc act_func(const Op& op, const SourceLoc& loc) {
-  if (op.act < 0)
-    user_error(loc, "activation-op", std::string("nl::") + op.name + " is not an activation function");
+  if (op.act < 0) user_error(loc, "activation-op", std::string("nl::") + op.name + " is not an activation function");
   return static_cast<ir::ActFunc>(op.act);
 }
 
@@ -101,8 +100,7 @@ struct Index {
   SourceLoc loc;
   Index(int64_t i, std::source_location l = std::source_location::current())
       : index(ir::Index::at(i)), loc(loc_of(l)) {}
-  Index(int i, std::source_location l = std::source_location::current())
-      : index(ir::Index::at(i)), loc(loc_of(l)) {}
+  Index(int i, std::source_location l = std::source_location::current()) : index(ir::Index::at(i)), loc(loc_of(l)) {}
   Index(const reg& i, std::source_location l = std::source_location::current())
       : index(ir::Index::at(i.constant())), dynamic(i.terms()), loc(loc_of(l)) {}
   Index(const ds_t& d, std::source_location l = std::source_location::current())
@@ -127,9 +125,9 @@ class tensor {
   int64_t shape(int dim, std::source_location l = std::source_location::current()) const {
     const int d = dim < 0 ? dim + ndim() : dim;
     if (d < 0 || d >= ndim())
-      user_error(loc_of(l), "shape-dim", "shape(" + std::to_string(dim) + ") of a " + std::to_string(ndim()) +
-                                             "-D tensor; dimensions are 0.." + std::to_string(ndim() - 1) +
-                                             " (or -1..-" + std::to_string(ndim()) + " from the end)");
+      user_error(loc_of(l), "shape-dim",
+                 "shape(" + std::to_string(dim) + ") of a " + std::to_string(ndim()) + "-D tensor; dimensions are 0.." +
+                     std::to_string(ndim() - 1) + " (or -1..-" + std::to_string(ndim()) + " from the end)");
     return view_.shape()[static_cast<size_t>(d)];
   }
   int ndim() const { return static_cast<int>(view_.dims.size()); }
@@ -180,8 +178,7 @@ class tensor {
   }
   // Raw access pattern over the tensor's storage: t.ap({{512, 128}, {1, 64}}, offset).
   tensor ap(std::vector<ir::ApDim> pattern, std::optional<int64_t> offset = std::nullopt,
-            std::optional<DType> dtype = std::nullopt,
-            std::source_location l = std::source_location::current()) const {
+            std::optional<DType> dtype = std::nullopt, std::source_location l = std::source_location::current()) const {
     return with(ir::ap(decl(), view_, pattern, offset, dtype, loc_of(l)));
   }
   // The same with NKI's runtime offsets (ApOptions, below):
@@ -229,8 +226,9 @@ inline tensor tensor::ap(std::vector<ir::ApDim> pattern, std::optional<int64_t> 
   const int dim = o.indirect_dim;
   if (o.scalar_offset) {
     if (dim < 0 || dim >= static_cast<int>(pattern.size()))
-      user_error(loc, "view-ap", "indirect_dim " + std::to_string(dim) + " is not a dim of the " +
-                                     std::to_string(pattern.size()) + "-D pattern");
+      user_error(loc, "view-ap",
+                 "indirect_dim " + std::to_string(dim) + " is not a dim of the " + std::to_string(pattern.size()) +
+                     "-D pattern");
     // The known part of the offset goes into the static offset, so ir::ap bounds-checks it.
     if (o.scalar_offset->constant() != 0)
       offset = offset.value_or(view_.offset) + o.scalar_offset->constant() * pattern[dim].step;

@@ -56,9 +56,14 @@ namespace knit::testing {
 // dtype, significant bits p, log2(rtol): rtol = 2 * 2^-p (two roundings) for the narrow formats,
 // 2^-16 = 256 ULPs for fp32 (reductions in fp32 engines). The same table as
 // python/knit/testing/tolerances.py (tests/python/test_testing.py compares them).
-#define KNIT_TESTING_TOLERANCES(X)                                                                      \
-  X(float32, 24, -16) X(tfloat32, 24, -16) X(float16, 11, -10) X(bfloat16, 8, -7) X(float8_e4m3, 4, -3) \
-  X(float8_e4m3fn, 4, -3) X(float8_e5m2, 3, -2)
+#define KNIT_TESTING_TOLERANCES(X) \
+  X(float32, 24, -16)              \
+  X(tfloat32, 24, -16)             \
+  X(float16, 11, -10)              \
+  X(bfloat16, 8, -7)               \
+  X(float8_e4m3, 4, -3)            \
+  X(float8_e4m3fn, 4, -3)          \
+  X(float8_e5m2, 3, -2)
 
 struct Tolerance {
   double rtol = 0, atol = 0;
@@ -148,7 +153,7 @@ inline std::string shape_text(ir::DType t, const std::vector<int64_t>& shape) {
 inline double expected_in(ir::DType t, double e) {
   if (!has_ulps(t) || !std::isfinite(e)) return e;
   const float r = std::fabs(e) > std::numeric_limits<float>::max() ? std::copysign(INFINITY, float(e))
-                                                                     : ir::round_to(t, float(e));
+                                                                   : ir::round_to(t, float(e));
   return std::isfinite(r) ? e : ir::round_to(t, r);
 }
 
@@ -208,7 +213,9 @@ inline std::string mismatch_report(const sim::HostTensor& actual, const std::vec
   m << what << " differs from the reference: " << bad.size() << " of " << total << " elements ("
     << detail::fmt(100.0 * bad.size() / total, "%.3g") << "%) exceed |actual - expected| <= atol + rtol * |expected| "
     << "with rtol=" << detail::fmt(tol.rtol, "%.3g") << ", atol=" << detail::fmt(tol.atol, "%.3g");
-  if (!o.atol && tol.rtol) m << " (atol = rtol * max|expected| " << detail::fmt(scale, "%.4g") << (o.rtol ? "" : ", defaults for " + dt) << ")";
+  if (!o.atol && tol.rtol)
+    m << " (atol = rtol * max|expected| " << detail::fmt(scale, "%.4g") << (o.rtol ? "" : ", defaults for " + dt)
+      << ")";
   const size_t shown = std::min(bad.size(), o.worst_shown);
   m << "\nworst " << shown << " (index: actual vs expected, |diff|, allowed" << (ulps ? ", ULPs of " + dt : "") << "):";
   for (size_t n = 0; n < shown; ++n) {
@@ -234,8 +241,9 @@ inline std::string mismatch_report(const sim::HostTensor& actual, const std::vec
     for (size_t d = 0; d < lo.size(); ++d) m << (d ? ", " : "") << lo[d] << ":" << hi[d];
     m << "]";
   }
-  const char* notes[4] = {"NaN: %lld in the result where the reference has none", "NaN: %lld in the reference where the result has none",
-                          "inf: %lld in the result where the reference has none", "inf: %lld in the reference where the result has none"};
+  const char* notes[4] = {
+      "NaN: %lld in the result where the reference has none", "NaN: %lld in the reference where the result has none",
+      "inf: %lld in the result where the reference has none", "inf: %lld in the reference where the result has none"};
   for (int f = 0; f < 4; ++f)
     if (only_count[f]) {
       char buf[96];
@@ -259,7 +267,9 @@ inline std::string mismatch_report(const sim::HostTensor& actual, const std::vec
 inline ArgSpec spec_of(const sim::HostTensor& h, std::string name = "") { return {h.shape, h.dtype, std::move(name)}; }
 
 // A shape/dtype placeholder: profile() of placeholders is a timing-only run.
-inline sim::HostTensor placeholder(std::vector<int64_t> shape, ir::DType dtype) { return {dtype, std::move(shape), {}}; }
+inline sim::HostTensor placeholder(std::vector<int64_t> shape, ir::DType dtype) {
+  return {dtype, std::move(shape), {}};
+}
 
 namespace detail {
 inline int64_t count(const std::vector<int64_t>& shape) {
@@ -305,11 +315,23 @@ inline std::vector<float> special_values(ir::DType t, const EdgeOptions& o = {})
     default: throw std::invalid_argument("special_values: " + std::string(ir::to_string(t)) + " is not a float dtype");
   }
   if (o.inf && !std::isinf(ir::round_to(t, INFINITY)))
-    throw std::invalid_argument(std::string(ir::to_string(t)) + " has no infinity (it becomes NaN); ask for nan instead");
+    throw std::invalid_argument(std::string(ir::to_string(t)) +
+                                " has no infinity (it becomes NaN); ask for nan instead");
   const float sub = static_cast<float>(smallest_subnormal(t)), big = static_cast<float>(ir::max_finite(t));
   const float tiny = std::ldexp(sub, p - 1);  // values below it are spaced `sub` apart
-  std::vector<float> v = {0.0f, -0.0f, sub, -sub, tiny - sub, tiny, -tiny, 1.0f, -1.0f,
-                          1.0f + std::ldexp(1.0f, 1 - p), 1.0f - std::ldexp(1.0f, -p), big, -big};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          sub,
+                          -sub,
+                          tiny - sub,
+                          tiny,
+                          -tiny,
+                          1.0f,
+                          -1.0f,
+                          1.0f + std::ldexp(1.0f, 1 - p),
+                          1.0f - std::ldexp(1.0f, -p),
+                          big,
+                          -big};
   if (o.nan) v.push_back(NAN);
   if (o.inf) v.insert(v.end(), {INFINITY, -INFINITY});
   return v;
@@ -339,7 +361,7 @@ struct Profile {
   sim::TimingReport report;
   double launch_ns = 0;
   const char* core_name = "";
-  std::vector<sim::HostTensor> outputs;  // empty for a timing-only run
+  std::vector<sim::HostTensor> outputs;                     // empty for a timing-only run
   std::vector<std::pair<std::string, std::string>> source;  // per body instruction: opcode, file:line
   ir::Kernel program_kernel;  // the engine program's kernel (its trace names its instructions)
 
@@ -350,8 +372,8 @@ struct Profile {
   }
   std::string summary() const {
     std::ostringstream s;
-    s << "kernel " << kernel << " on " << ir::to_string(target) << " (" << core_name << "): "
-      << detail::fmt(latency_us(), "%.2f") << " us (includes " << detail::fmt(launch_ns / 1e3, "%.1f")
+    s << "kernel " << kernel << " on " << ir::to_string(target) << " (" << core_name
+      << "): " << detail::fmt(latency_us(), "%.2f") << " us (includes " << detail::fmt(launch_ns / 1e3, "%.1f")
       << " us launch overhead)\n  engine       busy us    util    instrs";
     for (int q = 0; q < codegen::kNumQueues; ++q) {
       if (!report.instructions[q]) continue;
@@ -378,9 +400,8 @@ inline Profile profile(const ir::Kernel& kernel, std::vector<sim::HostTensor> ar
   sim::InterpretOptions options;
   options.record_execution = true;
   options.schedule = sim::Schedule::program_order;
-  options.timing_only = std::any_of(args.begin(), args.end(), [](const sim::HostTensor& h) {
-    return h.bytes.empty() && h.num_elements() > 0;
-  });
+  options.timing_only = std::any_of(args.begin(), args.end(),
+                                    [](const sim::HostTensor& h) { return h.bytes.empty() && h.num_elements() > 0; });
   sim::RunResult run = sim::run_program(program, args, options);
   const sim::MachineConfig& config = sim::machine_config(program.kernel.target);
   Profile p;

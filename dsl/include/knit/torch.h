@@ -59,7 +59,8 @@ inline at::ScalarType aten_dtype(ir::DType t) {
     case ir::DType::uint8: return at::kByte;
     case ir::DType::float8_e5m2: return at::kFloat8_e5m2;
     case ir::DType::float8_e4m3fn: return at::kFloat8_e4m3fn;
-    default: TORCH_CHECK(false, "knit: the kernel returns ", std::string(ir::to_string(t)), ", which torch has no dtype for");
+    default:
+      TORCH_CHECK(false, "knit: the kernel returns ", std::string(ir::to_string(t)), ", which torch has no dtype for");
   }
 }
 

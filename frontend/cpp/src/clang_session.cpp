@@ -33,8 +33,9 @@ void CollectingConsumer::fail(const std::string& path) const {
   for (const Item& i : items) {
     if (i.severity != "error") continue;
     if (!first) first = &i;
-    else others.push_back((i.loc.file == first->loc.file ? "" : i.loc.file + ":") + std::to_string(i.loc.line) + ":" +
-                          std::to_string(i.loc.column));
+    else
+      others.push_back((i.loc.file == first->loc.file ? "" : i.loc.file + ":") + std::to_string(i.loc.line) + ":" +
+                       std::to_string(i.loc.column));
   }
   if (!first) user_error(SourceLoc{path, 0, 0}, "cpp-compile", "Clang could not compile " + path);
   std::string message = first->message + " (Clang";
@@ -80,9 +81,9 @@ std::vector<std::string> command_line(const std::string& path, const std::vector
 
 bool CollectingConsumer::refused_pch() const {
   for (const Item& i : items)
-    if (i.severity == "error" && (i.message.find("PCH") != std::string::npos ||
-                                  i.message.find("precompiled") != std::string::npos ||
-                                  i.message.find("AST file") != std::string::npos))
+    if (i.severity == "error" &&
+        (i.message.find("PCH") != std::string::npos || i.message.find("precompiled") != std::string::npos ||
+         i.message.find("AST file") != std::string::npos))
       return true;
   return false;
 }
@@ -91,7 +92,8 @@ std::unique_ptr<clang::CompilerInstance> instance(const std::vector<std::string>
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   clang::CreateInvocationOptions options;
-  options.Diags = clang::CompilerInstance::createDiagnostics(new clang::DiagnosticOptions, &diags, /*ShouldOwnClient=*/false);
+  options.Diags = clang::CompilerInstance::createDiagnostics(new clang::DiagnosticOptions, &diags,
+                                                             /*ShouldOwnClient=*/false);
   std::shared_ptr<clang::CompilerInvocation> invocation = clang::createInvocation(argv, options);
   if (!invocation) diags.fail(args.back());
   invocation->getDiagnosticOpts().ShowCarets = false;  // also silences Clang's "N errors generated." on stderr

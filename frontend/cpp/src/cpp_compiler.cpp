@@ -3,8 +3,8 @@
 #include <dlfcn.h>
 
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <clang/AST/ASTConsumer.h>
@@ -20,12 +20,12 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Support/MemoryBuffer.h>
 
-#include "knit/ir/error.h"
-#include "knit/jit/object_cache.h"
-#include "knit/knit.h"
-#include "knit/jit/orc_jit.h"
 #include "clang_session.h"
 #include "kernel_key.h"
+#include "knit/ir/error.h"
+#include "knit/jit/object_cache.h"
+#include "knit/jit/orc_jit.h"
+#include "knit/knit.h"
 #include "pch.h"
 
 namespace knit::frontend {
@@ -171,7 +171,8 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
   return true;
 }
 
-std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, const std::vector<std::string>& extra_args) {
+std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path,
+                                                   const std::vector<std::string>& extra_args) {
   if (!std::filesystem::is_regular_file(path))
     user_error(SourceLoc{path, 0, 0}, "cpp-file", "no C++ kernel file " + path + "; give the path of a .cpp file");
   const std::string file = std::filesystem::absolute(path).lexically_normal().string();
@@ -213,7 +214,8 @@ std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path, cons
   return out;
 }
 
-ir::Kernel CppKernelFile::trace(const std::string& name, const std::vector<CppTensorSpec>& args, ir::Target target) const {
+ir::Kernel CppKernelFile::trace(const std::string& name, const std::vector<CppTensorSpec>& args,
+                                ir::Target target) const {
   for (size_t k = 0; k < kernels_.size(); ++k) {
     const std::string& full = kernels_[k].name;
     const size_t colon = full.rfind("::");

@@ -17,8 +17,8 @@ namespace knit::frontend {
 
 namespace {
 
-constexpr int64_t kPartitions = 128;        // SBUF / PSUM partitions (nl::tile_size::pmax)
-constexpr int64_t kPsumBankBytes = 2048;    // one PSUM bank per partition: 512 fp32
+constexpr int64_t kPartitions = 128;      // SBUF / PSUM partitions (nl::tile_size::pmax)
+constexpr int64_t kPsumBankBytes = 2048;  // one PSUM bank per partition: 512 fp32
 
 // Bytes of the nl:: dtype constant a kernel names (nl::float32 is ir::DType::float32, spelled
 // the same), from the IR's dtype table; other expressions are not judged.
@@ -29,7 +29,8 @@ std::optional<int64_t> dtype_bytes(const std::string& name) {
 
 // The name an argument refers to (nl::psum -> "psum"), or "".
 std::string referenced_name(const clang::Expr* e) {
-  if (const auto* ref = llvm::dyn_cast<clang::DeclRefExpr>(e->IgnoreParenImpCasts())) return ref->getDecl()->getNameAsString();
+  if (const auto* ref = llvm::dyn_cast<clang::DeclRefExpr>(e->IgnoreParenImpCasts()))
+    return ref->getDecl()->getNameAsString();
   return "";
 }
 
@@ -45,7 +46,8 @@ const clang::InitListExpr* braced_list(const clang::Stmt* s) {
 bool calls_reg_constant(const clang::Stmt* s) {
   if (!s) return false;
   if (const auto* call = llvm::dyn_cast<clang::CXXMemberCallExpr>(s))
-    if (const clang::CXXMethodDecl* m = call->getMethodDecl(); m && m->getQualifiedNameAsString() == "knit::nl::reg::constant")
+    if (const clang::CXXMethodDecl* m = call->getMethodDecl();
+        m && m->getQualifiedNameAsString() == "knit::nl::reg::constant")
       return true;
   for (const clang::Stmt* child : s->children())
     if (calls_reg_constant(child)) return true;
@@ -54,15 +56,18 @@ bool calls_reg_constant(const clang::Stmt* s) {
 
 class LintVisitor : public clang::RecursiveASTVisitor<LintVisitor> {
  public:
-  LintVisitor(clang::ASTContext& ctx, std::vector<LintFinding>& out) : ctx_(ctx), sm_(ctx.getSourceManager()), out_(out) {}
+  LintVisitor(clang::ASTContext& ctx, std::vector<LintFinding>& out)
+      : ctx_(ctx), sm_(ctx.getSourceManager()), out_(out) {}
 
   bool VisitCallExpr(clang::CallExpr* call) {
     const clang::FunctionDecl* fn = call->getDirectCallee();
-    if (!fn || !in_file(call) || fn->getQualifiedNameAsString() != "knit::nl::ndarray" || call->getNumArgs() < 2) return true;
+    if (!fn || !in_file(call) || fn->getQualifiedNameAsString() != "knit::nl::ndarray" || call->getNumArgs() < 2)
+      return true;
     const clang::InitListExpr* shape = braced_list(call->getArg(0));
     // nl::ndarray's buffer defaults to SBUF.
     const std::string buffer = call->getNumArgs() > 2 && !llvm::isa<clang::CXXDefaultArgExpr>(call->getArg(2))
-                                   ? referenced_name(call->getArg(2)) : "sbuf";
+                                   ? referenced_name(call->getArg(2))
+                                   : "sbuf";
     if (!shape || shape->getNumInits() == 0 || (buffer != "sbuf" && buffer != "psum")) return true;
     check_partition_dim(shape->getInit(0)->IgnoreParenImpCasts(), buffer);
     if (buffer == "psum") check_psum_size(shape, referenced_name(call->getArg(1)));
@@ -79,7 +84,9 @@ class LintVisitor : public clang::RecursiveASTVisitor<LintVisitor> {
   bool in_file(const clang::Stmt* s) const { return sm_.isInMainFile(sm_.getExpansionLoc(s->getBeginLoc())); }
 
   std::string text_of(const clang::Stmt* s) const {
-    return clang::Lexer::getSourceText(clang::CharSourceRange::getTokenRange(s->getSourceRange()), sm_, ctx_.getLangOpts()).str();
+    return clang::Lexer::getSourceText(clang::CharSourceRange::getTokenRange(s->getSourceRange()), sm_,
+                                       ctx_.getLangOpts())
+        .str();
   }
 
   std::optional<int64_t> constant(const clang::Expr* e) const {
@@ -107,7 +114,8 @@ class LintVisitor : public clang::RecursiveASTVisitor<LintVisitor> {
     if (const auto* ref = llvm::dyn_cast<clang::DeclRefExpr>(e)) {
       // A parameter's bound is its callers' business (the check does not follow calls).
       if (llvm::isa<clang::ParmVarDecl>(ref->getDecl())) return true;
-      if (const auto* var = llvm::dyn_cast<clang::VarDecl>(ref->getDecl()); var && var->getType().isConstQualified() && var->getInit())
+      if (const auto* var = llvm::dyn_cast<clang::VarDecl>(ref->getDecl());
+          var && var->getType().isConstQualified() && var->getInit())
         return bounded(var->getInit(), depth + 1);
     }
     return false;
@@ -116,12 +124,14 @@ class LintVisitor : public clang::RecursiveASTVisitor<LintVisitor> {
   void check_partition_dim(const clang::Expr* dim, const std::string& buffer) {
     if (auto v = constant(dim); v && *v > kPartitions) {
       report(dim, "error", "partition-dim",
-             "partition dimension " + std::to_string(*v) + " of this " + buffer + " tile exceeds the 128 partitions; "
-             "tile the first dimension by nl::tile_size::pmax");
+             "partition dimension " + std::to_string(*v) + " of this " + buffer +
+                 " tile exceeds the 128 partitions; "
+                 "tile the first dimension by nl::tile_size::pmax");
     } else if (!bounded(dim)) {
       report(dim, "warning", "partition-dim",
-             "partition dimension `" + text_of(dim) + "` of this " + buffer + " tile can exceed 128 (nothing bounds it "
-             "here); use std::min(nl::tile_size::pmax, ...) in a const variable, or a constant");
+             "partition dimension `" + text_of(dim) + "` of this " + buffer +
+                 " tile can exceed 128 (nothing bounds it "
+                 "here); use std::min(nl::tile_size::pmax, ...) in a const variable, or a constant");
     }
   }
 
@@ -137,22 +147,25 @@ class LintVisitor : public clang::RecursiveASTVisitor<LintVisitor> {
     if (free * *bytes > kPsumBankBytes)
       report(shape, "warning", "psum-bank",
              "this PSUM tile holds " + std::to_string(free * *bytes) + " bytes per partition (" + std::to_string(free) +
-                 " " + dtype + "), more than one 2 KiB PSUM bank: a matmul writing it crosses banks, which trn1/trn2 "
+                 " " + dtype +
+                 "), more than one 2 KiB PSUM bank: a matmul writing it crosses banks, which trn1/trn2 "
                  "reject; keep each PSUM tile within 512 fp32 per partition and tile the free dimension");
   }
 
   bool check_branch(const clang::Expr* cond, const std::string& what) {
     if (cond && in_file(cond) && calls_reg_constant(cond))
       report(cond, "warning", "device-branch",
-             "this `" + what + "` branches on reg::constant(), the part of a device register known while tracing; "
-             "the register's value exists only on the device. Branch on the device with nl::if_else, "
-             "nl::while_loop or nl::dynamic_range");
+             "this `" + what +
+                 "` branches on reg::constant(), the part of a device register known while tracing; "
+                 "the register's value exists only on the device. Branch on the device with nl::if_else, "
+                 "nl::while_loop or nl::dynamic_range");
     return true;
   }
 
   void report(const clang::Stmt* s, std::string severity, std::string rule, std::string message) {
     const clang::SourceLocation b = sm_.getExpansionLoc(s->getBeginLoc());
-    const clang::SourceLocation e = clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(s->getEndLoc()), 0, sm_, ctx_.getLangOpts());
+    const clang::SourceLocation e = clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(s->getEndLoc()), 0, sm_,
+                                                                      ctx_.getLangOpts());
     LintFinding f;
     f.severity = std::move(severity);
     f.rule = std::move(rule);

@@ -77,8 +77,8 @@ std::string manifest_of(const std::vector<std::string>& args, const std::vector<
                         const std::vector<std::string>& hashes) {
   std::string text;
   for (size_t i = 0; i < files.size(); ++i) text += "file " + hashes[i] + " " + files[i] + "\n";
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          fs::file_time_type::clock::now().time_since_epoch()).count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(fs::file_time_type::clock::now().time_since_epoch()).count();
   for (const std::string& dir : searched_folders(args, files)) {
     const std::optional<int64_t> t = modified_ns(dir);
     if (!t || now - *t < kSettledNs) return "seen\n";
@@ -121,7 +121,8 @@ std::string record(const std::string& head, codegen::DiskObjectCache& cache, con
 }
 
 std::string head_of(const std::vector<std::string>& args, const codegen::OrcJit& jit) {
-  std::string head = "knit " KNIT_VERSION " " + std::string(codegen::kEntryFormat) + "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
+  std::string head = "knit " KNIT_VERSION " " + std::string(codegen::kEntryFormat) +
+                     "\nLLVM " LLVM_VERSION_STRING "\n" + jit.target_triple() + ";" + jit.cpu() + "\n";
   for (const std::string& a : args) head += a + "\n";
   return head;
 }

@@ -41,7 +41,8 @@ class Dependencies : public clang::DependencyCollector {
   bool needSystemDependencies() override { return false; }
   bool sawDependency(llvm::StringRef file, bool from_module, bool is_system, bool is_module_file,
                      bool is_missing) override {
-    return !is_module_file && DependencyCollector::sawDependency(file, from_module, is_system, is_module_file, is_missing);
+    return !is_module_file &&
+           DependencyCollector::sawDependency(file, from_module, is_system, is_module_file, is_missing);
   }
 };
 

@@ -29,7 +29,8 @@ std::string pch_key(const std::vector<std::string>& flags) {
   for (const std::string& dir : knit_include_dirs()) {
     std::vector<std::string> headers;
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
       if (it->is_regular_file() && it->path().extension() == ".h") headers.push_back(it->path().string());
     std::sort(headers.begin(), headers.end());
     for (const std::string& h : headers) text += "file " + h + "\n" + read_file(h) + "\n";

@@ -52,9 +52,10 @@ KNIT_INLINE float load(const Access& a, const uint8_t* base, int64_t i0, int64_t
 // Element-wise kinds whose result is one fp32 value per element, stored rounded to dst. With a
 // row fold (activation's reduce_res, tensor_scalar_reduce, select_reduce, range_select), each
 // row's fp32 values (not the rounded stores) are folded left to right, from the row's first
-// value (or, with fold_continues, from the fold an earlier call left in folds[row]). The values of a stretch of the innermost dim are computed into a local chunk first and
-// folded after: the fold is one dependency chain that cannot be reordered without changing its
-// bits, and kept in the same loop it would keep the values (an exp, say) from vectorizing too.
+// value (or, with fold_continues, from the fold an earlier call left in folds[row]). The values of a stretch of the
+// innermost dim are computed into a local chunk first and folded after: the fold is one dependency chain that cannot be
+// reordered without changing its bits, and kept in the same loop it would keep the values (an exp, say) from
+// vectorizing too.
 template <class F>
 KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* folds, F&& value) {
   auto store = [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
@@ -126,9 +127,8 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
           return knit::ir::load_bits(type(s.a), a + at(s.a, i0, i1, i2, i3));
         });
       } else {
-        map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-          return load(s.a, a, i0, i1, i2, i3);
-        });
+        map_values(s, data, nullptr,
+                   [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { return load(s.a, a, i0, i1, i2, i3); });
       }
       return;
     case MapKind::tensor_tensor:
@@ -180,9 +180,7 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
         return knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], s.reverse0);
       });
       return;
-    case MapKind::fill:
-      map_bits(s, data, [&](int64_t, int64_t, int64_t, int64_t) { return s.fill_bits; });
-      return;
+    case MapKind::fill: map_bits(s, data, [&](int64_t, int64_t, int64_t, int64_t) { return s.fill_bits; }); return;
     case MapKind::gather:
       map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
         const int64_t index = knit::ir::load_int(type(s.a), a + at(s.a, i0, i1, i2, i3));
@@ -535,9 +533,9 @@ extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* opera
   const int64_t K = s.K, M = s.M, N = s.N;
   const int64_t m_blocks = (M + kMB - 1) / kMB, n_blocks = (N + kNB - 1) / kNB;
   float* sp = reinterpret_cast<float*>(data[3]);  // [m_blocks][K][kMB]
-  float* vp = sp + m_blocks * K * kMB;             // [n_blocks][K][kNB]
-  float* out = vp + n_blocks * K * kNB;            // [M][N]
-  float* row = out + M * N;                        // [max(M, N)]
+  float* vp = sp + m_blocks * K * kMB;            // [n_blocks][K][kNB]
+  float* out = vp + n_blocks * K * kNB;           // [M][N]
+  float* row = out + M * N;                       // [max(M, N)]
   // Decode the operands into packed panels, padding with zeros, and note whether every product
   // will be exact.
   const bool exact = pack<kMB>(s.stationary, data[1], K, s.k_rows, M, row, sp) &
@@ -546,10 +544,8 @@ extern "C" void knit_matmul_body(const MatmulShape* shape, uint8_t* const* opera
   const bool skip = s.skip_zero_moving;
   for (int64_t nb = 0; nb < n_blocks; ++nb)
     for (int64_t mb = 0; mb < m_blocks; ++mb)
-      if (exact)
-        block<true>(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
-      else
-        block<false>(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
+      if (exact) block<true>(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
+      else block<false>(sp + mb * K * kMB, vp + nb * K * kNB, out, K, M, N, mb * kMB, nb * kNB, skip);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       uint8_t* p = data[0] + m * s.dst.step[0] + n * s.dst.step[1];

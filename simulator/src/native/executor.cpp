@@ -96,8 +96,8 @@ std::vector<Part> row_parts(const std::string& bytes, int threads, int64_t scrat
   std::memcpy(&s, bytes.data(), sizeof s);
   const Walk& w = walk_of(s);
   const int64_t rows = w.n[0];
-  const int64_t count =
-      touched_elements(s) < kSplitElements || !rows_write_apart(s) ? 1 : std::min<int64_t>(threads, rows);
+  const int64_t count = touched_elements(s) < kSplitElements || !rows_write_apart(s) ? 1
+                                                                                     : std::min<int64_t>(threads, rows);
   if (count <= 1) return {Part{bytes, {0, 0, 0}, scratch_floats}};
   const int64_t chunk = (rows + count - 1) / count;
   std::vector<Part> parts;
@@ -112,8 +112,7 @@ std::vector<Part> row_parts(const std::string& bytes, int threads, int64_t scrat
 
 // Element-wise (every element alone; row folds per row), reductions (every dst element alone)
 // and per-partition row statistics (every partition alone) split by rows.
-std::vector<Part> row_parts_of(const std::string& body, const std::string& shape, int64_t scratch_floats,
-                               int threads) {
+std::vector<Part> row_parts_of(const std::string& body, const std::string& shape, int64_t scratch_floats, int threads) {
   if (body == std::string_view("knit_map_body"))
     return row_parts<MapShape>(shape, threads, scratch_floats, [](MapShape s, int64_t r0, int64_t n, int64_t* off) {
       off[0] = r0 * s.dst.step[0], off[1] = r0 * s.a.step[0], off[2] = r0 * s.b.step[0];
@@ -122,11 +121,12 @@ std::vector<Part> row_parts_of(const std::string& body, const std::string& shape
       return s;
     });
   if (body == std::string_view("knit_reduce_body"))
-    return row_parts<ReduceShape>(shape, threads, scratch_floats, [](ReduceShape s, int64_t r0, int64_t n, int64_t* off) {
-      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
-      s.walk.n[0] = n;
-      return s;
-    });
+    return row_parts<ReduceShape>(shape, threads, scratch_floats,
+                                  [](ReduceShape s, int64_t r0, int64_t n, int64_t* off) {
+                                    off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
+                                    s.walk.n[0] = n;
+                                    return s;
+                                  });
   if (body == std::string_view("knit_row_body"))
     return row_parts<RowShape>(shape, threads, scratch_floats, [](RowShape s, int64_t r0, int64_t n, int64_t* off) {
       off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0], off[2] = r0 * s.vals.step[0];
@@ -150,14 +150,14 @@ std::vector<Part> parts_of(const std::string& body, const std::string& shape, in
   for (int64_t n0 = 0; n0 < mm.N; n0 += chunk) {
     MatmulShape piece = mm;
     piece.N = std::min(chunk, mm.N - n0);
-    parts.push_back({bytes_of(piece), {n0 * mm.dst.step[1], 0, n0 * mm.moving.step[1]},
+    parts.push_back({bytes_of(piece),
+                     {n0 * mm.dst.step[1], 0, n0 * mm.moving.step[1]},
                      matmul_scratch_floats(piece.K, piece.M, piece.N)});
   }
   return parts;
 }
 
 }  // namespace
-
 
 bool NativeExecutor::warm(const Instruction& inst) {
   if (hot_) return true;
@@ -327,8 +327,8 @@ bool NativeExecutor::select_predicated(const Plan& p, const Memory& dst, std::ve
 // the whole dst (or adds to PSUM no matmul wrote, which warns), `per_element`: the K-sum runs
 // natively into a dense buffer and the reference's own write_matmul_result adds or stores each
 // element. Otherwise `add_flag` is the body's run-time accumulate flag (shapes.h).
-NativeExecutor::Refusal NativeExecutor::matmul_accumulation(const Plan& p, const Memory& dst, std::vector<float>& add_flag,
-                                                            bool& per_element) {
+NativeExecutor::Refusal NativeExecutor::matmul_accumulation(const Plan& p, const Memory& dst,
+                                                            std::vector<float>& add_flag, bool& per_element) {
   const auto& op = std::get<NcMatmul>(p.inst->op);
   if (!dst.tracks_matmul()) return {"its dst is not in PSUM"};
   const bool written = all_flags_are(dst.mm_written, p.ops[0], 1);
@@ -402,8 +402,7 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   scalar_columns(inst, P, col);
   std::array<uint8_t*, 3> bases{};
   for (size_t i = 0; i < p.ops.size() && i < bases.size(); ++i)
-    bases[i] = overlapped[i] ? snapshot(snapshots_[i], p.ops[i], *mem[i])
-                             : mem[i]->bytes.data() + p.ops[i].layout.base;
+    bases[i] = overlapped[i] ? snapshot(snapshots_[i], p.ops[i], *mem[i]) : mem[i]->bytes.data() + p.ops[i].layout.base;
   if (std::holds_alternative<LocalGather>(inst.op)) bases[1] = reinterpret_cast<uint8_t*>(gather_index_.data());
   if (per_element) {
     MatmulShape mm;
@@ -416,7 +415,8 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
       std::array<uint8_t*, 3> at = bases;
       for (size_t i = 0; i < at.size() && i < offset.size(); ++i)
         if (at[i]) at[i] += offset[i];
-      dispatch(p.body, first || continued.empty() ? p.shape : continued, p.scratch_floats, at, {&col[0], &col[1], &folds});
+      dispatch(p.body, first || continued.empty() ? p.shape : continued, p.scratch_floats, at,
+               {&col[0], &col[1], &folds});
       first = false;
     });
   }
@@ -442,7 +442,6 @@ void* NativeExecutor::compiled(const char* body, const std::string& shape) {
   }
   return it->second;
 }
-
 
 void NativeExecutor::dispatch(const char* body, const std::string& shape, int64_t scratch_floats,
                               const std::array<uint8_t*, 3>& bases, const std::array<std::vector<float>*, 3>& columns) {
@@ -584,9 +583,8 @@ int64_t NativeExecutor::static_requests(std::vector<codegen::SpecializeRequest>&
       request(p);
     }
   }
-  std::sort(requests.begin(), requests.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.body, a.constant) < std::tie(b.body, b.constant);
-  });
+  std::sort(requests.begin(), requests.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.body, a.constant) < std::tie(b.body, b.constant); });
   requests.erase(std::unique(requests.begin(), requests.end(),
                              [](const auto& a, const auto& b) { return a.body == b.body && a.constant == b.constant; }),
                  requests.end());

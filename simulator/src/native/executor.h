@@ -24,7 +24,7 @@
 namespace knit::codegen {
 class Specializer;
 struct SpecializeRequest;
-}
+}  // namespace knit::codegen
 
 namespace knit::sim::native {
 struct MatmulShape;
@@ -56,8 +56,8 @@ class NativeExecutor {
   // RunResult::fallbacks) is a runtime error instead.
   bool run(const ir::Instruction& inst);
 
-  int64_t native = 0;       // instructions executed natively
-  int64_t interpreted = 0;  // instructions left to the reference executors
+  int64_t native = 0;         // instructions executed natively
+  int64_t interpreted = 0;    // instructions left to the reference executors
   int64_t work_estimate = 0;  // RunResult::static_work
   int64_t break_even = 0;     // RunResult::break_even_work: the threshold start() compared it with
   // RunResult::fallbacks: each source line whose instruction the native path could not run, why.
@@ -86,8 +86,8 @@ class NativeExecutor {
   bool warm(const ir::Instruction& inst);
   // Runs a body on `shape` (compiling it on first use), split over the worker threads where it
   // pays; bases are data[0..2], columns the per-partition columns (null: none).
-  void dispatch(const char* body, const std::string& shape, int64_t scratch_floats, const std::array<uint8_t*, 3>& bases,
-                const std::array<std::vector<float>*, 3>& columns);
+  void dispatch(const char* body, const std::string& shape, int64_t scratch_floats,
+                const std::array<uint8_t*, 3>& bases, const std::array<std::vector<float>*, 3>& columns);
   void matmul_mx(const ir::NcMatmulMx& op);
   // A matmul's K-sum on `mm` (its dst replaced by a dense [M, N] buffer) natively, then written
   // into `dst` by the reference's write_matmul_result, each element added or stored by its own
@@ -124,12 +124,12 @@ class NativeExecutor {
   codegen::Specializer& jit_;
   bool fixed_threshold_ = false;  // KNIT_JIT_THRESHOLD or jit_strict: no cost model
   int64_t threshold_ = 0;
-  int64_t work_ = 0;  // elements touched by instructions run so far (until hot)
-  bool hot_ = false;  // compiling pays: instructions run natively
+  int64_t work_ = 0;                                 // elements touched by instructions run so far (until hot)
+  bool hot_ = false;                                 // compiling pays: instructions run natively
   std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function
   std::vector<float> scratch_;
-  std::vector<int32_t> gather_index_;  // local_gather: the element each dst element reads
-  std::vector<float> partial_sums_;     // dma_compute's chain of more than two sources
+  std::vector<int32_t> gather_index_;     // local_gather: the element each dst element reads
+  std::vector<float> partial_sums_;       // dma_compute's chain of more than two sources
   std::array<ZeroedBytes, 3> snapshots_;  // inputs an output overlaps, by data[] index
 };
 

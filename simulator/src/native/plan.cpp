@@ -48,7 +48,7 @@ const char* common_walk(std::vector<Operand*>& ops, size_t first, int lead, std:
       cur[i].dims.pop_back();
     }
   }
-  std::vector<int64_t> extents;                        // innermost first
+  std::vector<int64_t> extents;                         // innermost first
   std::vector<std::vector<int64_t>> steps(ops.size());  // per operand, innermost first
   while (true) {
     int64_t e = 0;
@@ -140,7 +140,8 @@ uint8_t* snapshot(ZeroedBytes& buffer, const Operand& o, const Memory& mem) {
   const auto size = static_cast<size_t>((rows - 1) * stride + hi);
   if (buffer.size() < size) buffer.reset(size, false);
   for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(buffer.data() + r * stride + lo, mem.bytes.data() + start + r * stride + lo, static_cast<size_t>(hi - lo));
+    std::memcpy(buffer.data() + r * stride + lo, mem.bytes.data() + start + r * stride + lo,
+                static_cast<size_t>(hi - lo));
   return buffer.data() + (l.base - start);
 }
 
@@ -188,8 +189,6 @@ std::optional<Activation> activation_of(const Instruction& inst) {
   if (const auto* op = std::get_if<ActivationReduce>(&inst.op)) return as_activation(*op);
   return std::nullopt;
 }
-
-
 
 // ---- Planner: the operand machinery every op's planner shares ----------------------------------
 
@@ -252,9 +251,8 @@ const char* Planner::map(MapShape s, const View& dst, const View* a, const View*
   // Kinds without an affine index or a gather source may walk more dims than the body: the
   // executor walks the outer ones, and a row fold or a scan's carry goes on from call to call
   // (MapShape::fold_continues).
-  const bool outer_ok = !affine && s.kind != MapKind::iota &&
-                        s.kind != MapKind::affine_select && s.kind != MapKind::range_select &&
-                        s.kind != MapKind::gather;
+  const bool outer_ok = !affine && s.kind != MapKind::iota && s.kind != MapKind::affine_select &&
+                        s.kind != MapKind::range_select && s.kind != MapKind::gather;
   if (const char* why = common_walk(ops, partitioned ? 1 : 0, partitioned ? 1 : 0, outer_ok ? &out.outer : nullptr))
     return why;
   std::copy(out.ops[0].n, out.ops[0].n + kWalkDims, s.walk.n);

@@ -24,7 +24,8 @@ namespace knit::sim {
 // Why plan() leaves an instruction to the reference executors (listed in RunResult::fallbacks).
 namespace why {
 inline constexpr const char* no_body = "no native body for this opcode yet";
-inline constexpr const char* indirect = "an operand is indirect (vector_offset): which rows it touches is read at run time";
+inline constexpr const char* indirect =
+    "an operand is indirect (vector_offset): which rows it touches is read at run time";
 inline constexpr const char* spills =
     "an operand has a dim that neither steps by whole partitions nor stays inside one partition";
 inline constexpr const char* walk_dims = "its operands need more than 4 strided dims after merging";
@@ -54,7 +55,8 @@ inline constexpr const char* gather_dtypes = "its data and dst dtypes differ";
 inline constexpr const char* gather_width =
     "its dst's free size is not its valid indices x num_elem_per_idx (the rest would be zeroed)";
 inline constexpr const char* unwritten_read = "reads never-written bytes";  // diagnostic: the reference names them
-inline constexpr const char* partly_out = "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
+inline constexpr const char* partly_out =
+    "an oob_mode=skip row lies partly inside its tensor (skipped element by element)";
 }  // namespace why
 
 // One operand of a planned instruction: where it lies and how the body walks it.
@@ -110,7 +112,9 @@ bool all_flags_are(const ByteFlags& flags, const Operand& o, uint8_t value);
 void set_flags(ByteFlags& flags, const Operand& o, uint8_t value);
 
 // Whether the operand reads a byte of `mem` never written (only memories that track it).
-inline bool reads_unwritten(const Memory& mem, const Operand& o) { return mem.tracks_init() && !all_flags_are(mem.init, o, 1); }
+inline bool reads_unwritten(const Memory& mem, const Operand& o) {
+  return mem.tracks_init() && !all_flags_are(mem.init, o, 1);
+}
 
 template <class Shape>
 std::string bytes_of(const Shape& s) {

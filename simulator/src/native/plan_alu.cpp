@@ -37,7 +37,7 @@ const char* plan_activation(Planner& p, const Activation& act, const View& dst, 
 
 const char* plan_op(Planner& p, const TensorTensor& op) {
   MapShape s = Planner::map_shape();
-  s.kind = is_bitvec_op(op.op) ? MapKind::tensor_tensor_bits
+  s.kind = is_bitvec_op(op.op)       ? MapKind::tensor_tensor_bits
            : exact_int_path(p.m, op) ? MapKind::tensor_tensor_int
                                      : MapKind::tensor_tensor;
   s.op0 = static_cast<int32_t>(op.op);

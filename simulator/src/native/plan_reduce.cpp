@@ -20,7 +20,8 @@ const char* plan_op(Planner& p, const TensorReduce& op) {
   Operand& data = p.out.ops[1];
   // The reduced trailing dims must form one strided run per dst element.
   const size_t kept = op.data.dims.size() - op.axis.size();
-  Machine::Layout inner{0, {data.layout.num.begin() + kept, data.layout.num.end()},
+  Machine::Layout inner{0,
+                        {data.layout.num.begin() + kept, data.layout.num.end()},
                         {data.layout.stride.begin() + kept, data.layout.stride.end()}};
   const auto group = simplified(inner, 0);
   if (group.size() > 2) return why::reduced_run;
@@ -79,17 +80,11 @@ const char* plan_op(Planner& p, const TensorPartitionReduce& op) {
   return nullptr;
 }
 
-const char* plan_op(Planner& p, const BnStats& op) {
-  return p.row(RowKind::bn_stats, op.dst, op.data);
-}
+const char* plan_op(Planner& p, const BnStats& op) { return p.row(RowKind::bn_stats, op.dst, op.data); }
 
-const char* plan_op(Planner& p, const BnAggr& op) {
-  return p.row(RowKind::bn_aggr, op.dst, op.data);
-}
+const char* plan_op(Planner& p, const BnAggr& op) { return p.row(RowKind::bn_aggr, op.dst, op.data); }
 
-const char* plan_op(Planner& p, const Max8& op) {
-  return p.row(RowKind::max8, op.dst, op.src);
-}
+const char* plan_op(Planner& p, const Max8& op) { return p.row(RowKind::max8, op.dst, op.src); }
 
 const char* plan_op(Planner& p, const NcFindIndex8& op) {
   return p.row(RowKind::find_index8, op.dst, op.data, &op.vals);

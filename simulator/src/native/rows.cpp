@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "plan.h"
 #include "knit/jit/specializer.h"
+#include "plan.h"
 
 namespace knit::sim {
 
@@ -240,8 +240,8 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
     for (size_t k = 2; k < op.srcs.size(); ++k)
       if (op.srcs[k].tensor == op.dst.tensor) why = why::late_source;  // earlier stages would have written it
     if (why) return refuse(inst, {why});
-    return run_rows(inst, *ind, dma_compute_stages(inst, op), op.oob_mode,
-                    op.unique_indices && op.dst.index_view(), false);
+    return run_rows(inst, *ind, dma_compute_stages(inst, op), op.oob_mode, op.unique_indices && op.dst.index_view(),
+                    false);
   }
   std::vector<Instruction> stages;  // what the plans point into
   std::vector<Plan> plans;

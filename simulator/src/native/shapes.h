@@ -27,28 +27,28 @@ struct Access {
 
 // Element-wise instructions: dst = f(a, b, column0[p], column1[p]), optionally with a row fold.
 enum class MapKind : int32_t {
-  copy,             // dst = a (raw bits when the dtypes match, else decode / encode)
-  tensor_tensor,    // dst = a op0 b (fp32)
+  copy,                // dst = a (raw bits when the dtypes match, else decode / encode)
+  tensor_tensor,       // dst = a op0 b (fp32)
   tensor_tensor_bits,  // bit-vector op0 on 32-bit patterns
   tensor_tensor_int,   // GpSimd's exact int32/uint32 path
-  tensor_scalar,    // dst = (a op0 col0) op1 col1, reverse flags swap operands
+  tensor_scalar,       // dst = (a op0 col0) op1 col1, reverse flags swap operands
   tensor_scalar_bits,
   scalar_tensor_tensor,  // dst = (a op0 col0) op1 b
-  activation,       // dst = act0(a * col0 [+ col1]), row fold of the fp32 results with fold_op
+  activation,            // dst = act0(a * col0 [+ col1]), row fold of the fp32 results with fold_op
   tensor_scalar_fold,    // dst = a op0 col0, row fold with fold_op (tensor_scalar_reduce)
-  fill,             // dst = fill_bits (memset; no input)
-  iota,             // dst = the affine value, stored like an integer (no input)
-  affine_select,    // dst = op0(float(affine value), 0) ? a : imm (op0 a comparison)
-  copy_predicated,  // where (a != 0) xor reverse0: dst = b; elsewhere dst is not written
-  fill_predicated,  // where (a != 0) xor reverse0: dst = imm; elsewhere dst is not written
-  select_reduce,    // dst = (a != 0) xor reverse0 ? b : col0, row fold with fold_op
-  range_select,     // i = alpha + float(affine value); dst = op0(i, col0) && op1(i, col1) ? a : imm,
-                    // row fold with fold_op
-  scan,             // carry = col0 at each row's start; dst = carry = (a op0 carry) op1 b, with the
-                    // reverse flags (tensor_tensor_scan: a left scan along each partition's row)
-  gather,           // dst = the bits of b's element number a (an integer) in the walk row's
-                    // partition: b + i0 * b.step[0] + a * gather_step (nc_n_gather; the executor
-                    // checks every index first)
+  fill,                  // dst = fill_bits (memset; no input)
+  iota,                  // dst = the affine value, stored like an integer (no input)
+  affine_select,         // dst = op0(float(affine value), 0) ? a : imm (op0 a comparison)
+  copy_predicated,       // where (a != 0) xor reverse0: dst = b; elsewhere dst is not written
+  fill_predicated,       // where (a != 0) xor reverse0: dst = imm; elsewhere dst is not written
+  select_reduce,         // dst = (a != 0) xor reverse0 ? b : col0, row fold with fold_op
+  range_select,          // i = alpha + float(affine value); dst = op0(i, col0) && op1(i, col1) ? a : imm,
+                         // row fold with fold_op
+  scan,                  // carry = col0 at each row's start; dst = carry = (a op0 carry) op1 b, with the
+                         // reverse flags (tensor_tensor_scan: a left scan along each partition's row)
+  gather,                // dst = the bits of b's element number a (an integer) in the walk row's
+                         // partition: b + i0 * b.step[0] + a * gather_step (nc_n_gather; the executor
+                         // checks every index first)
 };
 
 struct MapShape {
@@ -57,11 +57,11 @@ struct MapShape {
   MapKind kind;
   int32_t op0, op1;  // ir::AluOp, or ir::ActFunc for activation's op0
   int32_t reverse0, reverse1;
-  int32_t has_bias;  // activation: add column1
-  int32_t fold_op;   // ir::AluOp of the row fold, or -1 for none
-  float alpha;       // activation's prelu slope; range_select's range_start
+  int32_t has_bias;    // activation: add column1
+  int32_t fold_op;     // ir::AluOp of the row fold, or -1 for none
+  float alpha;         // activation's prelu slope; range_select's range_start
   uint32_t fill_bits;  // fill: the bit pattern of every dst element
-  float imm;  // affine_select's value of the elements not selected, fill_predicated's, range_select's on_false
+  float imm;           // affine_select's value of the elements not selected, fill_predicated's, range_select's on_false
   // A row fold (or a scan's carry) that goes on from columns[2][p], the row's so far, instead of
   // starting at the row's first value (or `initial`): the executor calls the body once per index
   // of walk dims beyond its four (Plan::outer), and every call after the first continues.
@@ -90,7 +90,7 @@ struct ReduceShape {
   int32_t op;          // ir::AluOp
   int32_t bits;        // bit-vector fold
   int32_t negate;
-  int32_t average;     // divide the fold by its element count (tensor_partition_reduce's average)
+  int32_t average;  // divide the fold by its element count (tensor_partition_reduce's average)
 };
 // data[0] = dst, data[1] = data. tensor_partition_reduce is one too: the walk is the free dims,
 // a group is one element's column across the partitions (group_step = the partition stride).
@@ -98,9 +98,9 @@ struct ReduceShape {
 // Per-partition row statistics: each partition's data row (its free dims, row-major) is decoded
 // to fp32 into scratch, reduced to a few values, and those are stored to dst's free elements.
 enum class RowKind : int32_t {
-  bn_stats,  // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
-  bn_aggr,   // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
-  max8,      // the 8 values that rank first (top8): 8 values
+  bn_stats,     // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
+  bn_aggr,      // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
+  max8,         // the 8 values that rank first (top8): 8 values
   find_index8,  // where each of the partition's 8 vals occurs (find_index8): 8 integers, all ones
                 // when missing
 };
@@ -121,12 +121,12 @@ struct RowShape {
 // rounded before it is added: an FMA only where that is the same, bodies.cpp).
 struct MatmulShape {
   int64_t K, M, N;
-  Access stationary;  // step[0] per k (per k / k_rows), step[1] per m, step[2] per k % k_rows
-  Access moving;      // step[0] per k (per k / k_rows), step[1] per n, step[2] per k % k_rows
-  Access dst;         // step[0] per m, step[1] per n
+  Access stationary;         // step[0] per k (per k / k_rows), step[1] per m, step[2] per k % k_rows
+  Access moving;             // step[0] per k (per k / k_rows), step[1] per n, step[2] per k % k_rows
+  Access dst;                // step[0] per m, step[1] per n
   int32_t skip_zero_moving;  // is_transpose: products with a zero moving element are skipped
-  int32_t k_rows;  // contraction rows per partition: 1, or 2 for perf_mode double_row, whose
-                   // [P, 2, M] operand is the [2P, M] matrix with row 2p + j = (p, j)
+  int32_t k_rows;            // contraction rows per partition: 1, or 2 for perf_mode double_row, whose
+                             // [P, 2, M] operand is the [2P, M] matrix with row 2p + j = (p, j)
 };
 // data[0] = dst, data[1] = stationary, data[2] = moving, data[3] = scratch of
 // matmul_scratch_floats(K, M, N) floats (operands packed into padded panels, the sums, and one

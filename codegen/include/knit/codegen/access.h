@@ -28,7 +28,7 @@ namespace knit::codegen {
 uint64_t hbm_memory(int tensor);
 
 struct Access {
-  uint64_t memory = 0;  // on-chip: buffer and core; HBM: the tensor
+  uint64_t memory = 0;     // on-chip: buffer and core; HBM: the tensor
   int64_t lo = 0, hi = 0;  // bytes [lo, hi)
   bool write = false;
   const char* operand = "";

@@ -16,19 +16,19 @@ struct Allocation {
   int core = 0;           // whose SBUF/PSUM (ir::tensor_cores)
   int64_t partition = 0;  // first partition
   int64_t partitions = 0;
-  int64_t offset = 0;     // byte offset inside each partition
-  int64_t bytes = 0;      // bytes per partition
-  bool pinned = false;    // placed by address=
+  int64_t offset = 0;   // byte offset inside each partition
+  int64_t bytes = 0;    // bytes per partition
+  bool pinned = false;  // placed by address=
   bool overlaps(const Allocation& o) const {
-    return core == o.core && partition < o.partition + o.partitions && o.partition < partition + partitions && offset < o.offset + o.bytes &&
-           o.offset < offset + bytes;
+    return core == o.core && partition < o.partition + o.partitions && o.partition < partition + partitions &&
+           offset < o.offset + o.bytes && o.offset < offset + bytes;
   }
 };
 
 struct MemoryPlan {
-  int cores = 1;  // NeuronCores the kernel runs on (each with its own SBUF and PSUM)
+  int cores = 1;                                   // NeuronCores the kernel runs on (each with its own SBUF and PSUM)
   std::vector<std::optional<Allocation>> tensors;  // by tensor id; set for used on-chip tensors
-  int64_t sbuf_high_water = 0;  // bytes per partition, the largest over the cores
+  int64_t sbuf_high_water = 0;                     // bytes per partition, the largest over the cores
   int64_t psum_high_water = 0;
 };
 

@@ -26,7 +26,15 @@ namespace knit::codegen {
 
 // In-order instruction queues. pe = TensorE, act = ScalarE, dve = VectorE, pool = GpSimd; DMA
 // instructions are spread round-robin over the DMA queues.
-#define KNIT_QUEUES(X) X(pe) X(act) X(dve) X(pool) X(dma0) X(dma1) X(dma2) X(dma3)
+#define KNIT_QUEUES(X) \
+  X(pe)                \
+  X(act)               \
+  X(dve)               \
+  X(pool)              \
+  X(dma0)              \
+  X(dma1)              \
+  X(dma2)              \
+  X(dma3)
 enum class Queue : uint8_t {
 #define KNIT_X(q) q,
   KNIT_QUEUES(KNIT_X)
@@ -62,11 +70,11 @@ struct Region {
 
 struct ProgramStats {
   std::array<int64_t, kNumQueues> instructions{};  // static counts: a loop body counts once
-  int64_t barriers = 0;          // instructions run by the sync engine between regions
-  int64_t waits = 0;             // semaphore waits
-  int64_t dependences = 0;       // cross-queue dependences the waits enforce
-  int64_t dma_bytes = 0;         // bytes written by DMA instructions, each counted once
-  int64_t sbuf_high_water = 0;   // bytes per partition
+  int64_t barriers = 0;                            // instructions run by the sync engine between regions
+  int64_t waits = 0;                               // semaphore waits
+  int64_t dependences = 0;                         // cross-queue dependences the waits enforce
+  int64_t dma_bytes = 0;                           // bytes written by DMA instructions, each counted once
+  int64_t sbuf_high_water = 0;                     // bytes per partition
   int64_t psum_high_water = 0;
   std::string summary() const;
 };

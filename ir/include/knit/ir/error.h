@@ -42,13 +42,11 @@ class Error : public std::runtime_error {
 
 // Formats "file:line: error: [rule] message" followed by the source line and a caret when the
 // file is readable. This is what Error::what() returns.
-std::string format_diagnostic(const char* severity, const std::string& rule,
-                              const std::string& message, const SourceLoc& loc);
+std::string format_diagnostic(const char* severity, const std::string& rule, const std::string& message,
+                              const SourceLoc& loc);
 
-[[noreturn]] void user_error(const SourceLoc& loc, const std::string& rule,
-                             const std::string& message);
-[[noreturn]] void runtime_error(const SourceLoc& loc, const std::string& rule,
-                                const std::string& message);
+[[noreturn]] void user_error(const SourceLoc& loc, const std::string& rule, const std::string& message);
+[[noreturn]] void runtime_error(const SourceLoc& loc, const std::string& rule, const std::string& message);
 [[noreturn]] void internal_error(const std::string& message);
 
 }  // namespace knit

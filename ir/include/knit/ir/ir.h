@@ -73,7 +73,7 @@ struct ApDim {
 using Pattern = std::vector<ApDim>;
 
 struct TensorDecl {
-  std::string name;          // user-facing name (may repeat; the id is the identity)
+  std::string name;  // user-facing name (may repeat; the id is the identity)
   Buffer buffer = Buffer::sbuf;
   DType dtype = DType::float32;
   std::vector<int64_t> shape;

@@ -71,7 +71,7 @@ struct OpTraits {
   OpCost cost;  // its rule is required, so a row cannot leave the cost out
 };
 
-Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst);  // by dtype and size
+Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst);   // by dtype and size
 Engine tensor_tensor_engine_of(const Kernel& k, const Instruction& inst);  // pow runs on GpSimd
 
 namespace op_traits_detail {

@@ -26,7 +26,11 @@ struct DmaCopy {
   DgeMode dge_mode = DgeMode::unknown;
   Engine engine = Engine::unknown;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("src", src); f("oob_mode", oob_mode); f("dge_mode", dge_mode); f("engine", engine);
+    f("dst", dst);
+    f("src", src);
+    f("oob_mode", oob_mode);
+    f("dge_mode", dge_mode);
+    f("engine", engine);
   }
   KNIT_FIELDS_EQ(DmaCopy);
 };
@@ -42,8 +46,12 @@ struct DmaCompute {
   bool unique_indices = true;
   OobMode oob_mode = OobMode::error;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("srcs", srcs); f("reduce_op", reduce_op); f("scales", scales);
-    f("unique_indices", unique_indices); f("oob_mode", oob_mode);
+    f("dst", dst);
+    f("srcs", srcs);
+    f("reduce_op", reduce_op);
+    f("scales", scales);
+    f("unique_indices", unique_indices);
+    f("oob_mode", oob_mode);
   }
   KNIT_FIELDS_EQ(DmaCompute);
 };
@@ -56,10 +64,16 @@ struct NcMatmul {
   IntList tile_position, tile_size;
   MatmulPerfMode perf_mode = MatmulPerfMode::none;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("stationary", stationary); f("moving", moving);
-    f("is_stationary_onezero", is_stationary_onezero); f("is_moving_onezero", is_moving_onezero);
-    f("is_transpose", is_transpose); f("accumulate", accumulate); f("tile_position", tile_position);
-    f("tile_size", tile_size); f("perf_mode", perf_mode);
+    f("dst", dst);
+    f("stationary", stationary);
+    f("moving", moving);
+    f("is_stationary_onezero", is_stationary_onezero);
+    f("is_moving_onezero", is_moving_onezero);
+    f("is_transpose", is_transpose);
+    f("accumulate", accumulate);
+    f("tile_position", tile_position);
+    f("tile_size", tile_size);
+    f("perf_mode", perf_mode);
   }
   KNIT_FIELDS_EQ(NcMatmul);
 };
@@ -67,7 +81,11 @@ struct NcMatmul {
 struct NcTranspose {
   View dst, data;
   Engine engine = Engine::unknown;
-  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); f("engine", engine); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+    f("engine", engine);
+  }
   KNIT_FIELDS_EQ(NcTranspose);
 };
 
@@ -84,8 +102,15 @@ struct Activation {
   ReduceCmd reduce_cmd = ReduceCmd::idle;
   double alpha = 0.0;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("op", op); f("data", data); f("bias", bias); f("scale", scale);
-    f("reduce_op", reduce_op); f("reduce_res", reduce_res); f("reduce_cmd", reduce_cmd); f("alpha", alpha);
+    f("dst", dst);
+    f("op", op);
+    f("data", data);
+    f("bias", bias);
+    f("scale", scale);
+    f("reduce_op", reduce_op);
+    f("reduce_res", reduce_res);
+    f("reduce_cmd", reduce_cmd);
+    f("alpha", alpha);
   }
   KNIT_FIELDS_EQ(Activation);
 };
@@ -99,8 +124,13 @@ struct ActivationReduce {
   Operand bias;
   Operand scale = Operand::immediate(1.0);
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("op", op); f("data", data); f("reduce_op", reduce_op); f("reduce_res", reduce_res);
-    f("bias", bias); f("scale", scale);
+    f("dst", dst);
+    f("op", op);
+    f("data", data);
+    f("reduce_op", reduce_op);
+    f("reduce_res", reduce_res);
+    f("bias", bias);
+    f("scale", scale);
   }
   KNIT_FIELDS_EQ(ActivationReduce);
 };
@@ -110,7 +140,11 @@ struct TensorTensor {
   AluOp op = AluOp::add;
   Engine engine = Engine::unknown;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("data1", data1); f("data2", data2); f("op", op); f("engine", engine);
+    f("dst", dst);
+    f("data1", data1);
+    f("data2", data2);
+    f("op", op);
+    f("engine", engine);
   }
   KNIT_FIELDS_EQ(TensorTensor);
 };
@@ -126,8 +160,15 @@ struct TensorScalar {
   bool reverse1 = false;
   Engine engine = Engine::unknown;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("data", data); f("op0", op0); f("operand0", operand0); f("reverse0", reverse0);
-    f("op1", op1); f("operand1", operand1); f("reverse1", reverse1); f("engine", engine);
+    f("dst", dst);
+    f("data", data);
+    f("op0", op0);
+    f("operand0", operand0);
+    f("reverse0", reverse0);
+    f("op1", op1);
+    f("operand1", operand1);
+    f("reverse1", reverse1);
+    f("engine", engine);
   }
   KNIT_FIELDS_EQ(TensorScalar);
 };
@@ -140,8 +181,14 @@ struct ScalarTensorTensor {
   View operand1;
   bool reverse0 = false, reverse1 = false;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("data", data); f("op0", op0); f("operand0", operand0); f("op1", op1);
-    f("operand1", operand1); f("reverse0", reverse0); f("reverse1", reverse1);
+    f("dst", dst);
+    f("data", data);
+    f("op0", op0);
+    f("operand0", operand0);
+    f("op1", op1);
+    f("operand1", operand1);
+    f("reverse0", reverse0);
+    f("reverse1", reverse1);
   }
   KNIT_FIELDS_EQ(ScalarTensorTensor);
 };
@@ -153,7 +200,12 @@ struct TensorReduce {
   IntList axis;
   bool negate = false, keepdims = false;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("op", op); f("data", data); f("axis", axis); f("negate", negate); f("keepdims", keepdims);
+    f("dst", dst);
+    f("op", op);
+    f("data", data);
+    f("axis", axis);
+    f("negate", negate);
+    f("keepdims", keepdims);
   }
   KNIT_FIELDS_EQ(TensorReduce);
 };
@@ -162,14 +214,22 @@ struct TensorPartitionReduce {
   View dst;
   AluOp op = AluOp::add;
   View data;
-  template <class F> void fields(F&& f) { f("dst", dst); f("op", op); f("data", data); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("op", op);
+    f("data", data);
+  }
   KNIT_FIELDS_EQ(TensorPartitionReduce);
 };
 
 struct TensorCopy {
   View dst, src;
   Engine engine = Engine::unknown;
-  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); f("engine", engine); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+    f("engine", engine);
+  }
   KNIT_FIELDS_EQ(TensorCopy);
 };
 
@@ -179,7 +239,10 @@ struct TensorCopyPredicated {
   View predicate;
   bool reverse_pred = false;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("src", src); f("predicate", predicate); f("reverse_pred", reverse_pred);
+    f("dst", dst);
+    f("src", src);
+    f("predicate", predicate);
+    f("reverse_pred", reverse_pred);
   }
   KNIT_FIELDS_EQ(TensorCopyPredicated);
 };
@@ -188,7 +251,11 @@ struct Memset {
   View dst;
   double value = 0;
   Engine engine = Engine::unknown;
-  template <class F> void fields(F&& f) { f("dst", dst); f("value", value); f("engine", engine); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("value", value);
+    f("engine", engine);
+  }
   KNIT_FIELDS_EQ(Memset);
 };
 
@@ -198,7 +265,10 @@ struct Iota {
   Pattern pattern;
   int64_t offset = 0, channel_multiplier = 0;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("pattern", pattern); f("offset", offset); f("channel_multiplier", channel_multiplier);
+    f("dst", dst);
+    f("pattern", pattern);
+    f("offset", offset);
+    f("channel_multiplier", channel_multiplier);
   }
   KNIT_FIELDS_EQ(Iota);
 };
@@ -212,8 +282,13 @@ struct AffineSelect {
   AluOp cmp_op = AluOp::equal;
   int64_t offset = 0;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("pattern", pattern); f("channel_multiplier", channel_multiplier);
-    f("on_true_tile", on_true_tile); f("on_false_value", on_false_value); f("cmp_op", cmp_op); f("offset", offset);
+    f("dst", dst);
+    f("pattern", pattern);
+    f("channel_multiplier", channel_multiplier);
+    f("on_true_tile", on_true_tile);
+    f("on_false_value", on_false_value);
+    f("cmp_op", cmp_op);
+    f("offset", offset);
   }
   KNIT_FIELDS_EQ(AffineSelect);
 };
@@ -226,8 +301,14 @@ struct SelectReduce {
   AluOp reduce_op = AluOp::maximum;
   bool reverse_pred = false;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("predicate", predicate); f("on_true", on_true); f("on_false", on_false);
-    f("reduce_res", reduce_res); f("reduce_cmd", reduce_cmd); f("reduce_op", reduce_op); f("reverse_pred", reverse_pred);
+    f("dst", dst);
+    f("predicate", predicate);
+    f("on_true", on_true);
+    f("on_false", on_false);
+    f("reduce_res", reduce_res);
+    f("reduce_cmd", reduce_cmd);
+    f("reduce_op", reduce_op);
+    f("reverse_pred", reverse_pred);
   }
   KNIT_FIELDS_EQ(SelectReduce);
 };
@@ -242,16 +323,27 @@ struct RangeSelect {
   double range_start = 0;
   double on_false_value = -static_cast<double>(FLT_MAX);
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("on_true_tile", on_true_tile); f("comp_op0", comp_op0); f("comp_op1", comp_op1);
-    f("bound0", bound0); f("bound1", bound1); f("reduce_cmd", reduce_cmd); f("reduce_res", reduce_res);
-    f("reduce_op", reduce_op); f("range_start", range_start); f("on_false_value", on_false_value);
+    f("dst", dst);
+    f("on_true_tile", on_true_tile);
+    f("comp_op0", comp_op0);
+    f("comp_op1", comp_op1);
+    f("bound0", bound0);
+    f("bound1", bound1);
+    f("reduce_cmd", reduce_cmd);
+    f("reduce_res", reduce_res);
+    f("reduce_op", reduce_op);
+    f("range_start", range_start);
+    f("on_false_value", on_false_value);
   }
   KNIT_FIELDS_EQ(RangeSelect);
 };
 
 struct Reciprocal {
   View dst, data;
-  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+  }
   KNIT_FIELDS_EQ(Reciprocal);
 };
 
@@ -261,8 +353,14 @@ struct TensorTensorScan {
   AluOp op0 = AluOp::multiply, op1 = AluOp::add;
   bool reverse0 = false, reverse1 = false;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("data0", data0); f("data1", data1); f("initial", initial); f("op0", op0);
-    f("op1", op1); f("reverse0", reverse0); f("reverse1", reverse1);
+    f("dst", dst);
+    f("data0", data0);
+    f("data1", data1);
+    f("initial", initial);
+    f("op0", op0);
+    f("op1", op1);
+    f("reverse0", reverse0);
+    f("reverse1", reverse1);
   }
   KNIT_FIELDS_EQ(TensorTensorScan);
 };
@@ -278,34 +376,54 @@ struct TensorScalarReduce {
   Operand reduce_init;
   bool reduce_res_negate = false;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("data", data); f("op0", op0); f("operand0", operand0); f("reduce_op", reduce_op);
-    f("reduce_res", reduce_res); f("reverse0", reverse0); f("reduce_cmd", reduce_cmd);
-    f("reduce_init", reduce_init); f("reduce_res_negate", reduce_res_negate);
+    f("dst", dst);
+    f("data", data);
+    f("op0", op0);
+    f("operand0", operand0);
+    f("reduce_op", reduce_op);
+    f("reduce_res", reduce_res);
+    f("reverse0", reverse0);
+    f("reduce_cmd", reduce_cmd);
+    f("reduce_init", reduce_init);
+    f("reduce_res_negate", reduce_res_negate);
   }
   KNIT_FIELDS_EQ(TensorScalarReduce);
 };
 
 struct BnStats {
   View dst, data;
-  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+  }
   KNIT_FIELDS_EQ(BnStats);
 };
 
 struct BnAggr {
   View dst, data;
-  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+  }
   KNIT_FIELDS_EQ(BnAggr);
 };
 
 struct Max8 {
   View dst, src;
-  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+  }
   KNIT_FIELDS_EQ(Max8);
 };
 
 struct NcFindIndex8 {
   View dst, data, vals;
-  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); f("vals", vals); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+    f("vals", vals);
+  }
   KNIT_FIELDS_EQ(NcFindIndex8);
 };
 
@@ -315,7 +433,11 @@ struct DmaTranspose {
   DgeMode dge_mode = DgeMode::unknown;
   OobMode oob_mode = OobMode::error;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("src", src); f("axes", axes); f("dge_mode", dge_mode); f("oob_mode", oob_mode);
+    f("dst", dst);
+    f("src", src);
+    f("axes", axes);
+    f("dge_mode", dge_mode);
+    f("oob_mode", oob_mode);
   }
   // dst dim k is src dim resolved_axes()[k]; no axes means NKI's default for the rank.
   IntList resolved_axes() const {
@@ -331,7 +453,10 @@ struct LocalGather {
   View dst, src_buffer, index;
   int64_t num_elem_per_idx = 1, num_valid_indices = -1;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("src_buffer", src_buffer); f("index", index); f("num_elem_per_idx", num_elem_per_idx);
+    f("dst", dst);
+    f("src_buffer", src_buffer);
+    f("index", index);
+    f("num_elem_per_idx", num_elem_per_idx);
     f("num_valid_indices", num_valid_indices);
   }
   KNIT_FIELDS_EQ(LocalGather);
@@ -339,7 +464,11 @@ struct LocalGather {
 
 struct NcNGather {
   View dst, data, indices;
-  template <class F> void fields(F&& f) { f("dst", dst); f("data", data); f("indices", indices); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+    f("indices", indices);
+  }
   KNIT_FIELDS_EQ(NcNGather);
 };
 
@@ -348,7 +477,11 @@ struct NcNGather {
 struct NcStreamShuffle {
   View dst, src;
   IntList shuffle_mask;
-  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); f("shuffle_mask", shuffle_mask); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+    f("shuffle_mask", shuffle_mask);
+  }
   KNIT_FIELDS_EQ(NcStreamShuffle);
 };
 
@@ -356,7 +489,11 @@ struct NcStreamShuffle {
 // e8m0 scale per group of 8 partitions x 4 elements in dst_scale [P/8, F/4] (docs/architecture.md).
 struct QuantizeMx {
   View dst, src, dst_scale;
-  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); f("dst_scale", dst_scale); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+    f("dst_scale", dst_scale);
+  }
   KNIT_FIELDS_EQ(QuantizeMx);
 };
 
@@ -367,8 +504,13 @@ struct NcMatmulMx {
   IntList tile_position, tile_size;
   Accumulate accumulate = Accumulate::auto_;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("stationary", stationary); f("moving", moving); f("stationary_scale", stationary_scale);
-    f("moving_scale", moving_scale); f("tile_position", tile_position); f("tile_size", tile_size);
+    f("dst", dst);
+    f("stationary", stationary);
+    f("moving", moving);
+    f("stationary_scale", stationary_scale);
+    f("moving_scale", moving_scale);
+    f("tile_position", tile_position);
+    f("tile_size", tile_size);
     f("accumulate", accumulate);
   }
   KNIT_FIELDS_EQ(NcMatmulMx);
@@ -382,49 +524,49 @@ struct NcMatmulMx {
 namespace knit::ir {
 
 // The instruction list. (struct, text name)
-#define KNIT_OPS(X)                                  \
-  X(DmaCopy, dma_copy)                               \
-  X(DmaCompute, dma_compute)                         \
-  X(NcMatmul, nc_matmul)                             \
-  X(NcTranspose, nc_transpose)                       \
-  X(Activation, activation)                          \
-  X(ActivationReduce, activation_reduce)             \
-  X(TensorTensor, tensor_tensor)                     \
-  X(TensorScalar, tensor_scalar)                     \
-  X(ScalarTensorTensor, scalar_tensor_tensor)        \
-  X(TensorReduce, tensor_reduce)                     \
-  X(TensorPartitionReduce, tensor_partition_reduce)  \
-  X(TensorCopy, tensor_copy)                         \
-  X(TensorCopyPredicated, tensor_copy_predicated)    \
-  X(Memset, memset)                                  \
-  X(Iota, iota)                                      \
-  X(AffineSelect, affine_select)                     \
-  X(SelectReduce, select_reduce)                     \
-  X(RangeSelect, range_select)                       \
-  X(Reciprocal, reciprocal)                          \
-  X(TensorTensorScan, tensor_tensor_scan)            \
-  X(TensorScalarReduce, tensor_scalar_reduce)        \
-  X(BnStats, bn_stats)                               \
-  X(BnAggr, bn_aggr)                                 \
-  X(Max8, max8)                                      \
-  X(NcFindIndex8, nc_find_index8)                    \
-  X(DmaTranspose, dma_transpose)                     \
-  X(RegisterMove, register_move)                     \
-  X(RegisterLoad, register_load)                     \
-  X(RegisterStore, register_store)                   \
-  X(RegisterAlu, register_alu)                       \
-  X(Loop, loop)                                      \
-  X(While, while_)                                   \
-  X(If, if_)                                         \
-  X(Else, else_)                                     \
-  X(End, end)                                        \
-  X(Program, program)                                \
-  X(CoreBarrier, core_barrier)                       \
-  X(SendRecv, sendrecv)                              \
-  X(LocalGather, local_gather)                       \
-  X(NcNGather, nc_n_gather)                          \
-  X(NcStreamShuffle, nc_stream_shuffle)              \
-  X(QuantizeMx, quantize_mx)                         \
+#define KNIT_OPS(X)                                 \
+  X(DmaCopy, dma_copy)                              \
+  X(DmaCompute, dma_compute)                        \
+  X(NcMatmul, nc_matmul)                            \
+  X(NcTranspose, nc_transpose)                      \
+  X(Activation, activation)                         \
+  X(ActivationReduce, activation_reduce)            \
+  X(TensorTensor, tensor_tensor)                    \
+  X(TensorScalar, tensor_scalar)                    \
+  X(ScalarTensorTensor, scalar_tensor_tensor)       \
+  X(TensorReduce, tensor_reduce)                    \
+  X(TensorPartitionReduce, tensor_partition_reduce) \
+  X(TensorCopy, tensor_copy)                        \
+  X(TensorCopyPredicated, tensor_copy_predicated)   \
+  X(Memset, memset)                                 \
+  X(Iota, iota)                                     \
+  X(AffineSelect, affine_select)                    \
+  X(SelectReduce, select_reduce)                    \
+  X(RangeSelect, range_select)                      \
+  X(Reciprocal, reciprocal)                         \
+  X(TensorTensorScan, tensor_tensor_scan)           \
+  X(TensorScalarReduce, tensor_scalar_reduce)       \
+  X(BnStats, bn_stats)                              \
+  X(BnAggr, bn_aggr)                                \
+  X(Max8, max8)                                     \
+  X(NcFindIndex8, nc_find_index8)                   \
+  X(DmaTranspose, dma_transpose)                    \
+  X(RegisterMove, register_move)                    \
+  X(RegisterLoad, register_load)                    \
+  X(RegisterStore, register_store)                  \
+  X(RegisterAlu, register_alu)                      \
+  X(Loop, loop)                                     \
+  X(While, while_)                                  \
+  X(If, if_)                                        \
+  X(Else, else_)                                    \
+  X(End, end)                                       \
+  X(Program, program)                               \
+  X(CoreBarrier, core_barrier)                      \
+  X(SendRecv, sendrecv)                             \
+  X(LocalGather, local_gather)                      \
+  X(NcNGather, nc_n_gather)                         \
+  X(NcStreamShuffle, nc_stream_shuffle)             \
+  X(QuantizeMx, quantize_mx)                        \
   X(NcMatmulMx, nc_matmul_mx)
 
 enum class Opcode : uint8_t {

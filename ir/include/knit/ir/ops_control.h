@@ -13,7 +13,10 @@ namespace knit::ir {
 struct RegisterMove {
   Reg dst;
   IntValue src;
-  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+  }
   bool operator==(const RegisterMove&) const = default;
 };
 
@@ -21,7 +24,10 @@ struct RegisterMove {
 struct RegisterLoad {
   Reg dst;
   View src;
-  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+  }
   bool operator==(const RegisterLoad&) const = default;
 };
 
@@ -29,7 +35,10 @@ struct RegisterLoad {
 struct RegisterStore {
   View dst;
   Reg src;
-  template <class F> void fields(F&& f) { f("dst", dst); f("src", src); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+  }
   bool operator==(const RegisterStore&) const = default;
 };
 
@@ -41,7 +50,12 @@ struct RegisterAlu {
   IntValue a;
   AluOp op = AluOp::add;
   IntValue b;
-  template <class F> void fields(F&& f) { f("dst", dst); f("a", a); f("op", op); f("b", b); }
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("a", a);
+    f("op", op);
+    f("b", b);
+  }
   bool operator==(const RegisterAlu&) const = default;
 };
 
@@ -50,7 +64,12 @@ struct Loop {
   Reg iv;
   IntValue start, stop;
   int64_t step = 1;
-  template <class F> void fields(F&& f) { f("iv", iv); f("start", start); f("stop", stop); f("step", step); }
+  template <class F> void fields(F&& f) {
+    f("iv", iv);
+    f("start", start);
+    f("stop", stop);
+    f("step", step);
+  }
   bool operator==(const Loop&) const = default;
 };
 
@@ -95,7 +114,11 @@ struct CoreBarrier {
   View data;
   IntList cores;
   Engine engine = Engine::gpsimd;
-  template <class F> void fields(F&& f) { f("data", data); f("cores", cores); f("engine", engine); }
+  template <class F> void fields(F&& f) {
+    f("data", data);
+    f("cores", cores);
+    f("engine", engine);
+  }
   bool operator==(const CoreBarrier&) const = default;
 };
 
@@ -105,7 +128,10 @@ struct SendRecv {
   View dst, src;
   int64_t send_to_rank = 0, recv_from_rank = 0, pipe_id = 0;
   template <class F> void fields(F&& f) {
-    f("dst", dst); f("src", src); f("send_to_rank", send_to_rank); f("recv_from_rank", recv_from_rank);
+    f("dst", dst);
+    f("src", src);
+    f("send_to_rank", send_to_rank);
+    f("recv_from_rank", recv_from_rank);
     f("pipe_id", pipe_id);
   }
   bool operator==(const SendRecv&) const = default;

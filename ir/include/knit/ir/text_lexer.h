@@ -72,8 +72,7 @@ class Lexer {
     skip_space();
     if (text_.substr(pos_, w.size()) != w) return false;
     const size_t end = pos_ + w.size();
-    if (end < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[end])) || text_[end] == '_'))
-      return false;
+    if (end < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[end])) || text_[end] == '_')) return false;
     for (size_t i = 0; i < w.size(); ++i) advance();
     return true;
   }

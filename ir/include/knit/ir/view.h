@@ -18,9 +18,9 @@ View full_view(const TensorDecl& t, int tensor_id);
 // the slice start:start+size). Out-of-range bounds are errors (no clamping), as in NKI.
 struct Index {
   enum class Kind : uint8_t { Int, Slice, All } kind = Kind::All;
-  int64_t value = 0;                 // Int
+  int64_t value = 0;                   // Int
   std::optional<int64_t> start, stop;  // Slice
-  int64_t step = 1;                   // Slice
+  int64_t step = 1;                    // Slice
   static Index at(int64_t i) { return {Kind::Int, i, {}, {}, 1}; }
   static Index range(std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) {
     return {Kind::Slice, 0, start, stop, step};
@@ -33,8 +33,7 @@ struct Index {
 // partition dim keeps it (size 1) and results stay >= 2-D; on HBM an int drops the dim.
 View index(const TensorDecl& t, const View& v, std::span<const Index> key, const SourceLoc& loc);
 
-View slice(const TensorDecl& t, const View& v, int dim, int64_t start, int64_t end, int64_t step,
-           const SourceLoc& loc);
+View slice(const TensorDecl& t, const View& v, int dim, int64_t start, int64_t end, int64_t step, const SourceLoc& loc);
 View select(const TensorDecl& t, const View& v, int dim, int64_t index, const SourceLoc& loc);
 View permute(const TensorDecl& t, const View& v, std::span<const int> order, const SourceLoc& loc);
 View broadcast(const TensorDecl& t, const View& v, int dim, int64_t size, const SourceLoc& loc);
@@ -42,8 +41,7 @@ View expand_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& lo
 View squeeze_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& loc);
 // Reshape without moving data; fails when the layout cannot express the new shape.
 View reshape(const TensorDecl& t, const View& v, std::span<const int64_t> shape, const SourceLoc& loc);
-View reshape_dim(const TensorDecl& t, const View& v, int dim, std::span<const int64_t> shape,
-                 const SourceLoc& loc);
+View reshape_dim(const TensorDecl& t, const View& v, int dim, std::span<const int64_t> shape, const SourceLoc& loc);
 View flatten_dims(const TensorDecl& t, const View& v, int start_dim, int end_dim, const SourceLoc& loc);
 // Reinterpret the bytes as another dtype; the last dim (contiguous) is rescaled by the size ratio.
 View bitcast(const TensorDecl& t, const View& v, DType dtype, const SourceLoc& loc);

@@ -24,12 +24,12 @@ namespace knit::sim {
 struct InstrCost {
   double busy_ns = 0;
   double latency_ns = 0;
-  double fixed_ns = 0;      // DMA: descriptor + trigger time before the data moves
-  double flops = 0;         // model FLOPs (matmul: 2*K*M*N)
-  double pe_array_ns = 0;   // TensorE time at full array use (for HFU)
+  double fixed_ns = 0;     // DMA: descriptor + trigger time before the data moves
+  double flops = 0;        // model FLOPs (matmul: 2*K*M*N)
+  double pe_array_ns = 0;  // TensorE time at full array use (for HFU)
   int64_t dma_bytes = 0;
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;  // the DMA's HBM side(s)
-  int act_table = -1;       // ScalarE function set the instruction needs (-1: none)
+  int act_table = -1;                               // ScalarE function set the instruction needs (-1: none)
 };
 InstrCost instruction_cost(const ir::Kernel& k, const ir::Instruction& inst, codegen::Queue queue,
                            const MachineConfig& config);
@@ -55,7 +55,7 @@ struct TimingReport {
   int64_t hbm_read_bytes = 0, hbm_write_bytes = 0;
   double flops = 0;
   double pe_array_ns = 0;
-  double dma_active_ns = 0;  // time the DMA bandwidth was in use
+  double dma_active_ns = 0;                // time the DMA bandwidth was in use
   std::vector<TimedInstruction> timeline;  // with keep_timeline
 };
 

@@ -25,9 +25,9 @@ namespace knit::frontend {
 class CollectingConsumer;  // Clang's diagnostics (src/clang_session.h)
 
 struct CppKernelInfo {
-  std::string name;  // as written in KNIT_KERNEL(...), e.g. "knit::examples::rmsnorm"
-  size_t arity = 0;  // tensor parameters
-  int line = 0;      // of its KNIT_KERNEL(...) in the file
+  std::string name;                 // as written in KNIT_KERNEL(...), e.g. "knit::examples::rmsnorm"
+  size_t arity = 0;                 // tensor parameters
+  int line = 0;                     // of its KNIT_KERNEL(...) in the file
   std::vector<std::string> params;  // parameter names as written (arg0, arg1, ... if unnamed)
 };
 

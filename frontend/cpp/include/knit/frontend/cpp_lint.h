@@ -10,10 +10,10 @@
 namespace knit::frontend {
 
 struct LintFinding {
-  std::string severity;  // "error": tracing will fail; "warning": it may fail, or be slow
-  std::string rule;      // partition-dim, psum-bank, device-branch
-  std::string message;   // what is wrong and how to fix it
-  SourceLoc begin;       // the flagged expression's first character
+  std::string severity;              // "error": tracing will fail; "warning": it may fail, or be slow
+  std::string rule;                  // partition-dim, psum-bank, device-branch
+  std::string message;               // what is wrong and how to fix it
+  SourceLoc begin;                   // the flagged expression's first character
   int end_line = 0, end_column = 0;  // and its last (same file)
 };
 
