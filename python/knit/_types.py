@@ -2,14 +2,11 @@
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from ._dtypes import dtype
+from ._dtypes import DTypeLike as DTypeLike  # defined beside dtype: knit._promotion names it too
 from ._register import RegExpr
 from ._tensor import NkiTensor
 
 ShapeLike = int | Sequence[int]
-DTypeLike = dtype | str | np.dtype | type  # a Knit dtype, its name, a NumPy / ml_dtypes / torch dtype
 AxisLike = int | Sequence[int]
 IntLike = int | RegExpr  # a Python int or a register expression (a value known on the device)
 OpLike = Any  # an nl.* operator object, or (legacy style) a NumPy function such as np.add
