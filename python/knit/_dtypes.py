@@ -80,6 +80,10 @@ class dtype(str):
         return f"knit.language.{str(self)}"
 
 
+# What a dtype= argument takes (knit._types re-exports it; defined here so that the leaf modules
+# below knit._tensor, such as _promotion, can name it too).
+DTypeLike = dtype | str | np.dtype | type  # a Knit dtype, its name, a NumPy / ml_dtypes / torch dtype
+
 _ALIASES = {"bool_": "bool", "fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 ALL = {name: dtype(name) for name in _NAMES}
 

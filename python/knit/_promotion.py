@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import ALL, dtype, to_dtype
+from ._dtypes import ALL, DTypeLike, dtype, to_dtype
 from ._source import user_location
 from .errors import user_error
 
@@ -60,26 +60,27 @@ def _promote_floats(a: str, b: str) -> str:
     return next(c for c in (a, b, "bfloat16", "float16", "float32") if _holds(c, a) and _holds(c, b))
 
 
-def promote(a, b) -> dtype:
+def promote(a: DTypeLike, b: DTypeLike) -> dtype:
     """The result dtype of an element-wise call on dtypes `a` and `b` (see the module docstring)."""
-    a, b = to_dtype(a), to_dtype(b)
-    na, nb = str(a), str(b)
+    da: dtype = to_dtype(a)
+    db: dtype = to_dtype(b)
+    na, nb = str(da), str(db)
     if na in _PACKED or nb in _PACKED:
         raise user_error("dtype", f"{na} and {nb}: the packed MX types ({', '.join(_PACKED)}) take no part in "
                          "element-wise arithmetic; unpack them with nisa.nc_matmul_mx, or bitcast the view to "
                          "uint32 to move their words", user_location())
     if na == nb:
-        return a
+        return da
     fa, fb = na in _FLOATS, nb in _FLOATS
     if fa and fb:
         return ALL[_promote_floats(na, nb)]
     if fa != fb:
-        return a if fa else b
-    r = np.promote_types(a.numpy, b.numpy)  # ints and bool
+        return da if fa else db
+    r = np.promote_types(da.numpy, db.numpy)  # ints and bool
     return _F32 if r.itemsize > 4 else to_dtype(r)
 
 
-def scalar_dtype(v) -> dtype:
+def scalar_dtype(v: object) -> dtype:
     """A scalar operand's dtype: a NumPy scalar keeps its type when Knit has it; a Python (or
     other) scalar counts as bool -> uint8, int -> int32, float -> fp32."""
     if isinstance(v, np.generic):

@@ -6,6 +6,7 @@ arithmetic of the current API (``binary``: ``nl.add(x, y)`` and ``x + y`` alike)
 tensor's operators need it and it needs tensors: keeping both here keeps the import order
 one-way (knit.isa and knit.language build on this module, never the reverse)."""
 import numbers
+from typing import SupportsFloat
 
 import numpy as np
 
@@ -242,7 +243,7 @@ class NkiTensor:
         if isinstance(value, NkiTensor):
             on_chip = dst.buffer.on_chip and value.buffer.on_chip
             _append("tensor_copy" if on_chip else "dma_copy", {"dst": dst._view, "src": value._view}, loc)
-        elif isinstance(value, numbers.Number):
+        elif isinstance(value, numbers.Number) and isinstance(value, SupportsFloat):  # float() takes no complex
             _append("memset", {"dst": dst._view, "value": float(value)}, loc)
         else:
             raise user_error("view-assign", f"cannot assign {type(value).__name__} to a tensor view", loc)
@@ -261,8 +262,8 @@ class NkiTensor:
         return self._derive(_core.view_select, int(dim), int(index))
 
     def permute(self, *dims):
-        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-        return self._derive(_core.view_permute, [int(d) for d in dims])
+        order = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        return self._derive(_core.view_permute, [int(d) for d in order])
 
     def broadcast(self, dim, size):
         return self._derive(_core.view_broadcast, int(dim), int(size))
@@ -274,8 +275,8 @@ class NkiTensor:
         return self._derive(_core.view_squeeze_dim, int(dim))
 
     def reshape(self, *shape):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return self._derive(_core.view_reshape, [int(s) for s in shape])
+        sizes = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return self._derive(_core.view_reshape, [int(s) for s in sizes])
 
     def reshape_dim(self, dim, shape):
         return self._derive(_core.view_reshape_dim, int(dim), [int(s) for s in shape])
@@ -365,9 +366,9 @@ class NkiTensor:
         t = t._derive_at(loc, _core.view_permute, [names.index(n) for n in flat_dst])
         out_shape = []
         for e in dst_pattern:
-            group = e if isinstance(e, (tuple, list)) else [e]
+            dst_group = e if isinstance(e, (tuple, list)) else [e]
             size = 1
-            for n in group:
+            for n in dst_group:
                 size *= fixed[n]
             out_shape.append(size)
         return t._derive_at(loc, _core.view_reshape, out_shape)

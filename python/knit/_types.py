@@ -1,16 +1,13 @@
 """Type aliases of the public API's signatures (knit.isa, knit.language)."""
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any
 
-import numpy as np
-
-from ._dtypes import dtype
+from ._dtypes import DTypeLike as DTypeLike  # defined beside dtype: knit._promotion names it too
 from ._register import RegExpr
 from ._tensor import NkiTensor
 
-ShapeLike = Union[int, Sequence[int]]
-DTypeLike = Union[dtype, str, np.dtype, type]  # a Knit dtype, its name, a NumPy / ml_dtypes / torch dtype
-AxisLike = Union[int, Sequence[int]]
-IntLike = Union[int, RegExpr]  # a Python int or a register expression (a value known on the device)
+ShapeLike = int | Sequence[int]
+AxisLike = int | Sequence[int]
+IntLike = int | RegExpr  # a Python int or a register expression (a value known on the device)
 OpLike = Any  # an nl.* operator object, or (legacy style) a NumPy function such as np.add
-Operand = Union[NkiTensor, float, None]  # a [P, 1] tile or an fp32 immediate
+Operand = NkiTensor | float | None  # a [P, 1] tile or an fp32 immediate

@@ -159,8 +159,8 @@ def test_operator_names_are_the_cores():
         t = nl.load(a)
         u = nl.ndarray(a.shape, a.dtype)
         for op in OPS.values():
-            for kind, emit in (("alu", lambda: nisa.tensor_tensor(u, t, t, op)),
-                               ("act", lambda: nisa.activation(u, op, t))):
+            for kind, emit in (("alu", lambda op=op: nisa.tensor_tensor(u, t, t, op)),
+                               ("act", lambda op=op: nisa.activation(u, op, t))):
                 if getattr(op, kind) is None:
                     continue
                 try:

@@ -3,8 +3,9 @@
 Knit rounds fp32 to bfloat16 / float16 / float8_e4m3 (the IEEE-like variant: bias 7, max 240,
 inf and NaNs) / float8_e5m2 to nearest, ties to even, keeping subnormals, overflowing to inf and
 keeping NaN (sign included); float8_e4m3fn the same way except that overflow and inf become NaN;
-float8_e8m0fnu to the nearest power of two with ties up (numerics.h). ml_dtypes (and NumPy for float16) implement the same IEEE rules, so
-every finite result must match exactly; NaNs are compared with isnan (payloads may differ).
+float8_e8m0fnu to the nearest power of two with ties up (numerics.h). ml_dtypes (and NumPy for
+float16) implement the same IEEE rules, so every finite result must match exactly; NaNs are
+compared with isnan (payloads may differ).
 
 The conversions are exercised two ways:
   * through the reference interpreter: `_core.run_ir` on a dma_copy kernel (dtype conversion

@@ -157,8 +157,8 @@ def test_ir_block(block):
 
     printed = _core.roundtrip_ir(block.text)
     # The printer drops comments and trailing blanks; everything else must print back as written.
-    written = "\n".join(re.sub(r"\s*#.*$", "", l).rstrip() for l in block.text.splitlines())
-    written = "\n".join(l for l in written.splitlines() if l.strip()) + "\n"
+    written = "\n".join(re.sub(r"\s*#.*$", "", line).rstrip() for line in block.text.splitlines())
+    written = "\n".join(line for line in written.splitlines() if line.strip()) + "\n"
     assert printed == written, f"{block.id}: the IR does not print back as written"
 
 
@@ -168,7 +168,7 @@ def test_marks_are_used():
         lines = doc.read_text().splitlines()
         for i, line in enumerate(lines):
             if MARK.fullmatch(line.strip()):
-                rest = [l for l in lines[i + 1:] if l.strip()]
+                rest = [after for after in lines[i + 1:] if after.strip()]
                 assert rest and rest[0].startswith("```"), f"{doc.relative_to(REPO)}:{i + 1}: mark not before a block"
 
 

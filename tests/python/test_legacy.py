@@ -137,8 +137,8 @@ def test_legacy_examples_run_as_scripts():
 
 
 # ---- knit.compat --------------------------------------------------------------------------------------
-_ALIASES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.lnc", "neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language",
-            "neuronxcc.nki.isa", "neuronxcc.nki.typing", "neuronxcc.nki.compiler"]
+_ALIASES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.lnc", "neuronxcc", "neuronxcc.nki",
+            "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing", "neuronxcc.nki.compiler"]
 
 
 @pytest.fixture

@@ -209,7 +209,8 @@ def test_quantize_then_matmul_matches_float64(fa, fb):
     ref = A.T @ B
     bound = 4 * P * U32 * (np.abs(A).T @ np.abs(B))
     err = np.abs(out - ref)
-    assert np.all(err <= bound), f"max error {err.max():.3g}, bound there {bound[np.unravel_index(err.argmax(), err.shape)]:.3g}"
+    worst = np.unravel_index(err.argmax(), err.shape)
+    assert np.all(err <= bound), f"max error {err.max():.3g}, bound there {bound[worst]:.3g}"
     # Quantization really happened: the result differs from the unquantized product.
     assert np.abs(out - a.astype(np.float64).reshape(P, M, 4).transpose(0, 2, 1).reshape(4 * P, M).T
                   @ b.astype(np.float64).reshape(P, N, 4).transpose(0, 2, 1).reshape(4 * P, N)).max() > 0

@@ -2651,7 +2651,7 @@ def test_find_index8_runs_natively(dtype, out):
     check(c, a, v, native=n_instructions(c), interpreted=0)
     want = np.empty((64, 8), out)
     for p in range(64):
-        row, used = a[p].reshape(-1), []
+        row = a[p].reshape(-1)
         for k, x in enumerate(v[p, 1:17:2]):
             hits = [j for j in range(row.size) if row[j] == x]
             nth = sum(1 for y in v[p, 1:17:2][:k] if y == x)
@@ -2988,7 +2988,8 @@ def test_more_walk_dims_than_a_body_has():
         g = nl.ndarray((6, 5, 4, 3, 2), nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=g, src=h.permute(4, 3, 2, 1, 0))  # a 5-dim HBM walk
         s = nl.ndarray((32, 7, 5, 3, 2), nl.bfloat16, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=s, data1=t.permute(0, 4, 3, 2, 1), data2=t.permute(0, 4, 2, 3, 1).reshape(32, 7, 5, 3, 2),
+        nisa.tensor_tensor(dst=s, data1=t.permute(0, 4, 3, 2, 1),
+                           data2=t.permute(0, 4, 2, 3, 1).reshape(32, 7, 5, 3, 2),
                            op=nl.add)  # two different 5-dim walks: more dims in common
         return _store(five), _store(four), _store(g), _store(s)
 

@@ -1,10 +1,11 @@
 """Property tests of the native path's row walks (simulator/src/native/rows.cpp) and of its
 overlap snapshots (executor.cpp) against the reference executors, with hypothesis: a dma_copy
 gathering rows through an indirect HBM view, a dma_copy scattering them back through another,
-the two within one tensor, and a dma_compute scatter-adding them, over random tables, dtypes, strided row views (rows that
-overlap, gaps between elements, an offset) and random indices, some negative or past the table,
-with oob_mode error or skip; instructions whose dst overlaps their input in one tile; and
-element-wise instructions over views of more walk dims than a compiled body has.
+the two within one tensor, and a dma_compute scatter-adding them, over random tables, dtypes,
+strided row views (rows that overlap, gaps between elements, an offset) and random indices, some
+negative or past the table, with oob_mode error or skip; instructions whose dst overlaps their
+input in one tile; and element-wise instructions over views of more walk dims than a compiled
+body has.
 
 The JIT backend must give the reference backend's outcome exactly: the same bytes, or the same
 error (rule, line and message). It runs as jit-fallback, because a skipped row that lies partly

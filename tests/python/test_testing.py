@@ -132,7 +132,7 @@ def test_assert_close_message_names_worst_elements_indices_values_and_ulps():
     assert "result (bfloat16[4, 8]) differs from the reference: 2 of 32 elements" in msg
     assert "rtol=0.00781" in msg and "defaults for bfloat16" in msg
     lines = msg.splitlines()
-    worst = [l for l in lines if l.startswith("  (")]
+    worst = [line for line in lines if line.startswith("  (")]
     assert worst[0].startswith("  (1, 1): ") and worst[0].endswith(" 8 ULPs")
     assert worst[1].startswith("  (2, 5): ") and worst[1].endswith(" 5 ULPs")
     assert f"{float(actual[1, 1]):.9g} vs {expected[1, 1]:.9g}" in worst[0]

@@ -5,8 +5,9 @@ Every expectation comes from outside the timing code: the reference interpreter'
 NumPy, counts and byte totals worked out by hand from the example kernels' loop structure, and
 published hardware facts (engine clocks from the NKI architecture guides, the matmul cost
 ``max(N, 64) * (4 if fp32 else 1)`` PE cycles from nki.isa.nc_matmul's cost section, the ordering
-of the four matmul optimization stages in the NKI matrix multiplication tutorial's table). The C++ side (tests/cpp/test_timing.cpp) checks the cost formulas and
-the event replay on hand-built programs.
+of the four matmul optimization stages in the NKI matrix multiplication tutorial's table). The C++
+side (tests/cpp/test_timing.cpp) checks the cost formulas and the event replay on hand-built
+programs.
 
 """
 import functools

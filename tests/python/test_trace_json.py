@@ -30,7 +30,10 @@ def _renamed_program(name, file):
     """add_one's program, its kernel named `name` and every source location in `file`."""
     a = np.ones((128, 64), np.float32)
     text = knit.compile(add_one, a).program.text
-    quoted = lambda s: '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+    def quoted(s):
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
     text = re.sub(r'^kernel "[^"]*"', lambda _: "kernel " + quoted(name), text, count=1)
     text = re.sub(r'@ "[^"]*":', lambda _: "@ " + quoted(file) + ":", text)
     return _core.parse_ir(text).lower(), a

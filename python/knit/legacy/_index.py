@@ -338,9 +338,9 @@ def tile_index_key(key, at, partitions, shape, loc):
         rank = max([2] + [k.ndim for k in rest if isinstance(k, IndexExpr)])
         for d, k in enumerate(key):
             if d != at and isinstance(k, IndexExpr) and ((0,) * (rank - k.ndim) + k.coefs)[0] != 0:
-                raise user_error("view-index", f"the index of dim {d} varies along the partition dim, whose rows come "
-                                 "from the index tile; index within a row with free-dim expressions only (i_f, not i_p)",
-                                 loc)
+                raise user_error("view-index", f"the index of dim {d} varies along the partition dim, whose rows "
+                                 "come from the index tile; index within a row with free-dim expressions only (i_f, "
+                                 "not i_p)", loc)
         out = list(key)
     else:
         if any(k is Ellipsis for k in key):
@@ -361,7 +361,8 @@ def tile_index_key(key, at, partitions, shape, loc):
                                  "slices with int bounds or nl.arange/nl.mgrid expressions", loc)
             r = range(shape[d])[k]
             if not len(r):
-                raise user_error("view-index", f"the slice {k.start}:{k.stop} of dim {d} (size {shape[d]}) is empty", loc)
+                raise user_error("view-index", f"the slice {k.start}:{k.stop} of dim {d} (size {shape[d]}) is empty",
+                                 loc)
             sizes, coefs = [1] * rank, [0] * rank
             sizes[g], coefs[g] = len(r), r.step
             out.append(IndexExpr(sizes, coefs, r.start))

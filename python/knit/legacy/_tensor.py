@@ -287,9 +287,9 @@ class LegacyTensor(NkiTensor):
             raise user_error("unsupported", "an index tile (data[idx_tile[i_p, 0], i_f]) must be the first index, and "
                              "only one per subscript: it picks rows of the tensor's first dim", loc)
         if self.buffer.on_chip:
-            raise user_error("unsupported", f"indexing an on-chip ({self.buffer.name}) tile with a tile's values is not supported: "
-                             "indirect rows are a DMA feature of HBM tensors (on-chip, gather with nisa.nc_n_gather "
-                             "or nl.gather_flattened)", loc)
+            raise user_error("unsupported", f"indexing an on-chip ({self.buffer.name}) tile with a tile's values is "
+                             "not supported: indirect rows are a DMA feature of HBM tensors (on-chip, gather with "
+                             "nisa.nc_n_gather or nl.gather_flattened)", loc)
         idx = wrap(key[0])
         if not isinstance(idx, LegacyTensor):
             raise user_error("operand", f"the index tile must be a tile, got {type(idx).__name__}", loc)
@@ -494,8 +494,9 @@ class IndirectRows(LegacyTensor):
             span = step * (num - 1)
             lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
         if lo < 0 or hi >= self._row_size:
-            raise user_error("view-out-of-range", f"the indices after the index tile reach elements {lo}..{hi} of each row, "
-                             f"which has {self._row_size} (0..{self._row_size - 1}); cut the ragged part with mask=", self._loc)
+            raise user_error("view-out-of-range", f"the indices after the index tile reach elements {lo}..{hi} of "
+                             f"each row, which has {self._row_size} (0..{self._row_size - 1}); cut the ragged part "
+                             "with mask=", self._loc)
         b = _trace.current().builder
         return _trace.core_call(_core.view_indirect, b, rows, 0, self._idx._raw, self._loc)
 

@@ -3,10 +3,11 @@
 G1 instructions take no ``dst``: each returns a new tile (SBUF; PSUM for ``nc_matmul`` and the
 TensorE ``nc_transpose``) with ``dtype=`` choosing its element type (default: the input's, or the
 promoted type for two-input ops) and ``mask=`` restricting the computed elements (masked-off
-elements of a fresh result are zero; a reduction leaves them out). The result is written straight into a destination when it is assigned
-(``t[...] = nisa.exp(...)``) or accumulated (``psum[...] += nisa.nc_matmul(a, b)``). Operators
-are ``nl.*`` objects or NumPy ufuncs (``np.add``, ``np.amax``, ...). ``dge_mode`` uses the G1
-numbering (``none=0, swdge=1, hwdge=2, unknown=3``).
+elements of a fresh result are zero; a reduction leaves them out). The result is written straight
+into a destination when it is assigned (``t[...] = nisa.exp(...)``) or accumulated
+(``psum[...] += nisa.nc_matmul(a, b)``). Operators are ``nl.*`` objects or NumPy ufuncs
+(``np.add``, ``np.amax``, ...). ``dge_mode`` uses the G1 numbering
+(``none=0, swdge=1, hwdge=2, unknown=3``).
 """
 import enum as _enum
 
