@@ -1,5 +1,4 @@
-// knit-run: --shape 300x1024 --reference 'np.exp(x0 - x0.max(1, keepdims=True)) / np.exp(x0 - x0.max(1,
-// keepdims=True)).sum(1, keepdims=True)'
+// knit-run: --shape 300x1024 --reference 'np.exp(x0 - x0.max(1, keepdims=True)) / np.exp(x0 - x0.max(1, keepdims=True)).sum(1, keepdims=True)'
 #include <algorithm>
 
 #include "kernels.h"
