@@ -240,11 +240,19 @@ def check_rank(terms, ndim, loc):
 
 
 def affine_select_into(dst, src, expr, op, fill, loc):
-    """dst = src where ``expr op 0`` holds at dst's (tile-relative) index, else `fill` (GpSimd)."""
+    """dst = src where ``expr op 0`` holds at dst's (tile-relative) index, else `fill` (GpSimd).
+    GpSimd cannot reach PSUM, which G1 kernels passed here all the same (NKI's G1 simulator and
+    compiler staged it): a PSUM operand goes through an SBUF copy (VectorE), an instruction timed
+    like any other."""
     check_rank([(expr, op)], dst.ndim, loc)
     coefs = list(expr.coefs[:dst.ndim]) + [0] * (dst.ndim - len(expr.coefs))
     pattern = [[coefs[r], dst.shape[r]] for r in range(1, dst.ndim)]
-    call_isa(loc, _kisa.affine_select, dst, pattern, coefs[0], src, fill, operator(_CMP[op]), offset=expr.const)
+    if src.buffer is psum:
+        src = to_sbuf(src, loc)
+    target = alloc(dst.shape, dst.dtype, sbuf, loc) if dst.buffer is psum else dst
+    call_isa(loc, _kisa.affine_select, target, pattern, coefs[0], src, fill, operator(_CMP[op]), offset=expr.const)
+    if target is not dst:
+        call_isa(loc, _kisa.tensor_copy, dst, target)
 
 
 def select_where(x, terms, lo, fill, loc, dtype=None):

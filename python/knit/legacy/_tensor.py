@@ -331,8 +331,12 @@ class LegacyTensor(NkiTensor):
         _CALLS["assign"](dst, value, loc)
 
     # ---- G1 nki.tensor methods ------------------------------------------------------------------
-    def reshape(self, *shape):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    def reshape(self, *dims, shape=None):
+        """t.reshape(2, 3), t.reshape((2, 3)) or t.reshape(shape=(2, 3))."""
+        if shape is None:
+            shape = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        elif dims:
+            raise TypeError("reshape() takes the shape either positionally or as shape=, not both")
         return self._derive(_core.view_reshape, [int(s) for s in shape])
 
     def expand_dims(self, axis):

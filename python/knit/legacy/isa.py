@@ -455,8 +455,10 @@ def _reducing(region, reduce_res, cmd, what, loc):
 
 
 @_checked
-def select_reduce(*, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_op=None,
-                  reverse_pred=False, mask=None, dtype=None):
+def select_reduce(*, predicate, on_true, on_false, dst=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op=None, reverse_pred=False, mask=None, dtype=None):
+    """``where(predicate, on_true, on_false)``, optionally max-reduced into reduce_res. Into `dst`
+    when given (late G1 releases take dst=; the result is also returned), else a new tile."""
     loc = _loc()
     _flush()
     p, t = _t(predicate, "predicate", loc), _t(on_true, "on_true", loc)
@@ -470,6 +472,10 @@ def select_reduce(*, predicate, on_true, on_false, reduce_res=None, reduce_cmd=r
         _call(loc, _kisa.select_reduce, dst, p, t, f, reduce_res=r, reduce_cmd=_ReduceCmd[cmd], reduce_op=red,
               reverse_pred=reverse_pred)
 
+    if dst is not None:
+        d = _t(dst, "dst", loc)
+        _ops.run_masked(region, loc, select, d, p, t, _operand(on_false, "on_false", loc), res)
+        return dst
     return _emitted(t.shape, dtype or t.dtype, region, loc,
                     lambda out: _ops.run_masked(region, loc, select, out, p, t, _operand(on_false, "on_false", loc),
                                                 res))

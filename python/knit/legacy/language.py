@@ -287,6 +287,8 @@ def load(src, *, mask=None, dtype=None):
     loc = _loc()
     _flush()
     src = _in_hbm(src, "src", "nl.load reads", "use nl.copy for on-chip tiles", loc)
+    if len(src.shape) == 1:  # A[c0:c1, i]: NKI keeps the partition dim, a [c1 - c0, 1] tile
+        src = src.expand_dims(1)
     region = _ops.mask_region(mask, loc)
 
     def fn(dst, **kw):
@@ -340,9 +342,15 @@ def load_transpose2d(src, *, mask=None, dtype=None):
     region = _ops.mask_region(mask, loc)  # over src's index grid
 
     def transposed(d, s):
-        tile = _alloc(s.shape, s.dtype, sbuf, loc)
-        _call(loc, _kisa.dma_copy, tile, s)
-        _call(loc, _kisa.tensor_copy, d, _pe_transpose(tile, loc))
+        # K may pass the 128 partitions of one tile (a [2048, 128] source): K is loaded and
+        # transposed 128 rows at a time, each block filling its K columns of d.
+        pmax = tile_size.pmax
+        for k0 in range(0, s.shape[0], pmax):
+            rows = pmax if s.shape[0] - k0 > pmax else s.shape[0] - k0  # (nl.min shadows min here)
+            block = s if rows == s.shape[0] else s[k0:k0 + rows, :]
+            tile = _alloc((rows, s.shape[1]), s.dtype, sbuf, loc)
+            _call(loc, _kisa.dma_copy, tile, block)
+            _call(loc, _kisa.tensor_copy, d if rows == s.shape[0] else d[:, k0:k0 + rows], _pe_transpose(tile, loc))
 
     return _ops.pending(src.shape[::-1], dtype or src.dtype, sbuf, loc,
                         lambda dst, **kw: _ops.run_transposed(region, [1, 0], loc, transposed, dst, src), mask=region)
