@@ -241,4 +241,28 @@ void check(Checker& c, const TensorScalarReduce& op) {
   if (op.reduce_res) c.column(*op.reduce_res, "reduce_res", op.dst);
 }
 
+void check(Checker& c, const Exponential& op) {
+  c.requires_gen(4);  // NeuronCore-v4 (trn3) and newer
+  c.on_chip(op.dst, "dst");
+  c.on_chip(op.src, "src");
+  c.same_partitions(op.dst, "dst", op.src, "src");
+  c.same_free_size(op.dst, "dst", op.src, "src");
+  using enum DType;
+  c.dtype_in(op.src, "src",
+             {float8_e4m3, float8_e5m2, float16, bfloat16, float32, int8, int16, int32, uint8, uint16, uint32});
+  c.dtype_in(op.dst, "dst",
+             {float8_e4m3, float8_e5m2, float16, bfloat16, float32, tfloat32, int8, int16, int32, uint8, uint16});
+  scalar_operand(c, op.max_value, "max_value", op.dst, false);
+  if (op.reduce_cmd == ReduceCmd::reset)
+    c.fail("reduce-cmd", "exponential takes reduce_cmd idle, reset_reduce, reduce or load_reduce");
+  const bool default_init = op.reduce_init.is_imm() && op.reduce_init.imm == 0.0;
+  if (op.reduce_cmd != ReduceCmd::load_reduce && !default_init)
+    c.fail("operand", "reduce_init seeds the accumulators only with reduce_cmd=load_reduce; leave it 0.0 otherwise");
+  scalar_operand(c, op.reduce_init, "reduce_init", op.dst, false);
+  if (op.reduce_res) {
+    c.column(*op.reduce_res, "reduce_res", op.dst);
+    c.dtype_in(*op.reduce_res, "reduce_res", {float8_e4m3, float8_e5m2, float16, bfloat16, float32, tfloat32});
+  }
+}
+
 }  // namespace knit::ir

@@ -369,6 +369,18 @@ def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operan
 
 
 @_checked
+def exponential(dst: NkiTensor, src: NkiTensor, max_value: _t.Operand = 0.0, reduce_res: NkiTensor | None = None,
+                reduce_cmd: _ReduceCmd = reduce_cmd.idle, reduce_init: _t.Operand = 0.0,
+                name: str | None = None) -> None:
+    """dst = exp(src - max_value) on the Vector Engine (trn3), optionally summing each row into the
+    Vector Engine accumulators (reduce_cmd) and reading them into reduce_res."""
+    loc = user_location()
+    _emit_at(loc, "exponential", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             max_value=max_value, reduce_res=reduce_res,
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_init=reduce_init)
+
+
+@_checked
 def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))

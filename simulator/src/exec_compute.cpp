@@ -281,4 +281,37 @@ void finish_tensor_scalar_reduce(ExecState& m, const TensorScalarReduce& op, con
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.vector_acc, P, op.reduce_res_negate);
 }
 
+// dst = exp(src + (-max_value)) in fp32 (one rounding: the sum), the row sums of the fp32 results
+// (before rounding to dst) into the Vector Engine accumulators per reduce_cmd (idle: untouched).
+void exec(ExecState& m, const Exponential& op) {
+  Tile src = m.tile(op.src, "src");
+  const int64_t P = src.P, F = src.F;
+  const std::vector<float> x = src.read_all();
+  const std::vector<float> neg_max = exponential_bias(m, op, P);
+  std::vector<float> y(x.size());
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t j = 0; j < F; ++j) y[p * F + j] = activate(ActFunc::exp, x[p * F + j] + neg_max[p]);
+  Tile dst = m.tile(op.dst, "dst");
+  dst.write_all(y);
+  std::vector<float> folds(P, 0.0f);
+  if (op.reduce_cmd != ReduceCmd::idle)
+    for (int64_t p = 0; p < P; ++p) folds[p] = alu_fold(AluOp::add, &y[p * F], F);
+  finish_exponential(m, op, folds.data(), P);
+}
+
+std::vector<float> exponential_bias(ExecState& m, const Exponential& op, int64_t P) {
+  std::vector<float> bias = m.column(op.max_value, P, "max_value");
+  for (float& b : bias) b = -b;
+  return bias;
+}
+
+void finish_exponential(ExecState& m, const Exponential& op, const float* folds, int64_t P) {
+  if (op.reduce_cmd == ReduceCmd::idle) return;
+  const bool loads = op.reduce_cmd == ReduceCmd::load_reduce;
+  const std::vector<float> init = loads ? m.column(op.reduce_init, P, "reduce_init") : std::vector<float>();
+  for (int64_t p = 0; p < P; ++p)
+    update_accumulator(op.reduce_cmd, AluOp::add, m.vector_acc[p], folds[p], loads ? init[p] : 0.0f);
+  if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.vector_acc, P);
+}
+
 }  // namespace knit::sim

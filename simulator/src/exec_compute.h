@@ -30,6 +30,10 @@ void finish_activation(ExecState& m, const ir::Activation& op, const float* fold
 // and the reduce_res read-out, given each partition's fold of the fp32 results.
 void finish_vector_reduce(ExecState& m, ir::ReduceCmd cmd, ir::AluOp op, const float* rows, int64_t P,
                           const std::optional<ir::View>& res);
+// exponential's -max_value per partition: the bias of the activation body it runs on natively.
+std::vector<float> exponential_bias(ExecState& m, const ir::Exponential& op, int64_t P);
+// exponential's accumulator update and read-out, given the per-partition sums.
+void finish_exponential(ExecState& m, const ir::Exponential& op, const float* folds, int64_t P);
 // tensor_scalar_reduce's accumulator update and read-out, given the per-partition folds.
 void finish_tensor_scalar_reduce(ExecState& m, const ir::TensorScalarReduce& op, const float* folds, int64_t P);
 

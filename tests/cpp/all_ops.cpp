@@ -112,6 +112,7 @@ ir::Kernel all_ops_kernel() {
   const View I32_e8m0{i32, DType::float8_e8m0fnu, 0, {{32, 16}, {1, 16}}};
   emit(ir::QuantizeMx{S_fn_x4, BF, I32_e8m0}, "quantize");
   emit(ir::NcMatmulMx{PS, S_fn_x4, S_fp4_x4, I32_e8m0, BF_as_u16, {32, 0}, {32, 128}, ir::Accumulate::off});
+  emit(ir::Exponential{S, BF, Operand::of(COL), COL, ir::ReduceCmd::load_reduce, Operand::immediate(0.5)});
   return k;
 }
 

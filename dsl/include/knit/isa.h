@@ -272,6 +272,20 @@ inline void tensor_scalar_reduce(const nl::tensor& dst, const nl::tensor& data, 
                o.name, l);
 }
 
+// dst = exp(src - max_value) on the Vector Engine (trn3); reduce_cmd sums rows into its accumulators.
+struct ExponentialOptions {
+  operand max_value = 0.0;
+  std::optional<nl::tensor> reduce_res;
+  ir::ReduceCmd reduce_cmd = ir::ReduceCmd::idle;
+  operand reduce_init = 0.0;
+  std::string name;
+};
+inline void exponential(const nl::tensor& dst, const nl::tensor& src, ExponentialOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::Exponential{dst.view(), src.view(), o.max_value.value, detail::view_or_none(o.reduce_res),
+                               o.reduce_cmd, o.reduce_init.value},
+               o.name, l);
+}
+
 inline void bn_stats(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
   detail::emit(ir::BnStats{dst.view(), data.view()}, "", l);
 }

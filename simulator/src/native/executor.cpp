@@ -363,6 +363,9 @@ void NativeExecutor::scalar_columns(const Instruction& inst, int64_t P, std::vec
   } else if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
     col[0] = m_.column(ir::Operand::of(op->bound0), P, "bound0");
     col[1] = m_.column(ir::Operand::of(op->bound1), P, "bound1");
+  } else if (const auto* op = std::get_if<Exponential>(&inst.op)) {
+    col[0] = std::vector<float>(static_cast<size_t>(P), 1.0f);  // unit scale
+    col[1] = exponential_bias(m_, *op, P);
   } else if (const std::optional<Activation> activation = activation_of(inst)) {
     col[0] = m_.column(activation->scale, P, "scale");
     col[1] = activation->bias.is_none() ? std::vector<float>(P, 0.0f) : m_.column(activation->bias, P, "bias");
@@ -374,6 +377,7 @@ void NativeExecutor::finish_folds(const Instruction& inst, const std::vector<flo
   if (const std::optional<Activation> activation = activation_of(inst))
     finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
+  if (const auto* op = std::get_if<Exponential>(&inst.op)) finish_exponential(m_, *op, folds.data(), P);
   if (const auto* op = std::get_if<SelectReduce>(&inst.op))
     finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
   if (const auto* op = std::get_if<RangeSelect>(&inst.op))

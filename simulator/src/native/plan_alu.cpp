@@ -84,4 +84,15 @@ const char* plan_op(Planner& p, const TensorTensorScan& op) {
   return p.map(s, op.dst, &op.data0, &op.data1);
 }
 
+// exponential is activation's map with exp, a bias of -max_value and unit scale (executor.cpp
+// passes those columns), summing rows unless reduce_cmd is idle.
+const char* plan_op(Planner& p, const Exponential& op) {
+  MapShape s = Planner::map_shape();
+  s.kind = MapKind::activation;
+  s.op0 = static_cast<int32_t>(ActFunc::exp);
+  s.has_bias = true;
+  s.fold_op = op.reduce_cmd == ReduceCmd::idle ? -1 : static_cast<int32_t>(AluOp::add);
+  return p.map(s, op.dst, &op.src, nullptr);
+}
+
 }  // namespace knit::sim

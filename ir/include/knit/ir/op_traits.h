@@ -130,6 +130,7 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::nc_stream_shuffle,       compute,   vector,     by_opcode,               no_block, false, {C::stream}},
   {Opcode::quantize_mx,             compute,   vector,     by_opcode,               no_block, false, {C::stream, 1, 4}},
   {Opcode::nc_matmul_mx,            compute,   tensor,     by_opcode,               no_block, false, {C::matmul}},
+  {Opcode::exponential,             compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
 };
 // clang-format on
 

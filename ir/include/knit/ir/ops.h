@@ -516,6 +516,27 @@ struct NcMatmulMx {
   KNIT_FIELDS_EQ(NcMatmulMx);
 };
 
+// dst = exp(src - max_value) in fp32 (VectorE, trn3; max_value an fp32 scalar or [P, 1] column).
+// With reduce_cmd, each row's sum of the fp32 results goes into the Vector Engine accumulators
+// (reset_reduce: the sum; reduce: added; load_reduce: reduce_init plus the sum); reduce_res
+// receives them.
+struct Exponential {
+  View dst, src;
+  Operand max_value = Operand::immediate(0.0);
+  std::optional<View> reduce_res;
+  ReduceCmd reduce_cmd = ReduceCmd::idle;
+  Operand reduce_init = Operand::immediate(0.0);
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+    f("max_value", max_value);
+    f("reduce_res", reduce_res);
+    f("reduce_cmd", reduce_cmd);
+    f("reduce_init", reduce_init);
+  }
+  KNIT_FIELDS_EQ(Exponential);
+};
+
 #undef KNIT_FIELDS_EQ
 }  // namespace knit::ir
 
@@ -567,7 +588,8 @@ namespace knit::ir {
   X(NcNGather, nc_n_gather)                         \
   X(NcStreamShuffle, nc_stream_shuffle)             \
   X(QuantizeMx, quantize_mx)                        \
-  X(NcMatmulMx, nc_matmul_mx)
+  X(NcMatmulMx, nc_matmul_mx)                       \
+  X(Exponential, exponential)
 
 enum class Opcode : uint8_t {
 #define KNIT_X(type, name) name,
