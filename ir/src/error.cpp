@@ -1,17 +1,32 @@
 #include "knit/ir/error.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace knit {
 namespace {
 
-// Returns line `line` (1-based) of `file`, or "" when the file cannot be read.
+// Returns line `line` (1-based) of `file`, or "" when the file cannot be read. A location comes
+// from user input (IR text, a cache entry), so only a regular file is read, and at most
+// kMaxScan bytes of it: a location naming /dev/zero or a FIFO must not hang or exhaust memory.
 std::string read_source_line(const std::string& file, int line) {
-  std::ifstream in(file);
+  constexpr size_t kMaxScan = size_t{64} << 20, kMaxLine = 4096;
+  std::error_code ec;
+  if (file.empty() || !std::filesystem::is_regular_file(file, ec)) return {};
+  std::ifstream in(file, std::ios::binary);
   std::string text;
-  for (int i = 0; i < line && std::getline(in, text); ++i) {}
-  return in ? text : std::string();
+  size_t scanned = 0;
+  int at = 1;
+  for (char c; at <= line && scanned < kMaxScan && in.get(c); ++scanned) {
+    if (c == '\n') {
+      if (at++ == line) return text;
+      text.clear();
+    } else if (at == line && text.size() < kMaxLine) {
+      text += c;
+    }
+  }
+  return at == line && !text.empty() ? text : std::string();
 }
 
 }  // namespace

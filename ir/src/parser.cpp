@@ -54,13 +54,22 @@ class Parser {
     return static_cast<int>(id);
   }
 
+  // A line or column number of a location, at least `min` and within int.
+  int location_number(int64_t min, const char* rule) {
+    const int64_t n = lex_.integer();
+    if (n < min || n > std::numeric_limits<int>::max()) lex_.fail(rule);
+    return static_cast<int>(n);
+  }
+
   SourceLoc loc() {
     SourceLoc l;
     if (!lex_.accept('@')) return l;
     l.file = lex_.quoted();
     lex_.expect(':');
-    l.line = static_cast<int>(lex_.integer());
-    if (lex_.accept(':')) l.column = static_cast<int>(lex_.integer());
+    // Line 0 means "unknown", which the printer writes as no location at all: accepting it here
+    // would lose the file name on the next print.
+    l.line = location_number(1, "source lines count from 1; leave the @ location out when it is unknown");
+    if (lex_.accept(':')) l.column = location_number(0, "source columns count from 1 (0: unknown)");
     return l;
   }
 

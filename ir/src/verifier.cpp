@@ -129,8 +129,13 @@ void verify_tensor(const Kernel& k, const TensorDecl& t) {
     user_error(t.loc, rule, "tensor '" + t.name + "': " + msg);
   };
   if (t.shape.empty()) fail("tensor-shape", "needs at least one dim");
-  for (int64_t s : t.shape)
+  int64_t total_bytes = dtype_size(t.dtype);
+  for (int64_t s : t.shape) {
     if (s < 1) fail("tensor-shape", "dims must be >= 1");
+    // Every byte offset must fit in 64 bits (the views' and the simulator's arithmetic).
+    if (__builtin_mul_overflow(total_bytes, s, &total_bytes))
+      fail("tensor-shape", "has more bytes than a 64-bit offset can address; use smaller dims");
+  }
   if (!is_on_chip(t.buffer)) {
     if (t.address) fail("address", "address= pins apply only to sbuf/psum tensors");
     return;

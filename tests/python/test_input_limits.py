@@ -1,0 +1,50 @@
+"""Bad input handled (issue 26): a tensor too large for 64-bit byte offsets is a verifier error, a
+source location naming a device file or with line 0 neither hangs nor is silently dropped."""
+import os
+
+import numpy as np
+import pytest
+
+import knit as nki
+import knit.isa as nisa
+import knit.language as nl
+from knit import _core
+
+
+def test_a_tile_whose_bytes_overflow_64_bits_is_a_verifier_error():
+    @nki.jit
+    def huge(x):
+        t = nl.ndarray((2, 2**40, 2**40), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=0.0)
+        return None
+
+    with pytest.raises(nki.NkiValidationError, match="64-bit offset") as info:
+        huge(np.zeros((2, 2), np.float32))
+    assert info.value.rule == "tensor-shape"
+
+
+KERNEL = '''kernel "k" target=trn2 {
+  param %0 "x" hbm float32[128, 4] @ "LOC":LINE
+  return
+}
+'''
+
+
+def test_a_location_naming_a_device_or_fifo_does_not_hang(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    bad = KERNEL.replace('param %0 "x" hbm float32[128, 4]', 'tensor %0 "t" sbuf float32[256, 4]')
+    for path in ("/dev/zero", str(fifo)):
+        # The error is at the tensor's location; formatting it reads that file's line 3.
+        with pytest.raises(nki.KnitError, match="partition dim 256") as info:
+            _core.verify_ir(bad.replace("LOC", path).replace("LINE", "3"))
+        assert f"{path}:3: error" in str(info.value)
+
+
+def test_a_location_with_line_zero_is_a_parse_error_not_a_lost_file():
+    with pytest.raises(nki.KnitError, match="count from 1") as info:
+        _core.parse_ir(KERNEL.replace("LOC", "f.py").replace("LINE", "0"))
+    assert info.value.rule == "ir-parse"
+    text = KERNEL.replace("LOC", "f.py").replace("LINE", "7")
+    assert _core.roundtrip_ir(text) == _core.roundtrip_ir(_core.roundtrip_ir(text))
+    assert '@ "f.py":7' in _core.roundtrip_ir(text)
