@@ -469,6 +469,10 @@ RunResult Machine::run() {
         for (int64_t i = at; i < at + len; ++i) h.bytes[static_cast<size_t>(i)] = fresh[i % es];
       });
     }
+    if (std::optional<std::string> w = unwritten_output_warning(t, mem)) {
+      result.warnings.push_back(*w);
+      if (options_.on_warning) options_.on_warning(*w);
+    }
     result.outputs.push_back(std::move(h));
   }
   // Only arguments some instruction writes can have changed (the others were read in place).
@@ -480,6 +484,22 @@ RunResult Machine::run() {
     args_[a].borrowed = {};
   }
   return result;
+}
+
+// An output with bytes no instruction wrote returns the fresh-memory pattern (NaN / 4) there:
+// a warning names it, as a read of never-written memory would be named.
+std::optional<std::string> Machine::unwritten_output_warning(const TensorDecl& t, const Memory& mem) const {
+  if (!mem.tracks_init()) return std::nullopt;  // an argument: every byte came from the caller
+  int64_t unwritten = 0;
+  mem.init.for_each_zero_run([&](int64_t, int64_t len) { unwritten += len; });
+  if (unwritten == 0) return std::nullopt;
+  const int64_t elements = (unwritten + dtype_size(t.dtype) - 1) / dtype_size(t.dtype);
+  return format_diagnostic("warning", "unwritten-output",
+                           "kernel output '" + t.name + "': " + std::to_string(elements) + " of " +
+                               std::to_string(t.num_elements()) +
+                               " elements were never written and hold NaN (integers: 4); write them (e.g. "
+                               "nisa.dma_copy or nisa.memset) or return a smaller tensor",
+                           t.loc);
 }
 
 std::vector<bool> Machine::params_written() const {

@@ -1,6 +1,7 @@
 """Bad input handled (issue 26): a tensor too large for 64-bit byte offsets is a verifier error, a
 source location naming a device file or with line 0 neither hangs nor is silently dropped."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -48,3 +49,34 @@ def test_a_location_with_line_zero_is_a_parse_error_not_a_lost_file():
     text = KERNEL.replace("LOC", "f.py").replace("LINE", "7")
     assert _core.roundtrip_ir(text) == _core.roundtrip_ir(_core.roundtrip_ir(text))
     assert '@ "f.py":7' in _core.roundtrip_ir(text)
+
+
+def test_an_output_never_written_is_named_in_a_warning(capsys):
+    @nki.jit
+    def forgets(x):
+        out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+        half = nl.ndarray((64, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=half, src=x[0:64, :])
+        nisa.dma_copy(dst=out[0:64, :], src=half)  # rows 64..127 are never written
+        return out
+
+    x = np.ones((128, 8), np.float32)
+    got = forgets(x)
+    warning = capsys.readouterr().out
+    assert re.search(r"\[unwritten-output\] kernel output '\w+': 512 of 1024 elements were never written", warning)
+    assert "test_input_limits.py" in warning and "out = nl.ndarray((128, 8)" in warning  # its declaration
+    np.testing.assert_array_equal(got[:64], x[:64])
+    assert np.isnan(got[64:]).all()
+
+
+def test_a_fully_written_output_gives_no_warning(capsys):
+    @nki.jit
+    def copies(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    copies(np.ones((128, 8), np.float32))
+    assert "unwritten-output" not in capsys.readouterr().out
