@@ -24,8 +24,13 @@ void check(Checker& c, const DmaCopy& op) {
 void check(Checker& c, const DmaTranspose& op) {
   c.buffer_in(op.dst, "dst", {Buffer::sbuf});
   c.buffer_in(op.src, "src", {Buffer::hbm, Buffer::shared_hbm, Buffer::sbuf});
-  if (dtype_size(op.src.dtype) != 2)
-    c.fail("dtype", "dma_transpose moves 2-byte dtypes only (bfloat16, float16, int16, uint16)");
+  // NKI restricts the dtype on the hardware DGE and for indirect sources; the default DMA path
+  // transposes any dtype.
+  const bool two_byte_only = op.dge_mode == DgeMode::hwdge || op.src.index_view() != nullptr;
+  if (two_byte_only && dtype_size(op.src.dtype) != 2)
+    c.fail("dtype",
+           "dma_transpose with dge_mode=hwdge or an indirect src moves 2-byte dtypes only (bfloat16, "
+           "float16, int16, uint16); use the default DMA path for other dtypes");
   c.same_dtype(op.dst, "dst", op.src, "src");
   const size_t rank = op.src.dims.size();
   const IntList axes = op.resolved_axes();

@@ -97,7 +97,8 @@ void check(Checker& c, const SelectReduce& op) {
   c.same_tile(op.dst, "dst", op.on_true, "on_true");
   if (c.in_psum(op.on_true) && c.in_psum(op.predicate))
     c.fail("buffer", "on_true and predicate cannot both be in psum");
-  c.dtype_in(op.predicate, "predicate", {DType::int8, DType::uint8, DType::int16, DType::uint16});
+  // bool (one byte, nonzero = true) as the other predicates of NKI's kernels.
+  c.dtype_in(op.predicate, "predicate", {DType::bool_, DType::int8, DType::uint8, DType::int16, DType::uint16});
   if (op.on_true.dtype == DType::tfloat32 || op.on_true.dtype == DType::int32 || op.on_true.dtype == DType::uint32)
     c.fail("dtype", "on_true has dtype " + std::string(to_string(op.on_true.dtype)) +
                         "; select_reduce does not accept tfloat32, int32 or uint32");

@@ -162,3 +162,52 @@ def test_a_kernel_may_return_a_parameter_it_wrote():
     got = scale_in_place(x)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(x, want)  # written back in place, as on NKI
+
+
+@pytest.mark.parametrize("backend", ["reference", "jit-strict"])
+def test_select_reduce_takes_a_bool_predicate(backend, monkeypatch):
+    monkeypatch.setenv("KNIT_BACKEND", backend)
+
+    @nki.jit
+    def select(x, keep):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        k = nl.ndarray(keep.shape, nl.bool_, buffer=nl.sbuf)
+        nisa.dma_copy(dst=k, src=keep)
+        y = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.select_reduce(dst=y, predicate=k, on_true=t, on_false=-1.0)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=y)
+        return out
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((128, 32)).astype(np.float32)
+    keep = rng.random((128, 32)) < 0.5
+    np.testing.assert_array_equal(select(x, keep), np.where(keep, x, np.float32(-1.0)))
+
+
+@pytest.mark.parametrize("backend", ["reference", "jit-strict"])
+def test_dma_transpose_moves_fp32_on_the_default_dma_path(backend, monkeypatch):
+    monkeypatch.setenv("KNIT_BACKEND", backend)
+
+    @nki.jit
+    def transpose(x):
+        t = nl.ndarray((x.shape[1], x.shape[0]), x.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=t, src=x)
+        out = nl.ndarray(t.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(64 * 96, dtype=np.float32).reshape(64, 96)
+    np.testing.assert_array_equal(transpose(x), x.T)
+
+
+def test_dma_transpose_on_the_hardware_dge_keeps_the_two_byte_rule():
+    @nki.jit
+    def transpose(x):
+        t = nl.ndarray((x.shape[1], x.shape[0]), x.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge)
+        return None
+
+    with pytest.raises(nki.NkiValidationError, match="2-byte dtypes only"):
+        transpose(np.zeros((16, 32), np.float32))
