@@ -8,14 +8,15 @@
 namespace knit::ir {
 
 TargetInfo target_info(Target t) {
+  // HBM per device: 32 / 96 / 144 GiB (the Trainium chip pages).
   // SBUF per partition: 24/28/32 MiB over 128 partitions; PSUM 2 MiB = 8 banks x 2 KiB per
   // partition on every generation (nki.language.tile_size; the NKI architecture guides).
   switch (t) {
-    case Target::trn1: return {192 * 1024, 16 * 1024, 2048, 512};
-    case Target::trn2: return {224 * 1024, 16 * 1024, 2048, 512};
-    case Target::trn3: return {256 * 1024, 16 * 1024, 2048, 4096};
+    case Target::trn1: return {192 * 1024, 16 * 1024, 2048, 512, int64_t{32} << 30};
+    case Target::trn2: return {224 * 1024, 16 * 1024, 2048, 512, int64_t{96} << 30};
+    case Target::trn3: return {256 * 1024, 16 * 1024, 2048, 4096, int64_t{144} << 30};
   }
-  return {192 * 1024, 16 * 1024, 2048, 512};
+  return {192 * 1024, 16 * 1024, 2048, 512, int64_t{32} << 30};
 }
 
 std::string list_text(std::initializer_list<std::string_view> items) {
@@ -138,6 +139,10 @@ void verify_tensor(const Kernel& k, const TensorDecl& t) {
   }
   if (!is_on_chip(t.buffer)) {
     if (t.address) fail("address", "address= pins apply only to sbuf/psum tensors");
+    const int64_t hbm = target_info(k.target).hbm_bytes;
+    if (total_bytes > hbm)
+      fail("capacity", std::to_string(total_bytes) + " bytes exceed the " + std::to_string(hbm >> 30) +
+                           " GiB of HBM on " + std::string(to_string(k.target)) + "; use a smaller tensor");
     return;
   }
   if (t.shape.size() < 2) fail("tensor-shape", "on-chip tensors need a partition dim and at least one free dim");

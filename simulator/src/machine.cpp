@@ -1,11 +1,14 @@
 #include "machine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "knit/codegen/allocate.h"
 #include "knit/codegen/lower.h"
@@ -52,6 +55,7 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
                      "') does not match the "
                      "kernel's parameter dtype/shape");
   }
+  if (!options.timing_only) check_host_memory();
   // HBM tensors live for the whole kernel.
   for (size_t id = 0; id < kernel.tensors.size(); ++id) {
     const TensorDecl& t = kernel.tensors[id];
@@ -83,6 +87,30 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
 }
 
 Machine::~Machine() = default;
+
+// The simulator holds every HBM tensor in host memory: a kernel whose tensors do not fit is a
+// user error naming the largest, before anything is allocated (rather than std::bad_alloc, or
+// the process killed once the pages are touched). The cap is the machine's physical memory, or
+// KNIT_HOST_MEMORY_CAP bytes.
+void Machine::check_host_memory() const {
+  int64_t cap = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (const char* env = std::getenv("KNIT_HOST_MEMORY_CAP"); env && *env) cap = std::atoll(env);
+  int64_t total = 0;
+  const TensorDecl* largest = nullptr;
+  for (const TensorDecl& t : kernel_.tensors) {
+    if (is_on_chip(t.buffer)) continue;
+    total += t.size_bytes();
+    if (!largest || t.size_bytes() > largest->size_bytes()) largest = &t;
+  }
+  if (largest && total > cap)
+    user_error(largest->loc, "host-memory",
+               "the kernel's HBM tensors need " + std::to_string(total) + " bytes of host memory, more than the " +
+                   std::to_string(cap) +
+                   " the simulator may use (KNIT_HOST_MEMORY_CAP, default the machine's "
+                   "memory); the largest is '" +
+                   largest->name + "' (" + std::to_string(largest->size_bytes()) +
+                   " bytes): simulate smaller shapes, or time the kernel with shape placeholders");
+}
 
 void Machine::fail(const std::string& rule, const std::string& message) const {
   runtime_error(current_ ? current_->loc : SourceLoc{}, rule, message);

@@ -63,6 +63,7 @@ class Machine : public ExecState {
   // checker use, so a write is never missed): only those are copied in and back out.
   std::vector<bool> params_written() const;
   std::optional<std::string> unwritten_output_warning(const ir::TensorDecl& t, const Memory& mem) const;
+  void check_host_memory() const;
   // Executes body[pc] and returns the next pc (control-flow instructions jump; with an engine
   // program, a region's start runs the whole region and returns its end).
   size_t step(size_t pc);

@@ -80,3 +80,32 @@ def test_a_fully_written_output_gives_no_warning(capsys):
 
     copies(np.ones((128, 8), np.float32))
     assert "unwritten-output" not in capsys.readouterr().out
+
+
+def test_a_tensor_larger_than_the_devices_hbm_is_a_capacity_error():
+    @nki.jit(platform_target="trn2")
+    def huge_output(x):
+        out = nl.ndarray((1 << 20, 1 << 20), nl.float32, buffer=nl.shared_hbm)  # 4 TiB
+        return out
+
+    with pytest.raises(nki.NkiValidationError, match="96 GiB of HBM on trn2") as info:
+        huge_output(np.zeros((2, 2), np.float32))
+    assert info.value.rule == "capacity" and "4398046511104 bytes" in str(info.value)
+
+
+def test_tensors_beyond_the_host_memory_cap_are_named_before_allocation(monkeypatch):
+    @nki.jit
+    def copies(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.ones((128, 64), np.float32)
+    monkeypatch.setenv("KNIT_HOST_MEMORY_CAP", "40000")  # bytes; the two tensors need 65536
+    with pytest.raises(nki.NkiValidationError, match="host memory") as info:
+        copies(x)
+    assert info.value.rule == "host-memory" and "65536 bytes" in str(info.value)
+    monkeypatch.delenv("KNIT_HOST_MEMORY_CAP")
+    np.testing.assert_array_equal(copies(x), x)

@@ -12,6 +12,7 @@ struct TargetInfo {
   int64_t psum_partition_bytes;
   int64_t psum_bank_bytes;
   int64_t matmul_max_n;  // moving free size limit (one PSUM bank of fp32 on v2/v3)
+  int64_t hbm_bytes;     // the device's HBM: no tensor is larger
 };
 TargetInfo target_info(Target t);
 
