@@ -267,8 +267,7 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _trace.active():
             return self.fn(*args, **kwargs)
-        args, kwargs = _as_positional(self.fn, args, kwargs)
-        return self.compile(*args, **kwargs)(*args, **kwargs)
+        return self.compile(*args, **kwargs)(*args, **kwargs)  # each binds keyword tensors (_as_positional)
 
     def compile(self, *args: Any, target: str | None = None, **kwargs: Any) -> Compiled:
         args, kwargs = _as_positional(self.fn, args, kwargs)

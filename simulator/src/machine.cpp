@@ -489,15 +489,19 @@ RunResult Machine::run() {
     h.shape = t.shape;
     const Memory& mem = pool_->hbm(id);
     h.bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
-    if (options_.uninitialized_read_is_error) {  // see lazy_fill_note
-      const int64_t es = dtype_size(t.dtype);
-      uint8_t fresh[8];
-      fill_uninitialized(t.dtype, fresh, 1);
-      mem.init.for_each_zero_run([&](int64_t at, int64_t len) {
+    // One pass over the bytes no instruction wrote (an argument's memory tracks none): counted for
+    // the warning, and given the fresh-memory pattern where it was not filled in (lazy_fill_note).
+    const bool fill = options_.uninitialized_read_is_error;
+    const int64_t es = dtype_size(t.dtype);
+    uint8_t fresh[8];
+    fill_uninitialized(t.dtype, fresh, 1);
+    int64_t unwritten = 0;
+    mem.init.for_each_zero_run([&](int64_t at, int64_t len) {
+      unwritten += len;
+      if (fill)
         for (int64_t i = at; i < at + len; ++i) h.bytes[static_cast<size_t>(i)] = fresh[i % es];
-      });
-    }
-    if (std::optional<std::string> w = unwritten_output_warning(t, mem)) {
+    });
+    if (std::optional<std::string> w = unwritten_output_warning(t, unwritten)) {
       result.warnings.push_back(*w);
       if (options_.on_warning) options_.on_warning(*w);
     }
@@ -516,10 +520,7 @@ RunResult Machine::run() {
 
 // An output with bytes no instruction wrote returns the fresh-memory pattern (NaN / 4) there:
 // a warning names it, as a read of never-written memory would be named.
-std::optional<std::string> Machine::unwritten_output_warning(const TensorDecl& t, const Memory& mem) const {
-  if (!mem.tracks_init()) return std::nullopt;  // an argument: every byte came from the caller
-  int64_t unwritten = 0;
-  mem.init.for_each_zero_run([&](int64_t, int64_t len) { unwritten += len; });
+std::optional<std::string> Machine::unwritten_output_warning(const TensorDecl& t, int64_t unwritten) const {
   if (unwritten == 0) return std::nullopt;
   const int64_t elements = (unwritten + dtype_size(t.dtype) - 1) / dtype_size(t.dtype);
   return format_diagnostic("warning", "unwritten-output",

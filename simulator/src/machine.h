@@ -62,7 +62,8 @@ class Machine : public ExecState {
   // Which parameters some instruction may write (the accesses the dependence analysis and race
   // checker use, so a write is never missed): only those are copied in and back out.
   std::vector<bool> params_written() const;
-  std::optional<std::string> unwritten_output_warning(const ir::TensorDecl& t, const Memory& mem) const;
+  // The warning for output `t` when `unwritten` of its bytes were never written, or nullopt.
+  std::optional<std::string> unwritten_output_warning(const ir::TensorDecl& t, int64_t unwritten) const;
   void check_host_memory() const;
   // Executes body[pc] and returns the next pc (control-flow instructions jump; with an engine
   // program, a region's start runs the whole region and returns its end).

@@ -69,15 +69,16 @@ def test_an_output_never_written_is_named_in_a_warning(capsys):
     assert np.isnan(got[64:]).all()
 
 
-def test_a_fully_written_output_gives_no_warning(capsys):
-    @nki.jit
-    def copies(x):
-        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
-        nisa.dma_copy(dst=out, src=t)
-        return out
+@nki.jit
+def copies(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
 
+
+def test_a_fully_written_output_gives_no_warning(capsys):
     copies(np.ones((128, 8), np.float32))
     assert "unwritten-output" not in capsys.readouterr().out
 
@@ -94,14 +95,6 @@ def test_a_tensor_larger_than_the_devices_hbm_is_a_capacity_error():
 
 
 def test_tensors_beyond_the_host_memory_cap_are_named_before_allocation(monkeypatch):
-    @nki.jit
-    def copies(x):
-        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
-        nisa.dma_copy(dst=out, src=t)
-        return out
-
     x = np.ones((128, 64), np.float32)
     monkeypatch.setenv("KNIT_HOST_MEMORY_CAP", "40000")  # bytes; the two tensors need 65536
     with pytest.raises(nki.NkiValidationError, match="host memory") as info:
