@@ -1,6 +1,7 @@
 """Where in the user's kernel a call came from, and Knit errors re-raised at that line."""
 import contextlib
 import contextvars
+import functools
 import os
 import sys
 import types
@@ -12,12 +13,18 @@ _UNPINNED = object()
 _pinned = contextvars.ContextVar("knit_pinned_location", default=_UNPINNED)
 
 
+@functools.lru_cache(maxsize=4096)
+def _inside_knit(code_filename: str) -> bool:
+    """Whether a code object's file is in the knit package (cached: called for every frame of
+    every traced instruction, and abspath is a system call's worth of string work)."""
+    return os.path.abspath(code_filename).startswith(_PACKAGE_DIR + os.sep)
+
+
 def user_frame():
     """The innermost frame outside the knit package: the kernel's own code (None if there is none)."""
     frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_PACKAGE_DIR + os.sep):
+        if not _inside_knit(frame.f_code.co_filename):
             return frame
         frame = frame.f_back
     return None

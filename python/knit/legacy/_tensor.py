@@ -118,13 +118,20 @@ class PsumState:
 
     def mark_written(self, view):
         """Records the elements of `view` (of this tensor) as matmul-written."""
-        if self.mode != "lazy_zero":
+        if self.mode != "lazy_zero" or self.written is True:
+            return
+        if view.offset == 0 and list(view.pattern) == list(self.full.pattern):
+            self.written = True  # the whole tensor: the common `psum += matmul` of a full tile
             return
         n = 1
         for _, num in self.full.pattern:
             n *= num
         if self.written is None:
             self.written = np.zeros(n, dtype=bool)
+        covered = _strided_elements(self.written, view.offset, view.pattern)
+        if covered is not None:
+            covered[...] = True
+            return
         idx = np.full((1,), view.offset, dtype=np.int64)
         for step, num in view.pattern:
             idx = (idx[:, None] + step * np.arange(num, dtype=np.int64)[None, :]).reshape(-1)
@@ -135,9 +142,21 @@ class PsumState:
         if self.mode != "lazy_zero":
             return
         self.mode = "acc"
-        if self.written is not None and self.written.all():
+        if self.written is True or (self.written is not None and self.written.all()):
             return  # matmuls wrote every element
         zero_fill(LegacyTensor(self.full), loc)
+
+
+def _strided_elements(mask, offset, pattern):
+    """The elements of the flat array `mask` that a view (offset, [[step, num], ...]) covers, as a
+    writable strided NumPy view (no index array); None when a step is negative or the view
+    leaves `mask` (the caller then clips an index list)."""
+    if offset < 0 or any(step < 0 or num <= 0 for step, num in pattern):
+        return None
+    if offset + sum(step * (num - 1) for step, num in pattern) >= mask.size:
+        return None
+    return np.lib.stride_tricks.as_strided(mask[offset:], shape=[num for _, num in pattern],
+                                           strides=[step * mask.itemsize for step, _ in pattern])
 
 
 def zero_fill(full, loc):
