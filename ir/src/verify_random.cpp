@@ -16,22 +16,25 @@ Engine engine_or(Engine e, Engine fallback) { return e == Engine::unknown ? fall
 void check_state_engine(Checker& c, Engine e) {
   c.engine_in(e, {Engine::gpsimd, Engine::vector});
   if (nc_version(c.target()) < 3)
-    c.fail("target", "the random-number state instructions need trn2 (GpSimd) or trn3 (GpSimd or Vector Engine); "
-                     "on trn1 seed the Vector Engine with nisa.set_rng_seed");
+    c.fail("target",
+           "the random-number state instructions need trn2 (GpSimd) or trn3 (GpSimd or Vector Engine); "
+           "on trn1 seed the Vector Engine with nisa.set_rng_seed");
   if (engine_or(e, Engine::gpsimd) == Engine::vector && nc_version(c.target()) < 4)
-    c.fail("engine", "engine=vector needs trn3 (before it only GpSimd's state can be set or read); "
-                     "use engine=nisa.engine.gpsimd");
+    c.fail("engine",
+           "engine=vector needs trn3 (before it only GpSimd's state can be set or read); "
+           "use engine=nisa.engine.gpsimd");
 }
 
 // A state tile: 2-D uint32, one row per lane, 6 words (GpSimd) or 24 (trn3 Vector Engine).
 void check_state_tile(Checker& c, const View& v, const char* what, Engine e) {
   c.dtype_in(v, what, {DType::uint32});
   if (v.dims.size() != 2)
-    c.fail("operand-shape", std::string(what) + " must be a 2-D [P, words] tile; it has " +
-                                std::to_string(v.dims.size()) + " dims");
+    c.fail("operand-shape",
+           std::string(what) + " must be a 2-D [P, words] tile; it has " + std::to_string(v.dims.size()) + " dims");
   const int64_t words = engine_or(e, Engine::gpsimd) == Engine::vector ? 24 : 6;
   if (c.free_size(v) != words)
-    c.fail("operand-shape", std::string(what) + " must hold " + std::to_string(words) + " uint32 words per partition (" +
+    c.fail("operand-shape", std::string(what) + " must hold " + std::to_string(words) +
+                                " uint32 words per partition (" +
                                 (words == 24 ? "4 XORWOW states of 6 on the trn3 Vector Engine" : "one XORWOW state") +
                                 "); it has " + std::to_string(c.free_size(v)));
 }
@@ -78,8 +81,7 @@ void check(Checker& c, const RandGetState& op) {
   check_state_engine(c, op.engine);
   if (engine_or(op.engine, Engine::gpsimd) == Engine::gpsimd || nc_version(c.target()) < 4)
     c.buffer_in(op.dst, "dst", {Buffer::sbuf});
-  else
-    c.on_chip(op.dst, "dst");
+  else c.on_chip(op.dst, "dst");
   check_state_tile(c, op.dst, "dst", op.engine);
 }
 
@@ -87,13 +89,14 @@ void check(Checker& c, const Rand2& op) {
   c.requires_gen(4);  // NeuronCore-v4 (trn3) and newer
   c.on_chip(op.dst, "dst");
   using enum DType;
-  c.dtype_in(op.dst, "dst",
-             {float8_e4m3, float8_e5m2, float16, bfloat16, float32, tfloat32, int8, int16, int32, uint8, uint16, uint32});
+  c.dtype_in(
+      op.dst, "dst",
+      {float8_e4m3, float8_e5m2, float16, bfloat16, float32, tfloat32, int8, int16, int32, uint8, uint16, uint32});
   scalar_or_column(c, op.min, "min", op.dst, {float32});
   scalar_or_column(c, op.max, "max", op.dst, {float32});
   if (op.min.is_imm() && op.max.is_imm() && !(op.min.imm < op.max.imm))
-    c.fail("operand", "needs min < max; it has min " + std::to_string(op.min.imm) + " and max " +
-                          std::to_string(op.max.imm));
+    c.fail("operand",
+           "needs min < max; it has min " + std::to_string(op.min.imm) + " and max " + std::to_string(op.max.imm));
 }
 
 void check(Checker& c, const Dropout& op) {

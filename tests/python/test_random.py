@@ -505,3 +505,40 @@ def test_legacy_rand_random_seed_and_dropout():
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(d, [[4, 4, 4, 4], [0, 0, 0, 0]])
     np.testing.assert_array_equal(e, np.zeros((2, 4)))
+
+
+def test_legacy_random_seed_takes_a_python_int_as_its_32_bits():
+    from knit.legacy import language as lnl
+
+    @nki.jit(platform_target="trn1")
+    def kernel(s):
+        t = lnl.load(s)
+        lnl.random_seed(t)
+        a = lnl.rand((8, 16))
+        lnl.random_seed(0xDEADBEEF)  # G1: a 32-bit scalar
+        b = lnl.rand((8, 16))
+        out = lnl.ndarray((2, 8, 16), dtype=lnl.float32, buffer=lnl.shared_hbm)
+        lnl.store(out[0], a)
+        lnl.store(out[1], b)
+        return out
+
+    out = kernel(np.array([[0xDEADBEEF]], np.uint32))
+    np.testing.assert_array_equal(out[0], out[1])
+    bits = vector_model("trn1", 0xDEADBEEF).draw(8, 16)
+    np.testing.assert_array_equal(out[0], (bits & 0xFFFF).astype(np.float32) * np.float32(2.0**-16))
+
+
+def test_each_core_has_its_own_generators():
+    @nki.jit(platform_target="trn2")
+    def kernel():
+        rank = nl.program_id(0)
+        out = nl.ndarray((2, 8, 16), nl.uint32, buffer=nl.shared_hbm)
+        t = nl.ndarray((8, 16), nl.uint32, buffer=nl.sbuf)
+        nisa.rng(t)
+        nisa.dma_copy(dst=out[rank], src=t)
+        return out
+
+    out = kernel[2]()
+    want = vector_model("trn2").draw(8, 16)  # both start at seed 0: core 1 does not continue core 0's stream
+    np.testing.assert_array_equal(out[0], want)
+    np.testing.assert_array_equal(out[1], want)

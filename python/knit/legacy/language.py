@@ -283,10 +283,18 @@ def rand(shape, dtype=float32, *, buffer=None, name=""):
 
 @_checked
 def random_seed(seed, *, mask=None):
-    """Seeds the generator nl.rand / nl.dropout draw from: a [1, 1] int32/uint32 tile."""
+    """Seeds the generator nl.rand / nl.dropout draw from: a [1, 1] int32/uint32 tile or (G1) a
+    Python int, whose 32 bits an iota writes into a [1, 1] int32 tile first (exact, unlike a memset
+    through fp32)."""
     loc = _loc()
     _flush()
     _ops.no_mask(mask, "nl.random_seed", loc)
+    if isinstance(seed, _numbers.Integral) and not isinstance(seed, bool):
+        if not -(2**31) <= seed < 2**32:
+            raise _user_error("operand", f"nl.random_seed: seed {seed} does not fit in 32 bits", loc)
+        tile = _alloc((1, 1), int32, sbuf, loc)
+        _call(loc, _kisa.iota, tile, [[0, 1]], offset=seed - 2**32 if seed >= 2**31 else seed)
+        seed = tile
     _knl.random_seed(_ops.tensor_arg(seed, "seed", loc) if isinstance(seed, _tensor.LegacyTensor) else seed)
 
 
