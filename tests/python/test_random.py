@@ -542,3 +542,24 @@ def test_each_core_has_its_own_generators():
     want = vector_model("trn2").draw(8, 16)  # both start at seed 0: core 1 does not continue core 0's stream
     np.testing.assert_array_equal(out[0], want)
     np.testing.assert_array_equal(out[1], want)
+
+
+def test_legacy_flash_attention_dropout_pattern():
+    # G1 flash attention: seed = nl.add(seed tile, offset); nl.random_seed(seed=...);
+    # nl.dropout(p, rate=rates[:, 0]); then the 1 / (1 - p) rescale by hand.
+    from knit.legacy import language as lnl
+
+    @nki.jit(platform_target="trn2")
+    def kernel(x, r, s):
+        seed = lnl.add(lnl.load(s), 3, dtype=lnl.int32)
+        lnl.random_seed(seed=seed)
+        rates = lnl.load(r)
+        y = lnl.dropout(lnl.load(x), rate=rates[:, 0])
+        out = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+        lnl.store(out, lnl.multiply(y, 2.0))
+        return out
+
+    x = np.ones((4, 8), np.float32)
+    got = kernel(x, np.array([[0.0], [1.0], [0.5], [0.0]], np.float32), np.array([[5]], np.int32))
+    u = (vector_model("trn2", 8).draw(4, 8) >> 8).astype(np.float32) * np.float32(2.0**-24)
+    np.testing.assert_array_equal(got, np.where(u < np.array([[0.0], [1.0], [0.5], [0.0]], np.float32), 0, 2))
