@@ -563,3 +563,15 @@ def test_legacy_flash_attention_dropout_pattern():
     got = kernel(x, np.array([[0.0], [1.0], [0.5], [0.0]], np.float32), np.array([[5]], np.int32))
     u = (vector_model("trn2", 8).draw(4, 8) >> 8).astype(np.float32) * np.float32(2.0**-24)
     np.testing.assert_array_equal(got, np.where(u < np.array([[0.0], [1.0], [0.5], [0.0]], np.float32), 0, 2))
+
+
+def test_profile_runs_and_times_them_on_their_engines():
+    x = np.random.default_rng(9).standard_normal((128, 64)).astype(np.float32)
+    s = np.array([[5]], np.uint32)
+    functional = nki.profile(everything, x, s, target="trn3")
+    timing_only = nki.profile(everything, x, s, target="trn3", timing_only=True)
+    want = everything.compile(x, s).reference(x, s)
+    for got, ref in zip(functional.outputs, want):
+        assert got.tobytes() == ref.tobytes()
+    assert timing_only.outputs is None and timing_only.total_ns == functional.total_ns
+    assert functional.engines["pool"].busy_ns > 0 and functional.engines["dve"].busy_ns > 0
