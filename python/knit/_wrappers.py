@@ -6,8 +6,8 @@ Element-wise calls (``FUNCTIONS``) become the functions of knit.language's opera
 ``nl.add(x, y)``, ``nl.exp(x)`` and ``op=nl.add`` are the same object. ``nl.sum`` / ``nl.max`` / ``nl.min`` are
 reductions; ``nl.maximum`` / ``nl.minimum`` are the element-wise operators.
 
-Not provided: ``dropout`` (Knit has no random-number instruction) and ``prelu`` / ``bypass`` /
-``average`` as calls (operator-only objects, nki-api.md §2.12).
+``nl.rand``, ``nl.random_seed`` and ``nl.dropout`` live in knit/_random.py. Not provided:
+``prelu`` / ``bypass`` / ``average`` as calls (operator-only objects, nki-api.md §2.12).
 """
 from __future__ import annotations
 

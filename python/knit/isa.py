@@ -428,6 +428,52 @@ def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int
              shuffle_mask=[int(m) for m in shuffle_mask])
 
 
+# ---- random numbers (nki-0.6-additions.md §1.2, §1.6-§1.11; generator: docs/architecture.md) ------
+@_checked
+def rng(dst: NkiTensor, engine: _Engine = engine.vector, name: str | None = None) -> None:
+    """dst = the low bits of one 32-bit draw per element from `engine`'s generator (integer dst)."""
+    loc = user_location()
+    _emit_at(loc, "rng", name, dst=_tensor(dst, "dst", loc),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+@_checked
+def set_rng_seed(src_seeds: NkiTensor, name: str | None = None) -> None:
+    """Seeds the Vector Engine generator of every lane from the 32-bit value of a [1, 1] tile."""
+    loc = user_location()
+    _emit_at(loc, "set_rng_seed", name, src_seeds=_tensor(src_seeds, "src_seeds", loc))
+
+
+@_checked
+def rand_set_state(src_seeds: NkiTensor, engine: _Engine = engine.gpsimd, name: str | None = None) -> None:
+    """Row p of src_seeds (uint32, 6 words; 24 for the trn3 Vector Engine) becomes lane p's state."""
+    loc = user_location()
+    _emit_at(loc, "rand_set_state", name, src_seeds=_tensor(src_seeds, "src_seeds", loc),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+@_checked
+def rand_get_state(dst: NkiTensor, engine: _Engine = engine.gpsimd, name: str | None = None) -> None:
+    """Row p of dst (uint32) receives lane p's generator state."""
+    loc = user_location()
+    _emit_at(loc, "rand_get_state", name, dst=_tensor(dst, "dst", loc),
+             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+
+
+@_checked
+def rand2(dst: NkiTensor, min: _t.Operand, max: _t.Operand, name: str | None = None) -> None:  # noqa: A002
+    """dst = uniform samples in [min, max] (fp32 scalars or [P, 1] columns) on the Vector Engine (trn3)."""
+    loc = user_location()
+    _emit_at(loc, "rand2", name, dst=_tensor(dst, "dst", loc), min=min, max=max)
+
+
+@_checked
+def dropout(dst: NkiTensor, data: NkiTensor, prob: _t.Operand, name: str | None = None) -> None:
+    """dst = data with each element zeroed with probability prob (a scalar or [P, 1] tile); no rescaling."""
+    loc = user_location()
+    _emit_at(loc, "dropout", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc), prob=prob)
+
+
 # ---- DMA compute (nki-api.md §3.6) --------------------------------------------------------------
 @_checked
 def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: _t.OpLike | None = None,

@@ -20,6 +20,7 @@ from ._buffers import (  # noqa: F401  (nl.hbm, ...)
 from ._dtypes import ALL as _ALL_DTYPES, dtype as dtype, to_dtype
 from ._keywords import checked as _checked_by
 from ._operators import Op as Op, operator_table
+from ._random import dropout, rand, random_seed  # noqa: F401  (nl.rand, ...)
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
 from ._source import user_location
 from ._tensor import NkiTensor, ds as ds, new_tensor

@@ -8,10 +8,12 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "knit/ir/ir.h"
+#include "random.h"
 
 namespace knit::sim {
 
@@ -83,6 +85,9 @@ class ExecState {
   // Engine accumulator registers (nki-api.md §4.8): one fp32 per partition lane.
   std::array<float, 128> scalar_acc{};
   std::array<float, 128> vector_acc{};
+  // The executing core's random-number generators (random.h): made at seed 0 on first use, so
+  // every run of a kernel starts from the same states.
+  CoreGenerators& generators();
 
   virtual const ir::Kernel& kernel() const = 0;
   virtual const ir::Instruction& current() const = 0;
@@ -91,6 +96,8 @@ class ExecState {
   virtual bool uninitialized_is_error() const = 0;
 
  protected:
+  // The core whose instructions are executing (multi-core kernels); 0 otherwise.
+  virtual int core() const { return 0; }
   void reset_registers(int count) {
     regs_.assign(static_cast<size_t>(count), 0);
     reg_set_.assign(static_cast<size_t>(count), 0);
@@ -99,6 +106,7 @@ class ExecState {
  private:
   std::vector<int32_t> regs_;
   std::vector<uint8_t> reg_set_;
+  std::map<int, CoreGenerators> generators_;  // by core
 };
 
 // Instruction semantics, one overload per op (exec_*.cpp). Declared for every op; a missing one

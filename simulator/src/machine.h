@@ -51,6 +51,9 @@ class Machine : public ExecState {
   bool uninitialized_is_error() const override { return options_.uninitialized_read_is_error; }
   Backend backend() const { return options_.backend; }
 
+ protected:
+  int core() const override { return core_; }
+
  private:
   Machine(const ir::Kernel& kernel, const codegen::EngineProgram* program, std::vector<HostTensor>& args,
           const InterpretOptions& options);

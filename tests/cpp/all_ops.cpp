@@ -113,6 +113,14 @@ ir::Kernel all_ops_kernel() {
   emit(ir::QuantizeMx{S_fn_x4, BF, I32_e8m0}, "quantize");
   emit(ir::NcMatmulMx{PS, S_fn_x4, S_fp4_x4, I32_e8m0, BF_as_u16, {32, 0}, {32, 128}, ir::Accumulate::off});
   emit(ir::Exponential{S, BF, Operand::of(COL), COL, ir::ReduceCmd::load_reduce, Operand::immediate(0.5)});
+  const View I32_as_u32{i32, DType::uint32, 0, {{8, 6}, {1, 6}}};
+  const View I32_seed{i32, DType::int32, 0, {{8, 1}, {1, 1}}};
+  emit(ir::Rng{I32, ir::Engine::gpsimd});
+  emit(ir::SetRngSeed{I32_seed}, "seed");
+  emit(ir::RandSetState{I32_as_u32, ir::Engine::vector});
+  emit(ir::RandGetState{I32_as_u32, ir::Engine::unknown});
+  emit(ir::Rand2{S, Operand::immediate(-2.5), Operand::of(COL)});
+  emit(ir::Dropout{S, S, Operand::immediate(0.25)});
   return k;
 }
 

@@ -298,6 +298,30 @@ inline void max8(const nl::tensor& dst, const nl::tensor& src, KNIT_HERE) {
 inline void nc_find_index8(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& vals, KNIT_HERE) {
   detail::emit(ir::NcFindIndex8{dst.view(), data.view(), vals.view()}, "", l);
 }
+// Random numbers (generator: docs/architecture.md "Random numbers").
+// dst = the low bits of one 32-bit draw per element from `e`'s generator (integer dst).
+inline void rng(const nl::tensor& dst, engine e = engine::vector, KNIT_HERE) {
+  detail::emit(ir::Rng{dst.view(), e}, "", l);
+}
+// Seeds the Vector Engine generator from the 32-bit value of a [1, 1] tile.
+inline void set_rng_seed(const nl::tensor& src_seeds, KNIT_HERE) {
+  detail::emit(ir::SetRngSeed{src_seeds.view()}, "", l);
+}
+// Row p of src_seeds (uint32: 6 words per state, 24 for the trn3 Vector Engine) becomes lane p's state.
+inline void rand_set_state(const nl::tensor& src_seeds, engine e = engine::gpsimd, KNIT_HERE) {
+  detail::emit(ir::RandSetState{src_seeds.view(), e}, "", l);
+}
+inline void rand_get_state(const nl::tensor& dst, engine e = engine::gpsimd, KNIT_HERE) {
+  detail::emit(ir::RandGetState{dst.view(), e}, "", l);
+}
+// dst = uniform samples in [min, max] (fp32 scalars or [P, 1] tiles) on the Vector Engine (trn3).
+inline void rand2(const nl::tensor& dst, operand min, operand max, KNIT_HERE) {
+  detail::emit(ir::Rand2{dst.view(), min.value, max.value}, "", l);
+}
+// dst = data with each element zeroed with probability prob (scalar or [P, 1] tile); no rescaling.
+inline void dropout(const nl::tensor& dst, const nl::tensor& data, operand prob, KNIT_HERE) {
+  detail::emit(ir::Dropout{dst.view(), data.view(), prob.value}, "", l);
+}
 inline void local_gather(const nl::tensor& dst, const nl::tensor& src_buffer, const nl::tensor& index,
                          int64_t num_elem_per_idx = 1, int64_t num_valid_indices = -1, KNIT_HERE) {
   detail::emit(ir::LocalGather{dst.view(), src_buffer.view(), index.view(), num_elem_per_idx, num_valid_indices}, "",

@@ -363,6 +363,23 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None):
 
 
 @_checked
+def dropout(data, prob, *, mask=None, dtype=None):
+    """``data`` with each element zeroed with probability ``prob`` (a number or a [P, 1] tile), kept
+    elements unscaled (knit.isa.dropout), emitted at once: its draws keep program order."""
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nisa.dropout", loc)
+    x = _t(data, "data", loc)
+    out = _alloc(x.shape, x.dtype, _sbuf, loc)
+    _call(loc, _kisa.dropout, out, x, _imm_or_tile(prob, "prob", loc))
+    if dtype is None or _to_dtype(dtype) == x.dtype:
+        return out
+    cast = _alloc(x.shape, _to_dtype(dtype), _sbuf, loc)
+    _call(loc, _kisa.tensor_copy, cast, out)
+    return cast
+
+
+@_checked
 def reciprocal(data, *, dtype=None, mask=None, engine=0):
     loc = _loc()
     _flush()
@@ -694,7 +711,6 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None):
                         mask=region)
 
 
-dropout = _ops.unsupported("nisa.dropout")
 builtin_custom_op = _ops.unsupported("nisa.builtin_custom_op")
 tensor_copy_dynamic_src = _ops.unsupported("nisa.tensor_copy_dynamic_src")
 tensor_copy_dynamic_dst = _ops.unsupported("nisa.tensor_copy_dynamic_dst")

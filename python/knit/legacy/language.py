@@ -8,7 +8,7 @@ same core as ``knit.language`` / ``knit.isa``), so rules are verified at the cal
 Masks (``mask=``, operand masking ``t[pred]``, non-rectangular predicates) are lowered in
 ``_ops`` (``run_masked``); an index tile in an HBM subscript (``data[idx_tile, i_f]``) is an
 indirect DMA view (``_tensor.IndirectRows``). Not supported (clear errors): ``|`` in a mask,
-``all_reduce`` across launch-grid instances, ``dropout``, ``rand``.
+``all_reduce`` across launch-grid instances, ``mask=`` on ``rand`` / ``random_seed`` / ``dropout``.
 """
 import ast as _ast
 import linecache as _linecache
@@ -272,6 +272,43 @@ def shared_identity_matrix(n, dtype=uint8):
     return _wrap(_knl.shared_identity_matrix(n, dtype=dtype))
 
 
+# ---- random numbers (knit/_random.py; generator: docs/architecture.md) -----------------------------------
+@_checked
+def rand(shape, dtype=float32, *, buffer=None, name=""):
+    """A new tile of uniform samples in [0, 1) (G1: dtype defaults to float32)."""
+    loc = _loc()
+    _flush()
+    return _wrap(_knl.rand(shape, dtype, buffer=_buffer(buffer, loc), name=name))
+
+
+@_checked
+def random_seed(seed, *, mask=None):
+    """Seeds the generator nl.rand / nl.dropout draw from: a [1, 1] int32/uint32 tile or (G1) a
+    Python int, whose 32 bits an iota writes into a [1, 1] int32 tile first (exact, unlike a memset
+    through fp32)."""
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nl.random_seed", loc)
+    if isinstance(seed, _numbers.Integral) and not isinstance(seed, bool):
+        if not -(2**31) <= seed < 2**32:
+            raise _user_error("operand", f"nl.random_seed: seed {seed} does not fit in 32 bits", loc)
+        tile = _alloc((1, 1), int32, sbuf, loc)
+        _call(loc, _kisa.iota, tile, [[0, 1]], offset=seed - 2**32 if seed >= 2**31 else seed)
+        seed = tile
+    _knl.random_seed(_ops.tensor_arg(seed, "seed", loc) if isinstance(seed, _tensor.LegacyTensor) else seed)
+
+
+@_checked
+def dropout(x, rate, *, dtype=None, mask=None):
+    """x with each element zeroed with probability `rate` (a number or a [P, 1] tile), unscaled."""
+    loc = _loc()
+    _flush()
+    _ops.no_mask(mask, "nl.dropout", loc)
+    rate = _ops.operand(rate, "rate", loc)
+    return _wrap(_knl.dropout(_ops.tensor_arg(x, "x", loc), rate if _ops.is_tensor(rate) else float(rate),
+                              dtype=dtype))
+
+
 # ---- data movement -----------------------------------------------------------------------------------
 def _in_hbm(x, what, does, hint, loc):
     """Tile argument `what` of a call that `does` HBM ("nl.load reads"); on-chip, an error with `hint`."""
@@ -491,11 +528,6 @@ def device_print(prefix, x, *, mask=None):
     if args:
         t = args[0] if not region.rest else _ops.select_where(args[0], region.rest, _ops.lows(region, x), 0, loc)
         _knl.device_print(prefix, t)
-
-
-dropout = _ops.unsupported("nl.dropout")
-rand = _ops.unsupported("nl.rand")
-random_seed = _ops.unsupported("nl.random_seed")
 
 
 def _statement_target(frame):

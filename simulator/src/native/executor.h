@@ -4,11 +4,12 @@
 // reference executors (exec_*.cpp).
 //
 // What it does not run (counted in RunResult::interpreted): instances whose errors must name the
-// element (a read of never-written memory: the reference raises or warns with the index), and the
-// few layouts no body walks (plan.h, namespace why: more than 4 walk dims, dims that do not nest,
-// ...), which are an error unless the backend is jit_fallback (then the reference runs them).
-// Every opcode that moves tensor data has a body (ir::moves_tensor_data; plan.h declares one
-// planner per op). The per-element
+// element (a read of never-written memory: the reference raises or warns with the index), the
+// random-number instructions on every backend (each draw advances a lane's generator state;
+// plan_random.cpp), and the few layouts no body walks (plan.h, namespace why: more than 4 walk
+// dims, dims that do not nest, ...), which are an error unless the backend is jit_fallback (then
+// the reference runs them). Every other opcode that moves tensor data has a body
+// (ir::moves_tensor_data; plan.h declares one planner per op). The per-element
 // reference path is the definition; this one is an exact fast path of it.
 #pragma once
 

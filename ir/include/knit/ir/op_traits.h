@@ -131,6 +131,12 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::quantize_mx,             compute,   vector,     by_opcode,               no_block, false, {C::stream, 1, 4}},
   {Opcode::nc_matmul_mx,            compute,   tensor,     by_opcode,               no_block, false, {C::matmul}},
   {Opcode::exponential,             compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::rng,                     compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::set_rng_seed,            compute,   vector,     by_opcode,               no_block, false, {C::stream}},
+  {Opcode::rand_set_state,          compute,   pool,       by_opcode,               no_block, false, {C::stream}},
+  {Opcode::rand_get_state,          compute,   pool,       by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::rand2,                   compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::dropout,                 compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
 };
 // clang-format on
 

@@ -537,6 +537,74 @@ struct Exponential {
   KNIT_FIELDS_EQ(Exponential);
 };
 
+// The random-number instructions (docs/architecture.md "Random numbers": the generator, its per-lane
+// states and how each instruction consumes them).
+// dst[p, j] = the low bits of one 32-bit draw of `engine`'s generator (vector or gpsimd).
+struct Rng {
+  View dst;
+  Engine engine = Engine::vector;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("engine", engine);
+  }
+  KNIT_FIELDS_EQ(Rng);
+};
+
+// Seeds every lane of the Vector Engine generator from the 32-bit value in src_seeds[0, 0].
+struct SetRngSeed {
+  View src_seeds;
+  template <class F> void fields(F&& f) { f("src_seeds", src_seeds); }
+  KNIT_FIELDS_EQ(SetRngSeed);
+};
+
+// Row p of src_seeds (uint32: 6 words per state) becomes lane p's generator state on `engine`.
+struct RandSetState {
+  View src_seeds;
+  Engine engine = Engine::gpsimd;
+  template <class F> void fields(F&& f) {
+    f("src_seeds", src_seeds);
+    f("engine", engine);
+  }
+  KNIT_FIELDS_EQ(RandSetState);
+};
+
+// Row p of dst (uint32) receives lane p's generator state on `engine`.
+struct RandGetState {
+  View dst;
+  Engine engine = Engine::gpsimd;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("engine", engine);
+  }
+  KNIT_FIELDS_EQ(RandGetState);
+};
+
+// dst = uniform fp32 samples in [min, max] (fp32 scalars or [P, 1] columns) from the Vector
+// Engine generator, cast to dst's dtype (trn3).
+struct Rand2 {
+  View dst;
+  Operand min, max;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("min", min);
+    f("max", max);
+  }
+  KNIT_FIELDS_EQ(Rand2);
+};
+
+// dst = data with each element replaced by zero with probability prob (an fp32 scalar or a
+// [P, 1] column), drawn from the Vector Engine generator; kept elements keep their bits.
+struct Dropout {
+  View dst, data;
+  Operand prob;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+    f("prob", prob);
+  }
+  KNIT_FIELDS_EQ(Dropout);
+};
+
 #undef KNIT_FIELDS_EQ
 }  // namespace knit::ir
 
@@ -589,7 +657,13 @@ namespace knit::ir {
   X(NcStreamShuffle, nc_stream_shuffle)             \
   X(QuantizeMx, quantize_mx)                        \
   X(NcMatmulMx, nc_matmul_mx)                       \
-  X(Exponential, exponential)
+  X(Exponential, exponential)                       \
+  X(Rng, rng)                                       \
+  X(SetRngSeed, set_rng_seed)                       \
+  X(RandSetState, rand_set_state)                   \
+  X(RandGetState, rand_get_state)                   \
+  X(Rand2, rand2)                                   \
+  X(Dropout, dropout)
 
 enum class Opcode : uint8_t {
 #define KNIT_X(type, name) name,
