@@ -271,7 +271,7 @@ class Kernel:
         this kernel is unchanged. The names are checked when the copy is traced."""
         schedule = self.options.get("schedule", ()) + _schedule.normalize(edges)
         options = {**self.options, "schedule": schedule, "schedule_loc": user_location()}
-        return Kernel(self.fn, self.grid, **options)
+        return type(self)(self.fn, self.grid, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _trace.active():

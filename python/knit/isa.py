@@ -508,9 +508,9 @@ def scalar_load(src: NkiTensor, name: str | None = None) -> VirtualRegister:
 
 
 @_checked
-def scalar_store(dst: NkiTensor, value: int | RegExpr, name: str | None = None) -> None:
+def scalar_store(dst: NkiTensor, value: int | RegExpr, name: str | None = None) -> NkiInstruction:
     """G3: writes an NkiScalar (or int) into the single element of `dst`."""
-    register_store(dst, value, name=name)
+    return register_store(dst, value, name=name)
 @_checked
 def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: str | None = None) -> NkiInstruction:
     """trn3: src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words + dst_scale [P/8, F/4] e8m0 scales."""
