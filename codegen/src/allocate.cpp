@@ -13,8 +13,6 @@ using namespace knit::ir;
 
 namespace {
 
-constexpr int64_t kSbufAlign = 64;
-
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 [[noreturn]] void out_of_space(const Kernel& k, int id, const Allocation& want, const std::vector<int>& alive,

@@ -87,7 +87,7 @@ EngineProgram lower(const Kernel& input, const LowerOptions& options) {
   const std::vector<Dependence> deps = dependences(k, plan, queues);
   if (dump.on()) {
     std::vector<std::string> notes(k.body.size());
-    static const char* kinds[] = {"raw", "war", "waw"};
+    static const char* kinds[] = {"raw", "war", "waw", "order"};
     for (const Dependence& d : deps)
       notes[d.to] += std::string(kinds[static_cast<int>(d.kind)]) + " on " + std::to_string(d.from) + " ";
     dump("dependences", annotated(k, [&](size_t i) { return notes[i]; }));
@@ -167,11 +167,16 @@ std::vector<Dependence> dependences(const Kernel& k, const MemoryPlan& plan, con
   const std::vector<std::vector<int>> places = placements(k, live_ranges(k, match_blocks(k)));
   std::vector<Dependence> out;
   AccessTracker tracker;
+  size_t region_begin = 0;  // body index of the current region's first instruction
   for (size_t i = 0; i < k.body.size(); ++i) {
     if (is_barrier(k.body[i])) {
       tracker.clear();  // a barrier drains every queue
+      region_begin = i + 1;
       continue;
     }
+    for (uint32_t before : k.body[i].after)
+      if (before >= region_begin && before < i && queues[before] != queues[i] && !is_barrier(k.body[before]))
+        out.push_back({before, static_cast<uint32_t>(i), Dependence::Kind::order});
     const int q = static_cast<int>(queues[i]);
     // The latest conflicting instruction per other queue, and how it conflicts.
     std::array<int64_t, kNumQueues> latest;

@@ -1,5 +1,7 @@
 #include "knit/frontend/builder.h"
 
+#include <algorithm>
+
 #include "knit/ir/verifier.h"
 
 namespace knit::frontend {
@@ -58,6 +60,16 @@ int Builder::add_tensor(std::string name, ir::Buffer buffer, ir::DType dtype, st
 void Builder::append(ir::Instruction inst) {
   ir::verify_instruction(kernel_, inst);
   kernel_.body.push_back(std::move(inst));
+}
+
+void Builder::add_order(size_t consumer, size_t producer, const SourceLoc& loc) {
+  if (consumer >= kernel_.body.size() || producer >= consumer)
+    user_error(loc, "schedule",
+               "a scheduling edge must order an instruction after an earlier one (body index " +
+                   std::to_string(consumer) + " after " + std::to_string(producer) + ")");
+  std::vector<uint32_t>& after = kernel_.body[consumer].after;
+  const auto p = static_cast<uint32_t>(producer);
+  if (std::find(after.begin(), after.end(), p) == after.end()) after.push_back(p);
 }
 
 void Builder::set_outputs(std::vector<int> tensor_ids, bool share_private_hbm) {

@@ -218,12 +218,16 @@ class Parser {
       const char c = lex_.peek();
       if (c == '@' || !(std::isalpha(static_cast<unsigned char>(c)) || c == '_')) break;
       const std::string name = lex_.ident();
-      bool known = name == "name";
+      bool known = name == "name" || name == "after";
       op.fields([&](const char* field, auto&) { known = known || name == field; });
       if (!known) lex_.fail("instruction " + std::string(inst.opcode_name()) + " has no operand '" + name + "'");
       lex_.expect('=');
       if (name == "name") {
         inst.name = lex_.quoted();
+        continue;
+      }
+      if (name == "after") {
+        after_edges(inst);
         continue;
       }
       op.fields([&](const char* field, auto& v) {
@@ -232,6 +236,19 @@ class Parser {
         value(v);
       });
     }
+  }
+
+  // after=[i,j,...]: body indices of earlier instructions (scheduling edges).
+  void after_edges(Instruction& inst) {
+    lex_.expect('[');
+    do {
+      const int64_t i = lex_.integer();
+      if (i < 0 || i >= static_cast<int64_t>(k_.body.size()))
+        lex_.fail("after=[...] names body index " + std::to_string(i) +
+                  "; an instruction runs after earlier ones only");
+      inst.after.push_back(static_cast<uint32_t>(i));
+    } while (lex_.accept(','));
+    lex_.expect(']');
   }
 
   void instruction() {

@@ -147,6 +147,11 @@ class Printer {
       out_ << " name=";
       print_quoted(out_, inst.name);
     }
+    if (!inst.after.empty()) {
+      out_ << " after=[";
+      for (size_t k = 0; k < inst.after.size(); ++k) out_ << (k ? "," : "") << inst.after[k];
+      out_ << ']';
+    }
     print_loc(out_, inst.loc);
   }
 

@@ -8,13 +8,14 @@ import os
 import time
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 import numpy as np
 
-from . import _program_cache, _trace
+from . import _program_cache, _schedule, _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
+from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import JitFallbackWarning, user_error
 from .isa import _TARGETS, target_from_env
@@ -264,6 +265,14 @@ class Kernel:
         grid = grid if isinstance(grid, tuple) else (grid,)
         return Kernel(self.fn, tuple(int(g) for g in grid), cache=self._cache, **self.options)
 
+    def with_schedule(self, edges: Sequence[tuple[str, str | Sequence[str]]]) -> Kernel:
+        """A copy of this kernel whose instructions named in `edges` ((consumer, producer or
+        [producers]) pairs of name= labels) run consumer after producers (knit/_schedule.py);
+        this kernel is unchanged. The names are checked when the copy is traced."""
+        schedule = self.options.get("schedule", ()) + _schedule.normalize(edges)
+        options = {**self.options, "schedule": schedule, "schedule_loc": user_location()}
+        return type(self)(self.fn, self.grid, **options)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _trace.active():
             return self.fn(*args, **kwargs)
@@ -273,8 +282,10 @@ class Kernel:
         args, kwargs = _as_positional(self.fn, args, kwargs)
         target = target or self.options.get("platform_target") or target_from_env()
         target = _TARGETS.get(str(target).lower(), target)
-        key = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
+        key: tuple[Any, ...] = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
+        if self.options.get("schedule"):
+            key += (self.options["schedule"],)
         if key not in self._cache:
             name = self._disk_name(key)
             entry = _program_cache.load(name)
@@ -322,6 +333,7 @@ class Kernel:
                 out = self.fn(*call_args, **kwargs)
                 if pid == 0:
                     results = out
+            _schedule.apply(trace, self.options.get("schedule", ()), self.options.get("schedule_loc", loc))
             outputs = self._output_ids(results, loc)
             shapes = self._returned_shapes(results)
             _trace.core_call(trace.builder.set_outputs, outputs + [tid for _, tid in trace.prints],
@@ -444,6 +456,15 @@ def simulate(kernel: Callable[..., Any]) -> Kernel:
     result is the kernel itself, so ``knit.simulate(kernel)[2](...)`` launches an LNC2 grid as
     ``knit.simulate(kernel[2])(...)`` does."""
     return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+
+
+def baremetal(kernel: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """nki.baremetal(kernel) / @nki.baremetal(...): compile and run on a local device. There is no
+    Neuron device on a CPU, so the kernel runs on Knit's simulator; the device options
+    (save_neff_name, artifacts_dir, additional_compile_opt, ...) are accepted and ignored."""
+    if kernel is None:
+        return simulate
+    return simulate(kernel)
 
 
 def simulate_kernel(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

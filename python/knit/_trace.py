@@ -23,6 +23,8 @@ class Trace:
         self.prints = []  # (prefix, tensor id) for nl.device_print
         self.tensor_count = 0
         self.shared_tensors = {}  # (name, shape, dtype) -> tensor id, shared across grid instances
+        self.blocks = []  # body indices of the device blocks (loop / while / if) open now
+        self.no_reorder_depth = 0  # nl.no_reorder() blocks open now
 
 
 def current():

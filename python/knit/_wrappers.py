@@ -137,6 +137,19 @@ def _reciprocal(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
     return _unary("reciprocal", x, dtype, isa.reciprocal)
 
 
+@_checked
+def _rsqrt(x: NkiTensor, dtype: _t.DTypeLike | None = None) -> NkiTensor:
+    """1 / sqrt(x) on GpSimd (NKI 0.5 moved nl.rsqrt there from the ScalarE table, for accuracy).
+    GpSimd cannot read PSUM, so a PSUM input is an error, as in NKI 0.5+."""
+    loc = user_location()
+    _need_tensor(x, "rsqrt", loc)
+    if x.buffer is psum:
+        raise user_error("buffer", "nl.rsqrt runs on GpSimd (NKI 0.5+), which cannot read PSUM; copy the tile to "
+                         "SBUF first (nl.copy), or use nisa.activation(op=nl.rsqrt) on the Scalar Engine", loc)
+    return _unary("rsqrt", x, dtype, lambda out, x: isa.tensor_scalar(out, x, _OPS["rsqrt"], None,
+                                                                      engine=isa.engine.gpsimd))
+
+
 _HALF_PI_HI = float(np.float32(math.pi / 2))  # pi/2 = _HALF_PI_HI + _HALF_PI_LO
 _HALF_PI_LO = math.pi / 2 - _HALF_PI_HI
 
@@ -490,7 +503,7 @@ def rms_norm(x: NkiTensor, w: NkiTensor, axis: _t.AxisLike, n: float, epsilon: f
 # ---- operator objects as calls --------------------------------------------------------------
 
 # The element-wise function of each operator that has one (prelu needs its alpha: operator only).
-FUNCTIONS = {"copy": _copy, "invert": _invert, "reciprocal": _reciprocal}
+FUNCTIONS = {"copy": _copy, "invert": _invert, "reciprocal": _reciprocal, "rsqrt": _rsqrt}
 FUNCTIONS.update({name: _make_binary(_OPS[name]) for name in _BINARY})
 FUNCTIONS.update({op.name: _make_activation(op) for op in _OPS.values()
                   if op.name not in FUNCTIONS and op.act is not None and op.name not in _OPERATOR_ONLY})

@@ -8,10 +8,11 @@ import numbers
 import os
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from . import _trace, _types as _t
+from . import _schedule, _trace, _types as _t
 from ._keywords import checked as _checked_by
 from ._operators import NUMPY_NAMES as _NUMPY_NAMES, OPS as _OPS, Op as _Op
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, new_register  # noqa: F401
+from ._schedule import NkiInstruction
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import NkiValidationError, user_error  # noqa: F401  (nisa.NkiValidationError)
@@ -132,10 +133,14 @@ def _value(v, loc, what):
 
 
 def _emit_at(loc, opname, label=None, /, **fields):
-    """Appends instruction `opname` with operand `fields` (NKI names) at the user's `loc`."""
+    """Appends instruction `opname` with operand `fields` (NKI names) at the user's `loc`; returns
+    its handle (for depends_on)."""
     trace = _trace.current()
     converted = {k: (_value(v, loc, k) if not isinstance(v, (str, list, tuple)) else v) for k, v in fields.items()}
-    _trace.core_call(trace.builder.append, opname, converted, loc, label or "")
+    if label is not None and not isinstance(label, str):
+        raise user_error("operand", f"name= must be a string, got {type(label).__name__}", loc)
+    index = _trace.core_call(trace.builder.append, opname, converted, loc, label or "")
+    return _schedule.issued(trace, index, label)
 
 
 def _tensor(t, what, loc):
@@ -144,17 +149,13 @@ def _tensor(t, what, loc):
     return t
 
 
-def _handle(loc):
-    return None  # G3 returns an NkiInstruction handle; scheduling edges are not modelled yet
-
-
 # ---- instructions (nki-api.md §3) --------------------------------------------------------------
 @_checked
 def dma_copy(dst: NkiTensor, src: NkiTensor, priority: int | None = None, oob_mode: _OobMode = oob_mode.error,
              dge_mode: _DgeMode = dge_mode.unknown, engine: _Engine = engine.unknown,
-             name: str | None = None) -> None:
+             name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "dma_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+    return _emit_at(loc, "dma_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
              dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
@@ -163,9 +164,9 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: int | None = None, oob_mo
 @_checked
 def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Sequence[int] | None = None, priority: int | None = None,
                   dge_mode: _DgeMode = dge_mode.unknown, oob_mode: _OobMode = oob_mode.error,
-                  name: str | None = None) -> None:
+                  name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "dma_transpose", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+    return _emit_at(loc, "dma_transpose", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              axes=[int(a) for a in (axes or [])],
              dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
@@ -175,10 +176,11 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Sequence[int] | None = N
 def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stationary_onezero: bool = False,
               is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: bool | None = None,
               tile_position: Sequence[int] | None = (), tile_size: Sequence[int] | None = (),
-              perf_mode: _PerfMode = matmul_perf_mode.none, name: str | None = None) -> None:
+              perf_mode: _PerfMode = matmul_perf_mode.none, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
-    _emit_at(loc, "nc_matmul", name, dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
+    return _emit_at(loc, "nc_matmul", name,
+                    dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
              moving=_tensor(moving, "moving", loc), is_stationary_onezero=bool(is_stationary_onezero),
              is_moving_onezero=bool(is_moving_onezero), is_transpose=bool(is_transpose), accumulate=acc,
              tile_position=[int(x) for x in tile_position or ()], tile_size=[int(x) for x in tile_size or ()],
@@ -186,9 +188,10 @@ def nc_matmul(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, is_stati
 
 
 @_checked
-def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unknown, name: str | None = None) -> None:
+def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unknown,
+                 name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "nc_transpose", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+    return _emit_at(loc, "nc_transpose", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
@@ -196,10 +199,10 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unkno
 def activation(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, bias: _t.Operand = None,
                scale: NkiTensor | float = 1.0, reduce_op: _t.OpLike | None = None,
                reduce_res: NkiTensor | None = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
-               name: str | None = None, *, alpha: float = 0.0) -> None:
+               name: str | None = None, *, alpha: float = 0.0) -> NkiInstruction:
     """dst = op(data * scale + bias); `alpha` (a Knit extension) is nl.prelu's slope."""
     loc = user_location()
-    _emit_at(loc, "activation", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
+    return _emit_at(loc, "activation", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
              data=_tensor(data, "data", loc), bias=bias, scale=scale,
              reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
              reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
@@ -209,18 +212,18 @@ def activation(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, bias: _t.Operand 
 @_checked
 def activation_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, reduce_op: _t.OpLike | None,
                       reduce_res: NkiTensor | None, bias: _t.Operand = None, scale: NkiTensor | float = 1.0,
-                      name: str | None = None) -> None:
+                      name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "activation_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
+    return _emit_at(loc, "activation_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
              data=_tensor(data, "data", loc), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
              reduce_res=_tensor(reduce_res, "reduce_res", loc), bias=bias, scale=scale)
 
 
 @_checked
 def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: _t.OpLike, engine: _Engine = engine.unknown,
-                  name: str | None = None) -> None:
+                  name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_tensor", name, dst=_tensor(dst, "dst", loc), data1=_tensor(data1, "data1", loc),
+    return _emit_at(loc, "tensor_tensor", name, dst=_tensor(dst, "dst", loc), data1=_tensor(data1, "data1", loc),
              data2=_tensor(data2, "data2", loc), op=_op_name(op, "alu", "op", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
@@ -228,9 +231,9 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: _t.OpL
 @_checked
 def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand, reverse0: bool = False,
                   op1: _t.OpLike | None = None, operand1: _t.Operand = None, reverse1: bool = False,
-                  engine: _Engine = engine.unknown, name: str | None = None) -> None:
+                  engine: _Engine = engine.unknown, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_scalar", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+    return _emit_at(loc, "tensor_scalar", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, reverse0=bool(reverse0),
              op1=_op_name(op1, "alu", "op1", loc), operand1=operand1, reverse1=bool(reverse1),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
@@ -239,9 +242,9 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.
 @_checked
 def scalar_tensor_tensor(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand,
                          op1: _t.OpLike | None, operand1: NkiTensor, reverse0: bool = False, reverse1: bool = False,
-                         name: str | None = None) -> None:
+                         name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "scalar_tensor_tensor", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+    return _emit_at(loc, "scalar_tensor_tensor", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, op1=_op_name(op1, "alu", "op1", loc),
              operand1=_tensor(operand1, "operand1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
 
@@ -252,38 +255,40 @@ def _axes(axis):
 
 @_checked
 def tensor_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, axis: int | Sequence[int], negate: bool = False,
-                  keepdims: bool = False, name: str | None = None) -> None:
+                  keepdims: bool = False, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
+    return _emit_at(loc, "tensor_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc), axis=_axes(axis), negate=bool(negate), keepdims=bool(keepdims))
 
 
 @_checked
-def tensor_partition_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, name: str | None = None) -> None:
+def tensor_partition_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_partition_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
+    return _emit_at(loc, "tensor_partition_reduce", name,
+                    dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
              data=_tensor(data, "data", loc))
 
 
 @_checked
-def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: _Engine = engine.unknown, name: str | None = None) -> None:
+def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: _Engine = engine.unknown,
+                name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+    return _emit_at(loc, "tensor_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
 def tensor_copy_predicated(dst: NkiTensor, src: NkiTensor | float, predicate: NkiTensor,
-                           reverse_pred: bool = False, name: str | None = None) -> None:
+                           reverse_pred: bool = False, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_copy_predicated", name, dst=_tensor(dst, "dst", loc), src=src,
+    return _emit_at(loc, "tensor_copy_predicated", name, dst=_tensor(dst, "dst", loc), src=src,
              predicate=_tensor(predicate, "predicate", loc), reverse_pred=bool(reverse_pred))
 
 
 @_checked
-def memset(dst: NkiTensor, value: float, engine: _Engine = engine.unknown, name: str | None = None) -> None:
+def memset(dst: NkiTensor, value: float, engine: _Engine = engine.unknown, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "memset", name, dst=_tensor(dst, "dst", loc), value=float(value),
+    return _emit_at(loc, "memset", name, dst=_tensor(dst, "dst", loc), value=float(value),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
@@ -293,18 +298,18 @@ def _pattern(pattern):
 
 @_checked
 def iota(dst: NkiTensor, pattern: Sequence[Sequence[int]], offset: int = 0, channel_multiplier: int = 0,
-         name: str | None = None) -> None:
+         name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "iota", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern), offset=int(offset),
+    return _emit_at(loc, "iota", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern), offset=int(offset),
              channel_multiplier=int(channel_multiplier))
 
 
 @_checked
 def affine_select(dst: NkiTensor, pattern: Sequence[Sequence[int]], channel_multiplier: int, on_true_tile: NkiTensor,
                   on_false_value: float, cmp_op: _t.OpLike | None = None, *, offset: int = 0,
-                  name: str | None = None) -> None:
+                  name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "affine_select", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern),
+    return _emit_at(loc, "affine_select", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern),
              channel_multiplier=int(channel_multiplier), on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
              on_false_value=float(on_false_value),
              cmp_op=_op_name(cmp_op, "alu", "cmp_op", loc) if cmp_op is not None else "equal", offset=int(offset))
@@ -314,9 +319,10 @@ def affine_select(dst: NkiTensor, pattern: Sequence[Sequence[int]], channel_mult
 def select_reduce(dst: NkiTensor, predicate: NkiTensor, on_true: NkiTensor, on_false: _t.Operand,
                   reduce_res: NkiTensor | None = None, reduce_cmd: _ReduceCmd = reduce_cmd.idle,
                   reduce_op: _t.OpLike | None = None, reverse_pred: bool = False,
-                  name: str | None = None) -> None:
+                  name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "select_reduce", name, dst=_tensor(dst, "dst", loc), predicate=_tensor(predicate, "predicate", loc),
+    return _emit_at(loc, "select_reduce", name,
+                    dst=_tensor(dst, "dst", loc), predicate=_tensor(predicate, "predicate", loc),
              on_true=_tensor(on_true, "on_true", loc), on_false=on_false, reduce_res=reduce_res,
              reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
              reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum",
@@ -327,9 +333,9 @@ def select_reduce(dst: NkiTensor, predicate: NkiTensor, on_true: NkiTensor, on_f
 def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: _t.OpLike, comp_op1: _t.OpLike, bound0: NkiTensor,
                  bound1: NkiTensor, reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce,
                  reduce_res: NkiTensor | None = None, reduce_op: _t.OpLike | None = None, range_start: float = 0,
-                 on_false_value: float = -3.4028234663852886e38, name: str | None = None) -> None:
+                 on_false_value: float = -3.4028234663852886e38, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "range_select", name, dst=_tensor(dst, "dst", loc),
+    return _emit_at(loc, "range_select", name, dst=_tensor(dst, "dst", loc),
              on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
              comp_op0=_op_name(comp_op0, "alu", "comp_op0", loc),
              comp_op1=_op_name(comp_op1, "alu", "comp_op1", loc), bound0=_tensor(bound0, "bound0", loc),
@@ -340,17 +346,17 @@ def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: _t.OpLike, c
 
 
 @_checked
-def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
+def reciprocal(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "reciprocal", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
+    return _emit_at(loc, "reciprocal", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
 @_checked
 def tensor_tensor_scan(dst: NkiTensor, data0: NkiTensor, data1: NkiTensor, initial: _t.Operand, op0: _t.OpLike,
                        op1: _t.OpLike | None, reverse0: bool = False, reverse1: bool = False,
-                       name: str | None = None) -> None:
+                       name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_tensor_scan", name, dst=_tensor(dst, "dst", loc), data0=_tensor(data0, "data0", loc),
+    return _emit_at(loc, "tensor_tensor_scan", name, dst=_tensor(dst, "dst", loc), data0=_tensor(data0, "data0", loc),
              data1=_tensor(data1, "data1", loc), initial=initial, op0=_op_name(op0, "alu", "op0", loc),
              op1=_op_name(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
 
@@ -359,9 +365,9 @@ def tensor_tensor_scan(dst: NkiTensor, data0: NkiTensor, data1: NkiTensor, initi
 def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.Operand,
                          reduce_op: _t.OpLike | None, reduce_res: NkiTensor | None = None, reverse0: bool = False,
                          reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce, reduce_init: _t.Operand = None,
-                         reduce_res_negate: bool = False, name: str | None = None) -> None:
+                         reduce_res_negate: bool = False, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "tensor_scalar_reduce", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+    return _emit_at(loc, "tensor_scalar_reduce", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              op0=_op_name(op0, "alu", "op0", loc), operand0=operand0,
              reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res, reverse0=bool(reverse0),
              reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_init=reduce_init,
@@ -371,60 +377,62 @@ def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operan
 @_checked
 def exponential(dst: NkiTensor, src: NkiTensor, max_value: _t.Operand = 0.0, reduce_res: NkiTensor | None = None,
                 reduce_cmd: _ReduceCmd = reduce_cmd.idle, reduce_init: _t.Operand = 0.0,
-                name: str | None = None) -> None:
+                name: str | None = None) -> NkiInstruction:
     """dst = exp(src - max_value) on the Vector Engine (trn3), optionally summing each row into the
     Vector Engine accumulators (reduce_cmd) and reading them into reduce_res."""
     loc = user_location()
-    _emit_at(loc, "exponential", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+    return _emit_at(loc, "exponential", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              max_value=max_value, reduce_res=reduce_res,
              reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_init=reduce_init)
 
 
 @_checked
-def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
+def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
+    return _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
 @_checked
-def bn_aggr(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
+def bn_aggr(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "bn_aggr", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
+    return _emit_at(loc, "bn_aggr", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
 
 
 @_checked
-def max8(dst: NkiTensor, src: NkiTensor, name: str | None = None) -> None:
+def max8(dst: NkiTensor, src: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "max8", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc))
+    return _emit_at(loc, "max8", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
 @_checked
-def nc_find_index8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: str | None = None) -> None:
+def nc_find_index8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "nc_find_index8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+    return _emit_at(loc, "nc_find_index8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              vals=_tensor(vals, "vals", loc))
 
 
 @_checked
 def local_gather(dst: NkiTensor, src_buffer: NkiTensor, index: NkiTensor, num_elem_per_idx: int = 1,
-                 num_valid_indices: int | None = None, name: str | None = None) -> None:
+                 num_valid_indices: int | None = None, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "local_gather", name, dst=_tensor(dst, "dst", loc), src_buffer=_tensor(src_buffer, "src_buffer", loc),
+    return _emit_at(loc, "local_gather", name,
+                    dst=_tensor(dst, "dst", loc), src_buffer=_tensor(src_buffer, "src_buffer", loc),
              index=_tensor(index, "index", loc), num_elem_per_idx=int(num_elem_per_idx),
              num_valid_indices=-1 if num_valid_indices is None else int(num_valid_indices))
 
 
 @_checked
-def nc_n_gather(dst: NkiTensor, data: NkiTensor, indices: NkiTensor, name: str | None = None) -> None:
+def nc_n_gather(dst: NkiTensor, data: NkiTensor, indices: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+    return _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
              indices=_tensor(indices, "indices", loc))
 
 
 @_checked
-def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int], name: str | None = None) -> None:
+def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int],
+                      name: str | None = None) -> NkiInstruction:
     loc = user_location()
-    _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+    return _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              shuffle_mask=[int(m) for m in shuffle_mask])
 
 
@@ -478,7 +486,7 @@ def dropout(dst: NkiTensor, data: NkiTensor, prob: _t.Operand, name: str | None 
 @_checked
 def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: _t.OpLike | None = None,
                 scales: Sequence[float] | None = None, unique_indices: bool = True,
-                oob_mode: _OobMode = oob_mode.error, name: str | None = None) -> None:
+                oob_mode: _OobMode = oob_mode.error, name: str | None = None) -> NkiInstruction:
     """dst = sum(srcs) in fp32 on a DMA queue. An indirect dst (and srcs[0] the same rows) makes it a
     scatter-add. NKI 0.2's argument order (dst, srcs, scales, reduce_op) is accepted too."""
     loc = user_location()
@@ -488,7 +496,7 @@ def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: _t.OpLike 
     if not isinstance(srcs, (list, tuple)) or not srcs:
         raise user_error("operand", "srcs must be a non-empty list of tensors", loc)
     views = [_tensor(s, f"srcs[{k}]", loc)._view for k, s in enumerate(srcs)]
-    _emit_at(loc, "dma_compute", name, dst=_tensor(dst, "dst", loc), srcs=views,
+    return _emit_at(loc, "dma_compute", name, dst=_tensor(dst, "dst", loc), srcs=views,
              reduce_op=_op_name(reduce_op if reduce_op is not None else _OPS["add"], "alu", "reduce_op", loc),
              scales=[float(x) for x in (scales or [])], unique_indices=bool(unique_indices),
              oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
@@ -513,28 +521,28 @@ def _register(r, what, loc):
 
 @_checked
 def register_move(dst: VirtualRegister, src: _t.IntLike | None = None, imm: _t.IntLike | None = None,
-                  name: str | None = None) -> None:
+                  name: str | None = None) -> NkiInstruction:
     """dst = src (an int or a register); NKI 0.2 spelled the immediate `imm=`."""
     loc = user_location()
     value = imm if src is None else src
-    _emit_at(loc, "register_move", name, dst=_register(dst, "dst", loc), src=int_operand(value, "src", loc))
+    return _emit_at(loc, "register_move", name, dst=_register(dst, "dst", loc), src=int_operand(value, "src", loc))
 
 
 @_checked
-def register_load(dst: VirtualRegister, src: NkiTensor, name: str | None = None) -> None:
+def register_load(dst: VirtualRegister, src: NkiTensor, name: str | None = None) -> NkiInstruction:
     """dst = the single element of tensor `src` (int32)."""
     loc = user_location()
-    _emit_at(loc, "register_load", name, dst=_register(dst, "dst", loc), src=_tensor(src, "src", loc))
+    return _emit_at(loc, "register_load", name, dst=_register(dst, "dst", loc), src=_tensor(src, "src", loc))
 
 
 @_checked
-def register_store(dst: NkiTensor, src: int | RegExpr, name: str | None = None) -> None:
+def register_store(dst: NkiTensor, src: int | RegExpr, name: str | None = None) -> NkiInstruction:
     """The single element of tensor `dst` = register `src`."""
     loc = user_location()
     value = src if isinstance(src, VirtualRegister) else None
     if value is None:  # an expression or an int: materialize it first
         value = VirtualRegister(RegExpr.of(src).register()) if isinstance(src, RegExpr) else register_alloc(src)
-    _emit_at(loc, "register_store", name, dst=_tensor(dst, "dst", loc), src=("reg", value.id))
+    return _emit_at(loc, "register_store", name, dst=_tensor(dst, "dst", loc), src=("reg", value.id))
 
 
 @_checked
@@ -546,14 +554,14 @@ def scalar_load(src: NkiTensor, name: str | None = None) -> VirtualRegister:
 
 
 @_checked
-def scalar_store(dst: NkiTensor, value: int | RegExpr, name: str | None = None) -> None:
+def scalar_store(dst: NkiTensor, value: int | RegExpr, name: str | None = None) -> NkiInstruction:
     """G3: writes an NkiScalar (or int) into the single element of `dst`."""
-    register_store(dst, value, name=name)
+    return register_store(dst, value, name=name)
 @_checked
-def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: str | None = None) -> None:
+def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: str | None = None) -> NkiInstruction:
     """trn3: src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words + dst_scale [P/8, F/4] e8m0 scales."""
     loc = user_location()
-    _emit_at(loc, "quantize_mx", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+    return _emit_at(loc, "quantize_mx", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              dst_scale=_tensor(dst_scale, "dst_scale", loc))
 
 
@@ -561,11 +569,12 @@ def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: str 
 def nc_matmul_mx(dst: NkiTensor, stationary: NkiTensor, moving: NkiTensor, stationary_scale: NkiTensor,
                  moving_scale: NkiTensor, tile_position: Sequence[int] | None = None,
                  tile_size: Sequence[int] | None = None, accumulate: bool | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None) -> NkiInstruction:
     """trn3: dst[M, N] (+)= dequantized stationary [P, M].T @ moving [P, N], contracting 4P values."""
     loc = user_location()
     acc = "auto" if accumulate is None else ("on" if accumulate else "off")
-    _emit_at(loc, "nc_matmul_mx", name, dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
+    return _emit_at(loc, "nc_matmul_mx", name,
+                    dst=_tensor(dst, "dst", loc), stationary=_tensor(stationary, "stationary", loc),
              moving=_tensor(moving, "moving", loc),
              stationary_scale=_tensor(stationary_scale, "stationary_scale", loc),
              moving_scale=_tensor(moving_scale, "moving_scale", loc),
@@ -584,19 +593,36 @@ _DmaEngine = dma_engine
 
 @_checked
 def core_barrier(data: NkiTensor, cores: Sequence[int], engine: _Engine = engine.gpsimd,
-                 name: str | None = None) -> None:
+                 name: str | None = None) -> NkiInstruction:
     """Waits until every core in `cores` (e.g. (0, 1)) reaches its core_barrier. Cores are the
     instances of a kernel launched on a grid (kernel[2](...)); rank = nl.program_id(0)."""
     loc = user_location()
-    _emit_at(loc, "core_barrier", name, data=_tensor(data, "data", loc), cores=[int(c) for c in cores],
+    return _emit_at(loc, "core_barrier", name, data=_tensor(data, "data", loc), cores=[int(c) for c in cores],
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
 def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: int, pipe_id: int,
-             dma_engine: _DmaEngine = dma_engine.dma, name: str | None = None) -> None:
+             dma_engine: _DmaEngine = dma_engine.dma, name: str | None = None) -> NkiInstruction:
     """Sends this core's SBUF `src` to core send_to_rank and receives core recv_from_rank's src
     into `dst`; the partner core calls sendrecv with the ranks swapped and the same pipe_id."""
     loc = user_location()
-    _emit_at(loc, "sendrecv", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+    return _emit_at(loc, "sendrecv", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
              send_to_rank=int(send_to_rank), recv_from_rank=int(recv_from_rank), pipe_id=int(pipe_id))
+
+
+# ---- names NKI removed ----------------------------------------------------------------------------
+_REMOVED = {
+    "tensor_copy_dynamic_src": "nisa.tensor_copy(dst, src.ap(pattern, scalar_offset=reg)) (a register offset on src)",
+    "tensor_copy_dynamic_dst": "nisa.tensor_copy(dst.ap(pattern, scalar_offset=reg), src) (a register offset on dst)",
+}
+
+
+class RemovedNameError(AttributeError):
+    """A nki.isa name NKI removed (AttributeError, so hasattr() is False as in NKI 0.6)."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _REMOVED:
+        raise RemovedNameError(f"nisa.{name} was removed in NKI 0.4; use {_REMOVED[name]} instead")
+    raise AttributeError(f"module 'knit.isa' has no attribute {name!r}")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import warnings
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import _core, _trace, _types as _t, _wrappers, isa
+from . import _core, _schedule, _trace, _types as _t, _wrappers, isa
 from ._buffers import (  # noqa: F401  (nl.hbm, ...)
     Buffer as _Buffer,  # noqa: F401
     buffer_named,
@@ -76,6 +77,16 @@ float4_e2m1fn_x4 = _ALL_DTYPES["float4_e2m1fn_x4"]
 private_hbm = hbm
 
 
+class MemoryRegion:
+    """NKI's enum of memory regions; its members are the buffer objects themselves, so
+    ``buffer=nl.MemoryRegion.sbuf`` and ``buffer=nl.sbuf`` are the same thing."""
+
+    sbuf = sbuf
+    psum = psum
+    private_hbm = hbm
+    shared_hbm = shared_hbm
+
+
 @_checked
 def is_hbm(b: object) -> bool:
     return b in (hbm, shared_hbm)
@@ -96,9 +107,34 @@ def is_on_chip(b: object) -> bool:
     return b in (sbuf, psum)
 
 
-class tile_size:
+class _TargetSizes(type):
+    """The nl.tile_size fields that depend on the target (SBUF size per generation): read when
+    used, for the kernel being traced (else NEURON_PLATFORM_TARGET_OVERRIDE, else trn2)."""
+
+    def __getattr__(cls, name: str) -> int:
+        if name not in _SBUF_FIELDS:
+            raise AttributeError(f"nl.tile_size has no field {name!r}")
+        target = _trace.current().target if _trace.active() else isa.target_from_env()
+        return _SBUF_FIELDS[name](_core.target_info(target))
+
+
+# Per-partition SBUF bytes are the whole partition (24 / 28 / 32 MiB over 128 partitions on
+# trn1 / trn2 / trn3): Knit's allocator may use all of it. The alignments are the ones its
+# allocator gives tensors (NKI leaves the values unstated). total_available_sbuf_size is NKI's
+# deprecated name for the per-partition size (despite its name).
+_SBUF_FIELDS = {
+    "sbuf_fmax_bytes": lambda info: info["sbuf_partition_bytes"],
+    "sbuf_fmax": lambda info: info["sbuf_partition_bytes"] // 4,
+    "sbuf_size_bytes": lambda info: info["sbuf_partition_bytes"] * 128,
+    "total_available_sbuf_size": lambda info: info["sbuf_partition_bytes"],
+    "sbuf_min_align": lambda info: info["sbuf_align"],
+    "psum_min_align": lambda info: info["psum_bank_bytes"],
+}
+
+
+class tile_size(metaclass=_TargetSizes):
     """Hardware tile limits as plain ints (NKI's nl.tile_size), the C++ core's values
-    (knit._core.tile_size(); ir::tile_size in C++)."""
+    (knit._core.tile_size(); ir::tile_size in C++); the SBUF fields depend on the target."""
 
     pmax: int
     psum_fmax: int
@@ -127,7 +163,9 @@ def _filled(shape, dtype_, buffer, name, value, loc):
     t = new_tensor(shape, dtype_, buffer, name, None, loc)
     if not t.buffer.on_chip:
         raise user_error("buffer", "nl.zeros/ones/full create on-chip tiles; fill HBM tensors with dma_copy", loc)
-    isa.memset(t, value)
+    # The tensor's name labels the instruction that fills it, so kernel.with_schedule can name it
+    # (NKI: tensor names are "used in scheduling"; how is unspecified, nki-0.6-additions.md §4.1).
+    isa.memset(t, value, name=name or None)
     return t
 
 
@@ -193,10 +231,16 @@ def _block(opname, label=None, **fields):
     """Opens a device block (loop / while / if) at the user's line; returns a closer."""
     loc = user_location()
     trace = _trace.current()
-    _trace.core_call(trace.builder.append, opname, fields, loc, label or "")
+    if opname in ("loop", "while"):
+        _schedule.check_loop_allowed(trace, "nl.while_loop" if opname == "while" else "a device loop (nl.fori_loop / "
+                                     "nl.dynamic_range)", loc)
+    index = _trace.core_call(trace.builder.append, opname, fields, loc, label or "")
+    trace.blocks.append(index)
 
     def close(kind="end"):
         _trace.core_call(trace.builder.append, kind, {}, loc, "")
+        if kind == "end":
+            trace.blocks.pop()
 
     return close
 
@@ -204,8 +248,15 @@ def _block(opname, label=None, **fields):
 @_checked
 def dynamic_range(start: _t.IntLike, stop: _t.IntLike | None = None, step: int = 1) -> Iterator[VirtualRegister]:
     """An on-device loop: the body is traced once and runs on the device; the loop variable is a
-    register. start / stop may be ints or registers; step is a positive int."""
-    loc = user_location()
+    register. start / stop may be ints or registers; step is a positive int. Deprecated in NKI 0.6
+    (a DeprecationWarning, as NKI warns): use nl.fori_loop."""
+    warnings.warn(DeprecationWarning("nl.dynamic_range is deprecated since NKI 0.6; use nl.fori_loop(lower, upper, "
+                                     "body_fun) instead"), stacklevel=3)  # past the keyword-check wrapper
+    return _device_loop(start, stop, step, user_location())
+
+
+def _device_loop(start, stop, step, loc):
+    """The loop of dynamic_range and fori_loop (a generator: the body runs between its yield)."""
     if stop is None:
         start, stop = 0, start
     if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 1:
@@ -229,7 +280,7 @@ def fori_loop(lower: _t.IntLike, upper: _t.IntLike, body_fun: Callable[[Any], An
         for i in range(lower, upper, step):
             body_fun(i)
         return
-    for reg in dynamic_range(lower, upper, step):
+    for reg in _device_loop(lower, upper, step, user_location()):
         body_fun(reg)
 
 
@@ -271,10 +322,11 @@ def if_else(cond: _t.IntLike, then_fn: Callable[[], Any], else_fn: Callable[[], 
 
 
 @_checked
-@contextlib.contextmanager
-def no_reorder() -> Iterator[None]:
-    """Keep program order (Knit's interpreter always does)."""
-    yield
+def no_reorder() -> contextlib.AbstractContextManager[None]:
+    """Instructions issued inside the block (dynamically scoped: helper functions' too) run in
+    program order; the engine program chains them with semaphore waits (knit/_schedule.py).
+    Device loops may not open inside it."""
+    return _schedule.no_reorder()
 
 
 class NKIObject:

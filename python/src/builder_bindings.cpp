@@ -260,8 +260,8 @@ struct FieldSetter {
 };
 
 // builder.append("tensor_tensor", {"dst": v, "data1": ..., "op": "add"}, loc, name)
-void append(frontend::Builder& b, const std::string& opname, const py::dict& fields, const py::object& loc,
-            const std::string& name) {
+size_t append(frontend::Builder& b, const std::string& opname, const py::dict& fields, const py::object& loc,
+              const std::string& name) {
   auto opcode = ir::parse_opcode(opname);
   if (!opcode) throw py::value_error("unknown instruction '" + opname + "'");
   ir::Instruction inst;
@@ -282,6 +282,7 @@ void append(frontend::Builder& b, const std::string& opname, const py::dict& fie
       inst.op);
   if (used != fields.size()) throw py::value_error(opname + " got an operand it does not have");
   b.append(std::move(inst));
+  return b.kernel().body.size() - 1;
 }
 
 // (dtype name, shape) of the tensors `ids` of a kernel.
@@ -477,6 +478,22 @@ void bind_builder(py::module_& m) {
            })
       .def("full_view", [](const frontend::Builder& b, int id) { return ir::full_view(b.tensor(id), id); })
       .def("append", &append, py::arg("op"), py::arg("fields"), py::arg("loc"), py::arg("name") = "")
+      .def(
+          "add_order",
+          [](frontend::Builder& b, size_t consumer, size_t producer, const py::object& loc) {
+            b.add_order(consumer, producer, to_loc(loc));
+          },
+          py::arg("consumer"), py::arg("producer"), py::arg("loc"),
+          "Scheduling edge: body instruction `consumer` runs after the earlier `producer`")
+      .def_property_readonly("num_instructions", [](const frontend::Builder& b) { return b.kernel().body.size(); })
+      .def(
+          "instruction_names",
+          [](const frontend::Builder& b) {
+            std::vector<std::string> names;
+            for (const ir::Instruction& inst : b.kernel().body) names.push_back(inst.name);
+            return names;
+          },
+          "The name= label of every body instruction so far (\"\" when none)")
       .def("set_outputs", &frontend::Builder::set_outputs, py::arg("tensor_ids"), py::arg("share_private_hbm") = false)
       .def("new_register", &frontend::Builder::new_register)
       .def("finish", &frontend::Builder::finish)

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "knit/codegen/allocate.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/verifier.h"
 
@@ -107,6 +108,7 @@ py::dict target_info(const std::string& name) {
   d["psum_partition_bytes"] = info.psum_partition_bytes;
   d["psum_bank_bytes"] = info.psum_bank_bytes;
   d["matmul_max_n"] = info.matmul_max_n;
+  d["sbuf_align"] = codegen::kSbufAlign;
   return d;
 }
 

@@ -12,6 +12,10 @@
 
 namespace knit::codegen {
 
+// Byte alignment of SBUF tensor offsets (nl.tile_size.sbuf_min_align); PSUM tensors start on a
+// bank (ir::TargetInfo::psum_bank_bytes).
+inline constexpr int64_t kSbufAlign = 64;
+
 struct Allocation {
   int core = 0;           // whose SBUF/PSUM (ir::tensor_cores)
   int64_t partition = 0;  // first partition

@@ -44,9 +44,11 @@ std::vector<Queue> assign_engines(const ir::Kernel& kernel);
 // whose accesses conflict with its own on allocated byte ranges (read after write, write after
 // read, write after write). Only the latest conflicting instruction per queue is kept (queues
 // are in order). Placing a tensor at its first use counts as writing its whole allocation.
+// A scheduling edge (Instruction::after) between queues of one region is a dependence of kind
+// `order` (same queue: queue order implies it; across a barrier: the barrier does).
 struct Dependence {
   uint32_t from = 0, to = 0;  // body indices
-  enum class Kind : uint8_t { raw, war, waw } kind = Kind::raw;
+  enum class Kind : uint8_t { raw, war, waw, order } kind = Kind::raw;
 };
 std::vector<Dependence> dependences(const ir::Kernel& kernel, const MemoryPlan& plan, const std::vector<Queue>& queues);
 

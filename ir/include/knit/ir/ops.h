@@ -687,6 +687,9 @@ struct Instruction {
   OpVariant op;
   SourceLoc loc;
   std::string name;  // optional user label (name= of the ISA call)
+  // Scheduling edges (kernel.with_schedule, nl.no_reorder, NkiInstruction.depends_on): body
+  // indices of earlier instructions this one must run after, beyond its data dependences.
+  std::vector<uint32_t> after;
 
   Opcode opcode() const { return static_cast<Opcode>(op.index()); }
   std::string_view opcode_name() const { return ir::opcode_name(opcode()); }
