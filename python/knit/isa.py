@@ -381,6 +381,74 @@ def exponential(dst: NkiTensor, src: NkiTensor, max_value: _t.Operand = 0.0, red
 
 
 @_checked
+def tensor_scalar_cumulative(dst: NkiTensor, src: NkiTensor, op0: _t.OpLike, op1: _t.OpLike, imm0: _t.Operand,
+                             imm1: _t.Operand = None, reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce,
+                             name: str | None = None) -> None:
+    """Inclusive scan of each partition's row on the Vector Engine: reg = op1(op0(src, imm0), reg),
+    dst = reg; reg starts at op1's identity (reset_reduce), the accumulator (reduce) or imm1
+    (load_reduce), and ends in the Vector Engine accumulator."""
+    loc = user_location()
+    _emit_at(loc, "tensor_scalar_cumulative", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             op0=_op_name(op0, "alu", "op0", loc), op1=_op_name(op1, "alu", "op1", loc), imm0=imm0, imm1=imm1,
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
+
+
+@_checked
+def nc_match_replace8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, imm: float,
+                      dst_idx: NkiTensor | None = None, name: str | None = None) -> None:
+    """vals' 8 slots, last first, each claim the first unclaimed position of data holding their
+    value: dst = data with those positions set to imm; dst_idx = the positions (all ones if absent)."""
+    loc = user_location()
+    _emit_at(loc, "nc_match_replace8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             vals=_tensor(vals, "vals", loc), imm=float(imm),
+             dst_idx=None if dst_idx is None else _tensor(dst_idx, "dst_idx", loc))
+
+
+@_checked
+def nonzero_with_count(dst: NkiTensor, src: NkiTensor, index_offset: int = 0, padding_val: int = -1,
+                       name: str | None = None) -> None:
+    """GpSimd (trn2+): in partitions 0, 16, .., 112, the positions of src's nonzero elements
+    (+ index_offset), then padding_val, then their count in dst's last column."""
+    loc = user_location()
+    _emit_at(loc, "nonzero_with_count", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             index_offset=int(index_offset), padding_val=int(padding_val))
+
+
+@_checked
+def sequence_bounds(dst: NkiTensor, segment_ids: NkiTensor, name: str | None = None) -> None:
+    """GpSimd: dst[0, 0, :] / dst[0, 1, :] = the start / exclusive end of each element's run of equal
+    segment ids (n and -1 for the padding id 0)."""
+    loc = user_location()
+    _emit_at(loc, "sequence_bounds", name, dst=_tensor(dst, "dst", loc),
+             segment_ids=_tensor(segment_ids, "segment_ids", loc))
+
+
+@_checked
+def topk(val_dst: NkiTensor, idx_dst: NkiTensor, src: NkiTensor, n: int, name: str | None = None) -> None:
+    """GpSimd: per 16-partition group, the K = val_dst.shape[1] largest of the n bf16 values snaked
+    over the group (position s at partition s % 16, column s // 16), ascending, and their positions."""
+    loc = user_location()
+    _emit_at(loc, "topk", name, val_dst=_tensor(val_dst, "val_dst", loc), idx_dst=_tensor(idx_dst, "idx_dst", loc),
+             src=_tensor(src, "src", loc), n=int(n))
+
+
+@_checked
+def activate2(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, imm0: _t.Operand, imm1: _t.Operand,
+              op0: _t.OpLike | None, op1: _t.OpLike | None, relu_param: _t.Operand = 0.0, reverse0: bool = False,
+              reverse1: bool = False, reduce_op: _t.OpLike | None = None, reduce_res: NkiTensor | None = None,
+              reduce_cmd: _ReduceCmd = reduce_cmd.idle, name: str | None = None) -> None:
+    """Scalar Engine (trn3): dst = op(op1(op0(data, imm0), imm1)) (nl.bypass or None skips a stage;
+    relu_param is nl.prelu's slope), rows optionally folded with reduce_op into the ScalarE
+    accumulators (reduce_cmd) and read into reduce_res."""
+    loc = user_location()
+    _emit_at(loc, "activate2", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
+             data=_tensor(data, "data", loc), imm0=imm0, imm1=imm1, op0=_op_name(op0, "alu", "op0", loc),
+             op1=_op_name(op1, "alu", "op1", loc), relu_param=relu_param, reverse0=bool(reverse0),
+             reverse1=bool(reverse1), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
+
+
+@_checked
 def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> None:
     loc = user_location()
     _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))

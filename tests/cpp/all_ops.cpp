@@ -113,6 +113,15 @@ ir::Kernel all_ops_kernel() {
   emit(ir::QuantizeMx{S_fn_x4, BF, I32_e8m0}, "quantize");
   emit(ir::NcMatmulMx{PS, S_fn_x4, S_fp4_x4, I32_e8m0, BF_as_u16, {32, 0}, {32, 128}, ir::Accumulate::off});
   emit(ir::Exponential{S, BF, Operand::of(COL), COL, ir::ReduceCmd::load_reduce, Operand::immediate(0.5)});
+  emit(ir::TensorScalarCumulative{S, BF, ir::AluOp::multiply, ir::AluOp::maximum, Operand::of(COL),
+                                  Operand::immediate(-2.5), ir::ReduceCmd::load_reduce});
+  emit(ir::NcMatchReplace8{S, S_half, I32, -1.5, I32});
+  emit(ir::NonzeroWithCount{I32, S, 100, -9});
+  emit(ir::SequenceBounds{I32, S});
+  emit(ir::Topk{BF, I32, BF, 20});
+  emit(ir::Activate2{S, ir::ActFunc::prelu, BF, Operand::of(COL), Operand::immediate(0.5), ir::AluOp::multiply,
+                     ir::AluOp::subtract, Operand::of(COL2), true, true, ir::AluOp::abs_max, COL,
+                     ir::ReduceCmd::reset_reduce});
   return k;
 }
 
