@@ -290,3 +290,20 @@ def test_square_relu_and_abs_max_as_tensor_scalar_op0_on_trn3(monkeypatch):
     np.testing.assert_array_equal(rl, np.maximum(x, 0))
     np.testing.assert_array_equal(am, [[-3, 1, 1, 2]])
     np.testing.assert_array_equal(res, [[1.0]])
+
+
+def test_nl_abs_max_abs_min_calls_are_trn3_only():
+    def kernel(target):
+        @nki.jit(platform_target=target)
+        def k(x, y):
+            a, b = sbuf(x), sbuf(y)
+            return to_hbm(nl.abs_max(a, b)), to_hbm(nl.abs_min(a, b))
+        return k
+
+    x = np.array([[-5, 5, 2]], F32)
+    y = np.array([[3, -3, -2]], F32)
+    mx, mn = kernel("trn3")(x, y)
+    np.testing.assert_array_equal(mx, [[-5, 5, -2]])
+    np.testing.assert_array_equal(mn, [[3, -3, -2]])
+    with pytest.raises(nki.NkiValidationError, match="gen4"):
+        kernel("trn2")(x, y)
