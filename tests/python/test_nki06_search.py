@@ -372,3 +372,13 @@ def test_nonzero_with_count_writes_only_its_partitions(monkeypatch):
         except knit.KnitError as e:
             outcomes[backend] = type(e).__name__ + str(e).split("\n")[0].split(":", 2)[-1]
     assert outcomes["reference"] != "ran" and outcomes["reference"] == outcomes["jit-strict"], outcomes
+
+
+def test_match_replace8_ieee_equality_nan_never_matches_and_zeros_match(monkeypatch):
+    data = np.array([[np.nan, -0.0, 1, 0.0, np.nan, 2, 3, 4, 5, 6]], np.float32)
+    vals = np.array([[np.nan, 0.0, -0.0, 7, 7, 7, 7, 7]], np.float32)
+    dst, idx = run_both(monkeypatch, match_replace, data, vals, 9.0, nl.uint32, False)
+    # slot 2 (-0) claims position 1 first, slot 1 (+0) the next zero; NaN and 7 are not found
+    np.testing.assert_array_equal(idx, [[0xFFFFFFFF, 3, 1] + [0xFFFFFFFF] * 5])
+    np.testing.assert_array_equal(dst[0, [1, 3]], [9, 9])
+    assert np.isnan(dst[0, 0]) and np.isnan(dst[0, 4])
