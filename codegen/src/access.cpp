@@ -16,7 +16,9 @@ namespace {
 uint64_t on_chip_memory(Buffer b, int core) { return (uint64_t{b == Buffer::sbuf ? 1u : 2u} << 32) | uint32_t(core); }
 
 bool is_output(const char* operand) {
-  return !std::strcmp(operand, "dst") || !std::strcmp(operand, "reduce_res") || !std::strcmp(operand, "dst_scale");
+  for (const char* out : {"dst", "reduce_res", "dst_scale", "dst_idx", "val_dst", "idx_dst"})
+    if (!std::strcmp(operand, out)) return true;
+  return false;
 }
 
 // [lo, hi) of flat element indices over `dims` (relative to 0).

@@ -265,4 +265,67 @@ void check(Checker& c, const Exponential& op) {
   }
 }
 
+void check(Checker& c, const TensorScalarCumulative& op) {
+  c.on_chip(op.dst, "dst");
+  elementwise_input(c, op.src, "src", op.dst);
+  using enum DType;
+  for (const auto& [v, what] : {std::pair{&op.dst, "dst"}, {&op.src, "src"}})
+    c.dtype_in(*v, what, {bfloat16, float16, float32, float8_e4m3, float8_e5m2, uint8, uint16, int8, int16});
+  alu_slot(c, op.op0, "op0", {AluClass::Arith});
+  if (op.op1 != AluOp::add && op.op1 != AluOp::subtract && op.op1 != AluOp::multiply && op.op1 != AluOp::maximum &&
+      op.op1 != AluOp::minimum)
+    c.fail("alu-op", "op1 '" + std::string(to_string(op.op1)) +
+                         "' cannot accumulate; use add, subtract, multiply, maximum or minimum");
+  scalar_operand(c, op.imm0, "imm0", op.dst, true);
+  scalar_operand(c, op.imm1, "imm1", op.dst, false);
+  if (op.reduce_cmd == ReduceCmd::idle || op.reduce_cmd == ReduceCmd::reset)
+    c.fail("reduce-cmd",
+           "tensor_scalar_cumulative takes reduce_cmd reset_reduce (start from op1's identity), "
+           "reduce (go on from the accumulator) or load_reduce (start from imm1)");
+  if (op.reduce_cmd == ReduceCmd::load_reduce && op.imm1.is_none())
+    c.fail("operand", "reduce_cmd=load_reduce starts the scan from imm1; pass imm1 (an fp32 scalar or a [P, 1] tile)");
+}
+
+namespace {
+
+// activate2's tensor-scalar stage runs one of six (op0, op1) pairs (NKI ISA docs).
+void activate2_pair(Checker& c, AluOp op0, AluOp op1) {
+  using enum AluOp;
+  const std::pair<AluOp, AluOp> allowed[] = {{multiply, add}, {multiply, subtract}, {multiply, bypass},
+                                             {add, bypass},   {subtract, bypass},   {bypass, bypass}};
+  for (const auto& pair : allowed)
+    if (pair == std::pair{op0, op1}) return;
+  c.fail("alu-op", "(op0, op1) = (" + std::string(to_string(op0)) + ", " + std::string(to_string(op1)) +
+                       ") is not an activate2 pair; use (multiply, add), (multiply, subtract), (multiply, None), "
+                       "(add, None), (subtract, None) or (None, None)");
+}
+
+}  // namespace
+
+void check(Checker& c, const Activate2& op) {
+  c.requires_gen(4);  // NeuronCore-v4 (trn3) and newer
+  c.on_chip(op.dst, "dst");
+  elementwise_input(c, op.data, "data", op.dst);
+  activate2_pair(c, op.op0, op.op1);
+  if (op.reverse0 && op.op0 == AluOp::bypass) c.fail("operand", "reverse0 swaps op0's operands; it needs an op0");
+  if (op.reverse1 && op.op1 == AluOp::bypass) c.fail("operand", "reverse1 swaps op1's operands; it needs an op1");
+  scalar_operand(c, op.imm0, "imm0", op.dst, op.op0 != AluOp::bypass);
+  scalar_operand(c, op.imm1, "imm1", op.dst, op.op1 != AluOp::bypass);
+  if (op.imm0.is_tile() && op.imm1.is_tile() && op.imm0.tile.dtype != op.imm1.tile.dtype)
+    c.fail("dtype", "imm0 (" + std::string(to_string(op.imm0.tile.dtype)) + ") and imm1 (" +
+                        std::string(to_string(op.imm1.tile.dtype)) + ") tiles must share a dtype");
+  scalar_operand(c, op.relu_param, "relu_param", op.dst, false);
+  using enum AluOp;
+  const AluOp r = op.reduce_op;
+  if (r != bypass && r != add && r != maximum && r != minimum && r != abs_max && r != abs_min)
+    c.fail("alu-op", "reduce_op '" + std::string(to_string(r)) +
+                         "' is not an activate2 reduction; use add, maximum, minimum, abs_max or abs_min");
+  if (op.reduce_cmd == ReduceCmd::load_reduce)
+    c.fail("reduce-cmd", "activate2 has no seed operand for load_reduce; use reset_reduce, or reset then reduce");
+  if (op.reduce_cmd != ReduceCmd::idle && r == bypass)
+    c.fail("alu-op", "reduce_cmd=" + std::string(to_string(op.reduce_cmd)) +
+                         " needs reduce_op (add, maximum, minimum, abs_max or abs_min)");
+  if (op.reduce_res) c.column(*op.reduce_res, "reduce_res", op.dst);
+}
+
 }  // namespace knit::ir

@@ -249,4 +249,93 @@ void check(Checker& c, const NcNGather& op) {
   c.same_free_size(op.dst, "dst", op.indices, "indices");
 }
 
+void check(Checker& c, const NcMatchReplace8& op) {
+  c.on_chip(op.data, "data");
+  if (op.data.dims.size() > 3)
+    c.fail("operand-shape", "data has " + std::to_string(op.data.dims.size()) + " dims; at most 3 are allowed");
+  top8_free_size(c, op.data, "data");
+  c.on_chip(op.dst, "dst");
+  c.same_tile(op.dst, "dst", op.data, "data");
+  eight_wide(c, op.vals, "vals", op.data);
+  if (op.dst_idx) {
+    eight_wide(c, *op.dst_idx, "dst_idx", op.data);
+    c.dtype_in(*op.dst_idx, "dst_idx", {DType::uint32, DType::uint16});
+  }
+}
+
+namespace {
+
+// The GpSimd instructions that work in 16-partition core groups see partition p of a tile as
+// lane p % 16 of its core only when the tile starts at a core's first partition.
+void core_aligned(const Checker& c, const View& v, const char* what) {
+  if (c.start_partition(v) % 16 != 0)
+    c.fail("partition-offset", std::string(what) + " starts at partition " + std::to_string(c.start_partition(v)) +
+                                   "; the GpSimd cores own 16-partition groups, so start it at a multiple of 16");
+}
+
+void int32_immediate(const Checker& c, int64_t value, const char* what) {
+  if (value < INT32_MIN || value > INT32_MAX)
+    c.fail("operand", std::string(what) + " = " + std::to_string(value) + " does not fit the int32 it is stored as");
+}
+
+}  // namespace
+
+void check(Checker& c, const NonzeroWithCount& op) {
+  c.requires_gen(3);  // NeuronCore-v3 (trn2) and newer
+  gpsimd_sbuf(c, op.src, "src");
+  gpsimd_sbuf(c, op.dst, "dst");
+  c.dtype_in(op.src, "src", {DType::float32, DType::int32});
+  c.dtype_in(op.dst, "dst", {DType::int32});
+  c.same_partitions(op.dst, "dst", op.src, "src");
+  if (c.free_size(op.dst) != c.free_size(op.src) + 1)
+    c.fail("operand-shape", "dst must have one element more per partition than src (the count goes last): src has " +
+                                std::to_string(c.free_size(op.src)) + ", dst " + std::to_string(c.free_size(op.dst)));
+  core_aligned(c, op.src, "src");
+  core_aligned(c, op.dst, "dst");
+  int32_immediate(c, op.index_offset, "index_offset");
+  int32_immediate(c, op.padding_val, "padding_val");
+}
+
+void check(Checker& c, const SequenceBounds& op) {
+  gpsimd_sbuf(c, op.segment_ids, "segment_ids");
+  gpsimd_sbuf(c, op.dst, "dst");
+  for (const auto& [v, what] : {std::pair{&op.segment_ids, "segment_ids"}, {&op.dst, "dst"}}) {
+    c.dtype_in(*v, what, {DType::float32, DType::int32});
+    if (c.partitions(*v) != 1)
+      c.fail("operand-shape", std::string(what) + " has " + std::to_string(c.partitions(*v)) +
+                                  " partitions; sequence_bounds works on one partition");
+  }
+  const int64_t n = c.free_size(op.segment_ids);
+  const auto& d = op.dst.dims;
+  if (d.size() != 3 || d[1].num != 2 || d[2].num != n)
+    c.fail("operand-shape", "dst must have shape (1, 2, " + std::to_string(n) +
+                                "): the starts, then the ends, of segment_ids' " + std::to_string(n) + " elements");
+}
+
+void check(Checker& c, const Topk& op) {
+  gpsimd_sbuf(c, op.src, "src");
+  gpsimd_sbuf(c, op.val_dst, "val_dst");
+  gpsimd_sbuf(c, op.idx_dst, "idx_dst");
+  c.dtype_in(op.src, "src", {DType::bfloat16});
+  c.dtype_in(op.val_dst, "val_dst", {DType::bfloat16});
+  c.dtype_in(op.idx_dst, "idx_dst", {DType::uint32});
+  const int64_t P = c.partitions(op.src);
+  if (P % 16 != 0)
+    c.fail("operand-shape",
+           "src has " + std::to_string(P) + " partitions; topk reads groups of 16, so use a multiple of 16");
+  core_aligned(c, op.src, "src");
+  if (op.src.dims.size() != 2) c.fail("operand-shape", "src must be a 2-D [P, src_x] tile");
+  if (op.n < 8 || op.n >= 65536) c.fail("operand", "n = " + std::to_string(op.n) + " is outside 8 <= n < 65536");
+  const int64_t columns = (op.n + 15) / 16;
+  if (c.free_size(op.src) < columns)
+    c.fail("operand-shape", "src has " + std::to_string(c.free_size(op.src)) + " columns but n = " +
+                                std::to_string(op.n) + " snake positions need " + std::to_string(columns));
+  c.same_tile(op.val_dst, "val_dst", op.idx_dst, "idx_dst");
+  c.same_partitions(op.val_dst, "val_dst", op.src, "src");
+  const int64_t K = c.free_size(op.val_dst);
+  if (K >= 32768 || K > op.n)
+    c.fail("operand-shape", "val_dst / idx_dst keep K = " + std::to_string(K) +
+                                " values per partition; K must be below 32768 and at most n = " + std::to_string(op.n));
+}
+
 }  // namespace knit::ir

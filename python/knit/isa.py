@@ -387,6 +387,74 @@ def exponential(dst: NkiTensor, src: NkiTensor, max_value: _t.Operand = 0.0, red
 
 
 @_checked
+def tensor_scalar_cumulative(dst: NkiTensor, src: NkiTensor, op0: _t.OpLike, op1: _t.OpLike, imm0: _t.Operand,
+                             imm1: _t.Operand = None, reduce_cmd: _ReduceCmd = reduce_cmd.reset_reduce,
+                             name: str | None = None) -> NkiInstruction:
+    """Inclusive scan of each partition's row on the Vector Engine: reg = op1(op0(src, imm0), reg),
+    dst = reg; reg starts at op1's identity (reset_reduce), the accumulator (reduce) or imm1
+    (load_reduce), and ends in the Vector Engine accumulator."""
+    loc = user_location()
+    return _emit_at(loc, "tensor_scalar_cumulative", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             op0=_op_name(op0, "alu", "op0", loc), op1=_op_name(op1, "alu", "op1", loc), imm0=imm0, imm1=imm1,
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
+
+
+@_checked
+def nc_match_replace8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, imm: float,
+                      dst_idx: NkiTensor | None = None, name: str | None = None) -> NkiInstruction:
+    """vals' 8 slots, last first, each claim the first unclaimed position of data holding their
+    value: dst = data with those positions set to imm; dst_idx = the positions (all ones if absent)."""
+    loc = user_location()
+    return _emit_at(loc, "nc_match_replace8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
+             vals=_tensor(vals, "vals", loc), imm=float(imm),
+             dst_idx=None if dst_idx is None else _tensor(dst_idx, "dst_idx", loc))
+
+
+@_checked
+def nonzero_with_count(dst: NkiTensor, src: NkiTensor, index_offset: int = 0, padding_val: int = -1,
+                       name: str | None = None) -> NkiInstruction:
+    """GpSimd (trn2+): in partitions 0, 16, .., 112, the positions of src's nonzero elements
+    (+ index_offset), then padding_val, then their count in dst's last column."""
+    loc = user_location()
+    return _emit_at(loc, "nonzero_with_count", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
+             index_offset=int(index_offset), padding_val=int(padding_val))
+
+
+@_checked
+def sequence_bounds(dst: NkiTensor, segment_ids: NkiTensor, name: str | None = None) -> NkiInstruction:
+    """GpSimd: dst[0, 0, :] / dst[0, 1, :] = the start / exclusive end of each element's run of equal
+    segment ids (n and -1 for the padding id 0)."""
+    loc = user_location()
+    return _emit_at(loc, "sequence_bounds", name, dst=_tensor(dst, "dst", loc),
+             segment_ids=_tensor(segment_ids, "segment_ids", loc))
+
+
+@_checked
+def topk(val_dst: NkiTensor, idx_dst: NkiTensor, src: NkiTensor, n: int, name: str | None = None) -> NkiInstruction:
+    """GpSimd: per 16-partition group, the K = val_dst.shape[1] largest of the n bf16 values snaked
+    over the group (position s at partition s % 16, column s // 16), ascending, and their positions."""
+    loc = user_location()
+    return _emit_at(loc, "topk", name, val_dst=_tensor(val_dst, "val_dst", loc), idx_dst=_tensor(idx_dst, "idx_dst", loc),
+             src=_tensor(src, "src", loc), n=int(n))
+
+
+@_checked
+def activate2(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, imm0: _t.Operand, imm1: _t.Operand,
+              op0: _t.OpLike | None, op1: _t.OpLike | None, relu_param: _t.Operand = 0.0, reverse0: bool = False,
+              reverse1: bool = False, reduce_op: _t.OpLike | None = None, reduce_res: NkiTensor | None = None,
+              reduce_cmd: _ReduceCmd = reduce_cmd.idle, name: str | None = None) -> NkiInstruction:
+    """Scalar Engine (trn3): dst = op(op1(op0(data, imm0), imm1)) (nl.bypass or None skips a stage;
+    relu_param is nl.prelu's slope), rows optionally folded with reduce_op into the ScalarE
+    accumulators (reduce_cmd) and read into reduce_res."""
+    loc = user_location()
+    return _emit_at(loc, "activate2", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
+             data=_tensor(data, "data", loc), imm0=imm0, imm1=imm1, op0=_op_name(op0, "alu", "op0", loc),
+             op1=_op_name(op1, "alu", "op1", loc), relu_param=relu_param, reverse0=bool(reverse0),
+             reverse1=bool(reverse1), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
+             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
+
+
+@_checked
 def bn_stats(dst: NkiTensor, data: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "bn_stats", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc))
@@ -438,48 +506,48 @@ def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int
 
 # ---- random numbers (nki-0.6-additions.md §1.2, §1.6-§1.11; generator: docs/architecture.md) ------
 @_checked
-def rng(dst: NkiTensor, engine: _Engine = engine.vector, name: str | None = None) -> None:
+def rng(dst: NkiTensor, engine: _Engine = engine.vector, name: str | None = None) -> NkiInstruction:
     """dst = the low bits of one 32-bit draw per element from `engine`'s generator (integer dst)."""
     loc = user_location()
-    _emit_at(loc, "rng", name, dst=_tensor(dst, "dst", loc),
+    return _emit_at(loc, "rng", name, dst=_tensor(dst, "dst", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
-def set_rng_seed(src_seeds: NkiTensor, name: str | None = None) -> None:
+def set_rng_seed(src_seeds: NkiTensor, name: str | None = None) -> NkiInstruction:
     """Seeds the Vector Engine generator of every lane from the 32-bit value of a [1, 1] tile."""
     loc = user_location()
-    _emit_at(loc, "set_rng_seed", name, src_seeds=_tensor(src_seeds, "src_seeds", loc))
+    return _emit_at(loc, "set_rng_seed", name, src_seeds=_tensor(src_seeds, "src_seeds", loc))
 
 
 @_checked
-def rand_set_state(src_seeds: NkiTensor, engine: _Engine = engine.gpsimd, name: str | None = None) -> None:
+def rand_set_state(src_seeds: NkiTensor, engine: _Engine = engine.gpsimd, name: str | None = None) -> NkiInstruction:
     """Row p of src_seeds (uint32, 6 words; 24 for the trn3 Vector Engine) becomes lane p's state."""
     loc = user_location()
-    _emit_at(loc, "rand_set_state", name, src_seeds=_tensor(src_seeds, "src_seeds", loc),
+    return _emit_at(loc, "rand_set_state", name, src_seeds=_tensor(src_seeds, "src_seeds", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
-def rand_get_state(dst: NkiTensor, engine: _Engine = engine.gpsimd, name: str | None = None) -> None:
+def rand_get_state(dst: NkiTensor, engine: _Engine = engine.gpsimd, name: str | None = None) -> NkiInstruction:
     """Row p of dst (uint32) receives lane p's generator state."""
     loc = user_location()
-    _emit_at(loc, "rand_get_state", name, dst=_tensor(dst, "dst", loc),
+    return _emit_at(loc, "rand_get_state", name, dst=_tensor(dst, "dst", loc),
              engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
-def rand2(dst: NkiTensor, min: _t.Operand, max: _t.Operand, name: str | None = None) -> None:  # noqa: A002
+def rand2(dst: NkiTensor, min: _t.Operand, max: _t.Operand, name: str | None = None) -> NkiInstruction:  # noqa: A002
     """dst = uniform samples in [min, max] (fp32 scalars or [P, 1] columns) on the Vector Engine (trn3)."""
     loc = user_location()
-    _emit_at(loc, "rand2", name, dst=_tensor(dst, "dst", loc), min=min, max=max)
+    return _emit_at(loc, "rand2", name, dst=_tensor(dst, "dst", loc), min=min, max=max)
 
 
 @_checked
-def dropout(dst: NkiTensor, data: NkiTensor, prob: _t.Operand, name: str | None = None) -> None:
+def dropout(dst: NkiTensor, data: NkiTensor, prob: _t.Operand, name: str | None = None) -> NkiInstruction:
     """dst = data with each element zeroed with probability prob (a scalar or [P, 1] tile); no rescaling."""
     loc = user_location()
-    _emit_at(loc, "dropout", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc), prob=prob)
+    return _emit_at(loc, "dropout", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc), prob=prob)
 
 
 # ---- DMA compute (nki-api.md §3.6) --------------------------------------------------------------
@@ -509,7 +577,7 @@ def register_alloc(x: _t.IntLike | None = None, name: str | None = None) -> Virt
     loc = user_location()
     reg = VirtualRegister(new_register())
     if x is not None:
-        _emit_at(loc, "register_move", name, dst=("reg", reg.id), src=int_operand(x, "x", loc))
+        return _emit_at(loc, "register_move", name, dst=("reg", reg.id), src=int_operand(x, "x", loc))
     return reg
 
 

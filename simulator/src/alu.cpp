@@ -206,7 +206,8 @@ float reduce_identity(AluOp op) {
   switch (op) {
     case AluOp::multiply: return 1.0f;
     case AluOp::maximum: return -inf;
-    case AluOp::minimum: return inf;
+    case AluOp::minimum:
+    case AluOp::abs_min: return inf;  // abs_max / abs_min: 0 / +inf (a DESIGN CHOICE; NKI leaves them open)
     default: return 0.0f;
   }
 }

@@ -36,7 +36,8 @@ int64_t int_alu(ir::AluOp op, int64_t a, int64_t b);
 // r = v[0]; r = op(r, v[1]); ...  (n >= 1, so no identity element is needed).
 float alu_fold(ir::AluOp op, const float* v, int64_t n);
 uint32_t alu_fold_bits(ir::AluOp op, const uint32_t* v, int64_t n);
-// The value `reset` puts in an accumulator: add/subtract 0, multiply 1, maximum -inf, minimum +inf.
+// The value `reset` puts in an accumulator: add/subtract 0, multiply 1, maximum -inf, minimum +inf,
+// abs_max 0, abs_min +inf.
 float reduce_identity(ir::AluOp op);
 
 // One engine accumulator register (reduce_cmd of nki.isa.activation and tensor_scalar_reduce)

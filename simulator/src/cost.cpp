@@ -146,6 +146,10 @@ double gpsimd_cycles(const Operands& o, const Instruction& inst, const MachineCo
       return c.pool_start_cycles + n * (data ? o.partitions(*data) : 128) / 128.0;
     }
     case CostRule::index_stream: return c.pool_start_cycles + n;
+    case CostRule::snake_topk: {  // 4 * n + K cycles per partition (NKI Library gpsimd-topk notes)
+      const auto& op = std::get<Topk>(inst.op);
+      return c.pool_start_cycles + 4.0 * static_cast<double>(op.n) + static_cast<double>(o.free_size(op.val_dst));
+    }
     default: return c.pool_start_cycles + n * std::min(1.0, es / 4.0);  // 32-bit lanes; 16/8-bit pack 2/4
   }
 }

@@ -314,4 +314,101 @@ void finish_exponential(ExecState& m, const Exponential& op, const float* folds,
   if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.vector_acc, P);
 }
 
+// ---- NKI 0.6: tensor_scalar_cumulative, activate2 --------------------------------------------
+
+// Per partition, in row-major order: t = op0(src, imm0[p]); reg = op1(t, reg) (the new term
+// first: subtract gives t - reg); dst = reg. reg is fp32, rounded only where it is stored; it
+// starts at cumulative_start's value and the last one of each row stays in the Vector Engine
+// accumulator.
+void exec(ExecState& m, const TensorScalarCumulative& op) {
+  Tile src = m.tile(op.src, "src");
+  const int64_t P = src.P, F = src.F;
+  const std::vector<float> x = src.read_all();
+  const std::vector<float> imm0 = m.column(op.imm0, P, "imm0");
+  std::vector<float> reg = cumulative_start(m, op, P);
+  std::vector<float> y(x.size());
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t j = 0; j < F; ++j) {
+      reg[p] = apply(op.op1, apply(op.op0, x[p * F + j], imm0[p], false), reg[p], false);
+      y[p * F + j] = reg[p];
+    }
+  Tile dst = m.tile(op.dst, "dst");
+  dst.write_all(y);
+  finish_cumulative(m, reg.data(), P);
+}
+
+std::vector<float> cumulative_start(ExecState& m, const TensorScalarCumulative& op, int64_t P) {
+  switch (op.reduce_cmd) {
+    case ReduceCmd::reduce: return std::vector<float>(m.vector_acc.begin(), m.vector_acc.begin() + P);
+    case ReduceCmd::load_reduce: return m.column(op.imm1, P, "imm1");
+    default: return std::vector<float>(static_cast<size_t>(P), reduce_identity(op.op1));
+  }
+}
+
+void finish_cumulative(ExecState& m, const float* last, int64_t P) {
+  for (int64_t p = 0; p < P; ++p) m.vector_acc[p] = last[p];
+}
+
+// v = op1(op0(data, imm0[p]), imm1[p]) (each stage skipped when bypass, its operands swapped when
+// reversed; two roundings at most), dst = op(v) with prelu's slope relu_param[p]; each row's fp32
+// results fold (left to right, from the first) with reduce_op into the Scalar Engine accumulators:
+// reset sets reduce_op's identity (abs_max 0, abs_min +inf: a DESIGN CHOICE, the docs are
+// silent), reset_reduce the fold, reduce acc op fold; reduce_res receives them.
+void exec(ExecState& m, const Activate2& op) {
+  Tile data = m.tile(op.data, "data");
+  const int64_t P = data.P, F = data.F;
+  const std::vector<float> x = data.read_all();
+  const std::vector<float> imm0 = scalar_column(m, op.imm0, op.op0, P, "imm0");
+  const std::vector<float> imm1 = scalar_column(m, op.imm1, op.op1, P, "imm1");
+  const std::vector<float> slope = activate2_slope(m, op, P);
+  std::vector<float> y(x.size());
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t j = 0; j < F; ++j) {
+      const float v = apply(op.op1, apply(op.op0, x[p * F + j], imm0[p], op.reverse0), imm1[p], op.reverse1);
+      y[p * F + j] = activate(op.op, v, slope[p]);
+    }
+  Tile dst = m.tile(op.dst, "dst");
+  dst.write_all(y);
+  std::vector<float> folds(P, 0.0f);
+  if (activate2_folds(op))
+    for (int64_t p = 0; p < P; ++p) folds[p] = alu_fold(op.reduce_op, &y[p * F], F);
+  finish_activate2(m, op, folds.data(), P);
+}
+
+bool activate2_folds(const Activate2& op) {
+  return op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
+}
+
+std::vector<float> activate2_slope(ExecState& m, const Activate2& op, int64_t P) {
+  if (op.op != ActFunc::prelu) return std::vector<float>(static_cast<size_t>(P), 0.0f);
+  return m.column(op.relu_param, P, "relu_param");
+}
+
+void activate2_affine(ExecState& m, const Activate2& op, int64_t P, std::vector<float> (&col)[2]) {
+  const std::vector<float> imm0 = scalar_column(m, op.imm0, op.op0, P, "imm0");
+  const std::vector<float> imm1 = scalar_column(m, op.imm1, op.op1, P, "imm1");
+  col[0].assign(static_cast<size_t>(P), 1.0f);
+  col[1].assign(static_cast<size_t>(P), 0.0f);
+  for (int64_t p = 0; p < P; ++p) {
+    // data * scale + bias, each step the same IEEE operation as the stage it stands for:
+    // a - b is a + (-b), b - a is (-a) + b, and a * 1 is a.
+    if (op.op0 == AluOp::multiply) col[0][p] = imm0[p];
+    if (op.op0 == AluOp::add) col[1][p] = imm0[p];
+    if (op.op0 == AluOp::subtract) {
+      col[0][p] = op.reverse0 ? -1.0f : 1.0f;
+      col[1][p] = op.reverse0 ? imm0[p] : -imm0[p];
+    }
+    if (op.op1 == AluOp::add) col[1][p] = imm1[p];
+    if (op.op1 == AluOp::subtract) {
+      if (op.reverse1) col[0][p] = -col[0][p];
+      col[1][p] = op.reverse1 ? imm1[p] : -imm1[p];
+    }
+  }
+}
+
+void finish_activate2(ExecState& m, const Activate2& op, const float* folds, int64_t P) {
+  for (int64_t p = 0; p < P; ++p) update_accumulator(op.reduce_cmd, op.reduce_op, m.scalar_acc[p], folds[p]);
+  if (op.reduce_res) write_column(m, *op.reduce_res, "reduce_res", m.scalar_acc, P);
+}
+
 }  // namespace knit::sim

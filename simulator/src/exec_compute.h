@@ -34,6 +34,17 @@ void finish_vector_reduce(ExecState& m, ir::ReduceCmd cmd, ir::AluOp op, const f
 std::vector<float> exponential_bias(ExecState& m, const ir::Exponential& op, int64_t P);
 // exponential's accumulator update and read-out, given the per-partition sums.
 void finish_exponential(ExecState& m, const ir::Exponential& op, const float* folds, int64_t P);
+// tensor_scalar_cumulative's starting register per partition (op1's identity, the Vector Engine
+// accumulator or imm1, per reduce_cmd), and the accumulator update from each row's last value.
+std::vector<float> cumulative_start(ExecState& m, const ir::TensorScalarCumulative& op, int64_t P);
+void finish_cumulative(ExecState& m, const float* last, int64_t P);
+// activate2: whether it folds rows, prelu's slope per partition (zeros for other functions), its
+// tensor-scalar stage as activation's data * col[0] + col[1] (the same IEEE operations; the
+// native path runs it so), and its accumulator update and read-out.
+bool activate2_folds(const ir::Activate2& op);
+std::vector<float> activate2_slope(ExecState& m, const ir::Activate2& op, int64_t P);
+void activate2_affine(ExecState& m, const ir::Activate2& op, int64_t P, std::vector<float> (&col)[2]);
+void finish_activate2(ExecState& m, const ir::Activate2& op, const float* folds, int64_t P);
 // tensor_scalar_reduce's accumulator update and read-out, given the per-partition folds.
 void finish_tensor_scalar_reduce(ExecState& m, const ir::TensorScalarReduce& op, const float* folds, int64_t P);
 

@@ -121,6 +121,15 @@ ir::Kernel all_ops_kernel() {
   emit(ir::RandGetState{I32_as_u32, ir::Engine::unknown});
   emit(ir::Rand2{S, Operand::immediate(-2.5), Operand::of(COL)});
   emit(ir::Dropout{S, S, Operand::immediate(0.25)});
+  emit(ir::TensorScalarCumulative{S, BF, ir::AluOp::multiply, ir::AluOp::maximum, Operand::of(COL),
+                                  Operand::immediate(-2.5), ir::ReduceCmd::load_reduce});
+  emit(ir::NcMatchReplace8{S, S_half, I32, -1.5, I32});
+  emit(ir::NonzeroWithCount{I32, S, 100, -9});
+  emit(ir::SequenceBounds{I32, S});
+  emit(ir::Topk{BF, I32, BF, 20});
+  emit(ir::Activate2{S, ir::ActFunc::prelu, BF, Operand::of(COL), Operand::immediate(0.5), ir::AluOp::multiply,
+                     ir::AluOp::subtract, Operand::of(COL2), true, true, ir::AluOp::abs_max, COL,
+                     ir::ReduceCmd::reset_reduce});
   return k;
 }
 

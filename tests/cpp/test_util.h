@@ -39,4 +39,22 @@ inline std::vector<float> rounded(ir::DType dtype, std::vector<float> v) {
   return v;
 }
 
+// An SBUF copy of an HBM kernel input, and a new kernel output holding a copy of an on-chip tile.
+inline nl::tensor sbuf_copy(const nl::tensor& x) {
+  auto t = nl::ndarray(x.shape(), x.dtype());
+  isa::dma_copy(t, x);
+  return t;
+}
+inline nl::tensor output_copy(const nl::tensor& t) {
+  auto out = nl::ndarray(t.shape(), t.dtype(), nl::shared_hbm);
+  isa::dma_copy(out, t);
+  return out;
+}
+// Element i of a 32-bit tensor, as its raw bits.
+inline uint32_t raw_u32(const HostTensor& t, int64_t i) {
+  uint32_t v;
+  std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+  return v;
+}
+
 }  // namespace knit::test

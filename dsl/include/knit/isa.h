@@ -286,6 +286,58 @@ inline void exponential(const nl::tensor& dst, const nl::tensor& src, Exponentia
                o.name, l);
 }
 
+// Inclusive row scan on the Vector Engine: reg = op1(op0(src, imm0), reg), dst = reg.
+struct TensorScalarCumulativeOptions {
+  operand imm1;
+  ir::ReduceCmd reduce_cmd = ir::ReduceCmd::reset_reduce;
+  std::string name;
+};
+inline void tensor_scalar_cumulative(const nl::tensor& dst, const nl::tensor& src, const nl::Op& op0, const nl::Op& op1,
+                                     const operand& imm0, TensorScalarCumulativeOptions o = {}, KNIT_HERE) {
+  detail::emit(ir::TensorScalarCumulative{dst.view(), src.view(), detail::alu(op0, l), detail::alu(op1, l), imm0.value,
+                                          o.imm1.value, o.reduce_cmd},
+               o.name, l);
+}
+
+// vals' 8 slots (last first) claim positions of data: dst = data with them set to imm, dst_idx = where.
+inline void nc_match_replace8(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& vals, double imm,
+                              const std::optional<nl::tensor>& dst_idx = std::nullopt, KNIT_HERE) {
+  detail::emit(ir::NcMatchReplace8{dst.view(), data.view(), vals.view(), imm, detail::view_or_none(dst_idx)}, "", l);
+}
+
+// GpSimd (trn2+): nonzero positions, padding and count in partitions 0, 16, .., 112.
+inline void nonzero_with_count(const nl::tensor& dst, const nl::tensor& src, int64_t index_offset = 0,
+                               int64_t padding_val = -1, KNIT_HERE) {
+  detail::emit(ir::NonzeroWithCount{dst.view(), src.view(), index_offset, padding_val}, "", l);
+}
+
+// GpSimd: run starts and exclusive ends of segment ids [1, n] into dst [1, 2, n].
+inline void sequence_bounds(const nl::tensor& dst, const nl::tensor& segment_ids, KNIT_HERE) {
+  detail::emit(ir::SequenceBounds{dst.view(), segment_ids.view()}, "", l);
+}
+
+// GpSimd: the K largest of n snake values per 16-partition group, ascending, and their positions.
+inline void topk(const nl::tensor& val_dst, const nl::tensor& idx_dst, const nl::tensor& src, int64_t n, KNIT_HERE) {
+  detail::emit(ir::Topk{val_dst.view(), idx_dst.view(), src.view(), n}, "", l);
+}
+
+// Scalar Engine (trn3): dst = op(op1(op0(data, imm0), imm1)), relu_param the nl::prelu slope.
+struct Activate2Options {
+  operand relu_param = 0.0;
+  bool reverse0 = false, reverse1 = false;
+  nl::Op reduce_op = nl::bypass;
+  std::optional<nl::tensor> reduce_res;
+  ir::ReduceCmd reduce_cmd = ir::ReduceCmd::idle;
+  std::string name;
+};
+inline void activate2(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data, const operand& imm0,
+                      const operand& imm1, const nl::Op& op0, const nl::Op& op1, Activate2Options o = {}, KNIT_HERE) {
+  detail::emit(ir::Activate2{dst.view(), detail::act(op, l), data.view(), imm0.value, imm1.value, detail::alu(op0, l),
+                             detail::alu(op1, l), o.relu_param.value, o.reverse0, o.reverse1,
+                             detail::alu(o.reduce_op, l), detail::view_or_none(o.reduce_res), o.reduce_cmd},
+               o.name, l);
+}
+
 inline void bn_stats(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
   detail::emit(ir::BnStats{dst.view(), data.view()}, "", l);
 }

@@ -627,6 +627,24 @@ def nc_find_index8(*, data, vals, mask=None, dtype=None):
 
 # ---- GpSimd -------------------------------------------------------------------------------------------
 @_checked
+def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None):
+    """data with the first occurrence of each partition's 8 vals set to imm; dst_idx, when given,
+    receives the positions. Slots claim in NKI 0.6's order (the last first), as knit.isa's."""
+    loc = _loc()
+    _flush()
+    if mask is not None:
+        raise _user_error("unsupported", "nisa.nc_match_replace8 with a mask; replace on the whole tile, or "
+                          "select the masked elements first", loc)
+    x, v = _t(data, "data", loc), _t(vals, "vals", loc)
+    idx = None if dst_idx is None else _t(dst_idx, "dst_idx", loc)
+
+    def fn(dst, **kw):
+        _call(loc, _kisa.nc_match_replace8, dst, x, v, float(imm), idx)
+
+    return _ops.pending(x.shape, dtype or x.dtype, _sbuf, loc, fn)
+
+
+@_checked
 def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None):
     """GpSimd gather within 16-partition groups. The groups tie the instruction to whole tiles, so
     under a mask it gathers everything into a scratch tile and copies the masked elements."""

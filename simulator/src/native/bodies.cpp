@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "../alu.h"
+#include "../search.h"
 #include "knit/ir/numerics.h"
 #include "shapes.h"
 
@@ -175,6 +176,13 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
         return knit::sim::activate(static_cast<ActFunc>(s.op0), t, s.alpha);
       });
       return;
+    case MapKind::activation_slope:
+      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        float t = load(s.a, a, i0, i1, i2, i3) * c0[i0];
+        if (s.has_bias) t = t + c1[i0];
+        return knit::sim::activate(static_cast<ActFunc>(s.op0), t, load(s.b, b, i0, 0, 0, 0));
+      });
+      return;
     case MapKind::tensor_scalar_fold:
       map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
         return knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], s.reverse0);
@@ -232,6 +240,19 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
         if ((i1 | i2 | i3) == 0) carry = s.fold_continues ? carries[i0] : c0[i0];
         const float x = knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), carry, s.reverse0);
         carry = knit::sim::apply(op1, x, load(s.b, b, i0, i1, i2, i3), s.reverse1);
+        carries[i0] = carry;
+        return carry;
+      });
+      return;
+    }
+    case MapKind::cumulative: {
+      // exec_compute.cpp's tensor_scalar_cumulative: the register stays fp32, rounded only where it is
+      // stored; it starts at column 1 (or, continuing, at the row's last carry) and ends in columns[2].
+      float* carries = columns[2];
+      float carry = 0.0f;
+      map_values(s, data, nullptr, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        if ((i1 | i2 | i3) == 0) carry = s.fold_continues ? carries[i0] : c1[i0];
+        carry = knit::sim::apply(op1, knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], false), carry, false);
         carries[i0] = carry;
         return carry;
       });
@@ -350,12 +371,114 @@ KNIT_INLINE void for_each_free(const Walk& w, F&& f) {
 
 }  // namespace
 
+// The search kinds (search.h, shared with exec_search.cpp); false for the others. Each decodes a
+// row to fp32 into scratch (after the integer results, which come first to keep them aligned).
+KNIT_INLINE bool search_rows(const RowShape& s, uint8_t* const* data) {
+  switch (s.kind) {
+    case RowKind::match_index8:
+    case RowKind::match_replace8: {
+      float* row = reinterpret_cast<float*>(data[3]);
+      uint32_t* bits = reinterpret_cast<uint32_t*>(row + s.data_walk.n[1] * s.data_walk.n[2] * s.data_walk.n[3]);
+      const bool same = s.dst.dtype == s.data.dtype;
+      for (int64_t p = 0; p < s.data_walk.n[0]; ++p) {
+        int64_t F = 0;
+        for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+          const uint8_t* from = data[1] + at(s.data, p, i1, i2, i3);
+          bits[F] = knit::ir::load_bits(type(s.data), from);
+          row[F++] = knit::ir::decode(type(s.data), from);
+        });
+        float vals[8];
+        int64_t idx[8];
+        for (int64_t k = 0; k < 8; ++k) vals[k] = knit::ir::decode(type(s.vals), data[2] + at(s.vals, p, 0, 0, k));
+        knit::sim::match_replace8(row, F, vals, idx);
+        int64_t j = 0;
+        if (s.kind == RowKind::match_index8) {
+          const uint32_t all_ones = knit::sim::find_index8_missing(type(s.dst));
+          for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+            uint8_t* to = data[0] + at(s.dst, p, i1, i2, i3);
+            if (idx[j] < 0) knit::ir::store_bits(type(s.dst), all_ones, to);
+            else knit::ir::store_int(type(s.dst), idx[j], to);
+            ++j;
+          });
+          continue;
+        }
+        for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+          uint8_t* to = data[0] + at(s.dst, p, i1, i2, i3);
+          bool claimed = false;
+          for (int k = 0; k < 8; ++k) claimed = claimed || idx[k] == j;
+          if (claimed) knit::ir::encode(type(s.dst), s.imm, to);
+          else if (same) knit::ir::store_bits(type(s.dst), bits[j], to);
+          else knit::ir::encode(type(s.dst), row[j], to);
+          ++j;
+        });
+      }
+      return true;
+    }
+    case RowKind::nonzero_with_count: {
+      const int64_t T = s.data_walk.n[1] * s.data_walk.n[2] * s.data_walk.n[3];
+      int64_t* out = reinterpret_cast<int64_t*>(data[3]);
+      float* row = reinterpret_cast<float*>(out + T + 1);
+      for (int64_t p = 0; p < s.data_walk.n[0]; ++p) {
+        if ((s.first_row + p) % 16 != 0) continue;
+        int64_t F = 0;
+        for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+          row[F++] = knit::ir::decode(type(s.data), data[1] + at(s.data, p, i1, i2, i3));
+        });
+        knit::sim::nonzero_with_count(row, T, s.imm_a, s.imm_b, out);
+        int64_t j = 0;
+        for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+          knit::ir::store_int(type(s.dst), out[j++], data[0] + at(s.dst, p, i1, i2, i3));
+        });
+      }
+      return true;
+    }
+    case RowKind::sequence_bounds: {
+      const int64_t n = s.data_walk.n[1] * s.data_walk.n[2] * s.data_walk.n[3];
+      int64_t* starts = reinterpret_cast<int64_t*>(data[3]);
+      int64_t* ends = starts + n;
+      float* ids = reinterpret_cast<float*>(ends + n);
+      int64_t F = 0;
+      for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+        ids[F++] = knit::ir::decode(type(s.data), data[1] + at(s.data, 0, i1, i2, i3));
+      });
+      knit::sim::sequence_bounds(ids, n, starts, ends);
+      int64_t j = 0;
+      for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+        knit::ir::store_int(type(s.dst), j < n ? starts[j] : ends[j - n], data[0] + at(s.dst, 0, i1, i2, i3));
+        ++j;
+      });
+      return true;
+    }
+    case RowKind::topk: {
+      const int64_t n = s.imm_a, K = s.dst_walk.n[3];
+      float* snake = reinterpret_cast<float*>(data[3]);
+      uint32_t* order = reinterpret_cast<uint32_t*>(snake + s.data_walk.n[2] * 16);
+      float* top = reinterpret_cast<float*>(order + n);
+      uint32_t* top_idx = reinterpret_cast<uint32_t*>(top + K);
+      for (int64_t g = 0; g < s.data_walk.n[0]; ++g) {
+        int64_t F = 0;
+        for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+          snake[F++] = knit::ir::decode(type(s.vals), data[2] + at(s.vals, g, i1, i2, i3));
+        });
+        knit::sim::topk(snake, n, K, order, top, top_idx);
+        for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+          knit::ir::encode(type(s.dst), top[i3], data[0] + at(s.dst, g, i1, i2, i3));
+          knit::ir::store_int(type(s.data), top_idx[i3], data[1] + at(s.data, g, i1, i2, i3));
+        });
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
 // bn_stats / bn_aggr / max8: the reference decodes each partition's row to fp32 and calls the
 // same group_moments / combine_moments / top8 (alu.cpp), so the results are the same bits by
 // construction.
 extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* operands, float* const*) {
   uint8_t* const data[4] = {operands[0], operands[1], operands[2], operands[3]};  // see local_pointers_note
   const RowShape& s = *shape;
+  if (search_rows(s, data)) return;
   float* row = reinterpret_cast<float*>(data[3]);
   for (int64_t p = 0; p < s.data_walk.n[0]; ++p) {
     int64_t F = 0;

@@ -131,6 +131,7 @@ std::vector<Part> row_parts_of(const std::string& body, const std::string& shape
     return row_parts<RowShape>(shape, threads, scratch_floats, [](RowShape s, int64_t r0, int64_t n, int64_t* off) {
       off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0], off[2] = r0 * s.vals.step[0];
       s.data_walk.n[0] = s.dst_walk.n[0] = n;
+      s.first_row += r0;
       return s;
     });
   return {Part{shape, {0, 0, 0}, scratch_floats}};
@@ -186,6 +187,7 @@ bool NativeExecutor::run(const Instruction& inst) {
   }
   if (const auto* op = std::get_if<DmaCompute>(&inst.op)) return run_dma_compute(inst, *op);
   if (const auto* op = std::get_if<NcStreamShuffle>(&inst.op)) return run_shuffle(inst, *op);
+  if (const auto* op = std::get_if<NcMatchReplace8>(&inst.op); op && op->dst_idx) return run_match_replace8(inst, *op);
   if (const auto* op = std::get_if<DmaCopy>(&inst.op); op && (op->src.index_view() || op->dst.index_view()))
     return run_rows(inst, op->dst.index_view() ? op->dst : op->src, {inst}, op->oob_mode, false, true);
   Plan p;
@@ -198,6 +200,8 @@ bool NativeExecutor::run(const Instruction& inst) {
     }
     return refuse(inst, {why});
   }
+  if (std::holds_alternative<SequenceBounds>(inst.op) && !segment_ids_valid(p))
+    return refuse(inst, {"a segment id is not a non-negative integer up to 2^24", true});  // the reference raises
   if (!warm(inst)) return false;
   if (const Refusal why = execute(p); why.reason) return refuse(inst, why);
   ++native;
@@ -227,7 +231,7 @@ std::string continued_fold(const char* body, const std::string& shape, const std
   if (outer.empty() || body != std::string_view("knit_map_body")) return {};
   MapShape s;
   std::memcpy(&s, shape.data(), sizeof s);
-  if (s.fold_op < 0 && s.kind != MapKind::scan) return {};
+  if (s.fold_op < 0 && s.kind != MapKind::scan && s.kind != MapKind::cumulative) return {};
   s.fold_continues = 1;
   return bytes_of(s);
 }
@@ -317,6 +321,13 @@ NativeExecutor::Refusal NativeExecutor::check_gather_indices(const Plan& p) {
 // results), the selected elements are found first (before anything is written, as the reference
 // does) into `selected`, to be marked one by one afterwards; returns whether they were.
 bool NativeExecutor::select_predicated(const Plan& p, const Memory& dst, std::vector<int64_t>& selected) {
+  if (const auto* nz = std::get_if<NonzeroWithCount>(&p.inst->op)) {  // writes partitions 0, 16, .. only
+    if (!dst.tracks_init() || all_flags_are(dst.init, p.ops[0], 1)) return false;
+    const Tile out = m_.tile(nz->dst, "dst");
+    for (int64_t q = 0; q < out.P; q += 16)
+      for (int64_t j = 0; j < out.F; ++j) selected.push_back(out.at(q, j));
+    return true;
+  }
   const auto* op = std::get_if<TensorCopyPredicated>(&p.inst->op);
   if (!op) return false;
   const bool mark_selected = (dst.tracks_init() && !all_flags_are(dst.init, p.ops[0], 1)) ||
@@ -369,6 +380,11 @@ void NativeExecutor::scalar_columns(const Instruction& inst, int64_t P, std::vec
   } else if (const auto* op = std::get_if<RangeSelect>(&inst.op)) {
     col[0] = m_.column(ir::Operand::of(op->bound0), P, "bound0");
     col[1] = m_.column(ir::Operand::of(op->bound1), P, "bound1");
+  } else if (const auto* op = std::get_if<TensorScalarCumulative>(&inst.op)) {
+    col[0] = m_.column(op->imm0, P, "imm0");
+    col[1] = cumulative_start(m_, *op, P);
+  } else if (const auto* op = std::get_if<Activate2>(&inst.op)) {
+    activate2_affine(m_, *op, P, col);
   } else if (const auto* op = std::get_if<Exponential>(&inst.op)) {
     col[0] = std::vector<float>(static_cast<size_t>(P), 1.0f);  // unit scale
     col[1] = exponential_bias(m_, *op, P);
@@ -384,6 +400,8 @@ void NativeExecutor::finish_folds(const Instruction& inst, const std::vector<flo
     finish_activation(m_, *activation, folds.data(), P);
   if (const auto* op = std::get_if<TensorScalarReduce>(&inst.op)) finish_tensor_scalar_reduce(m_, *op, folds.data(), P);
   if (const auto* op = std::get_if<Exponential>(&inst.op)) finish_exponential(m_, *op, folds.data(), P);
+  if (std::holds_alternative<TensorScalarCumulative>(inst.op)) finish_cumulative(m_, folds.data(), P);
+  if (const auto* op = std::get_if<Activate2>(&inst.op)) finish_activate2(m_, *op, folds.data(), P);
   if (const auto* op = std::get_if<SelectReduce>(&inst.op))
     finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
   if (const auto* op = std::get_if<RangeSelect>(&inst.op))

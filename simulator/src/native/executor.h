@@ -74,7 +74,8 @@ class NativeExecutor {
   const char* plan(const ir::Instruction& inst, Plan& out);  // why not natively, or null
   Refusal execute(const Plan& plan);
   // Pieces of execute(): index checks of the gathers (local_gather's expanded indices into
-  // gather_index_), a predicated copy's selected elements, a matmul's accumulation mode, the
+  // gather_index_), the elements a predicated copy or nonzero_with_count writes (marked written
+  // one by one while dst is not all written yet), a matmul's accumulation mode, the
   // per-partition operand columns, and the accumulator updates after a row fold.
   Refusal check_gather_indices(const Plan& p);
   bool select_predicated(const Plan& p, const Memory& dst, std::vector<int64_t>& selected);
@@ -100,6 +101,10 @@ class NativeExecutor {
   const char* plan_dma_compute(const ir::Instruction& inst, const ir::DmaCompute& op,
                                std::vector<ir::Instruction>& stages, std::vector<Plan>& plans);
   bool run_shuffle(const ir::Instruction& inst, const ir::NcStreamShuffle& op);
+  // nc_match_replace8 with dst_idx (native/plan_search.cpp): its two outputs as two row plans.
+  bool run_match_replace8(const ir::Instruction& inst, const ir::NcMatchReplace8& op);
+  // sequence_bounds' ids, read before its body runs: false when one is bad (the reference raises).
+  bool segment_ids_valid(const Plan& p);
   // Runs planned one-row stages over rows (rows.cpp): each operand `picked` at row rows[i], the
   // others at row i, rows marked skipped left alone. copies[o], where given (one stage only), is
   // {a snapshot, the offset in its memory of the snapshot's byte 0}: input o is read from it (an

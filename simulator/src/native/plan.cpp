@@ -275,9 +275,9 @@ Operand Planner::affine_index(const View& dst, const Pattern& pattern, int64_t c
   return o;
 }
 
-const char* Planner::row(RowKind kind, const View& dst, const View& data, const View* vals) {
+const char* Planner::row(RowKind kind, const View& dst, const View& data, const View* vals, bool data_written) {
   out.body = "knit_row_body";
-  for (const auto& [v, written] : {std::pair{&dst, true}, {&data, false}, {vals, false}})
+  for (const auto& [v, written] : {std::pair{&dst, true}, {&data, data_written}, {vals, false}})
     if (const char* why = v ? add(*v, written) : nullptr) return why;
   if (!on_chip(dst) || !on_chip(data) || (vals && !on_chip(*vals))) return why::free_dims;
   out.partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
@@ -300,7 +300,7 @@ const char* Planner::row(RowKind kind, const View& dst, const View& data, const 
   r.kind = kind;
   if (vals) {
     const Operand& v = out.ops[2];
-    if (v.n[1] * v.n[2] > 1 || v.n[3] < 8) return why::free_dims;  // not one run of at least 8
+    if (kind != RowKind::topk && (v.n[1] * v.n[2] > 1 || v.n[3] < 8)) return why::free_dims;  // not one run of 8+
     r.vals = access_of(v);
   }
   out.scratch_floats = out.ops[1].n[1] * out.ops[1].n[2] * out.ops[1].n[3];

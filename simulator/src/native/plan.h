@@ -161,9 +161,11 @@ class Planner {
   // The affine index of iota / affine_select (exec_select.cpp's free_affine_values): partition p
   // steps by channel_multiplier, free element j by the pattern dims j decomposes into.
   static Operand affine_index(const ir::View& dst, const ir::Pattern& pattern, int64_t channel_multiplier);
-  // The row body (bn_stats / bn_aggr / max8 / find_index8): each operand walks its own free dims
-  // (up to three after merging); find_index8's `vals` reads its first 8 free elements.
-  const char* row(native::RowKind kind, const ir::View& dst, const ir::View& data, const ir::View* vals = nullptr);
+  // The row body (bn_stats / bn_aggr / max8 / find_index8 / the search kinds): each operand walks
+  // its own free dims (up to three after merging); find_index8's `vals` reads its first 8 free
+  // elements. `data_written`: data is a second output (topk's idx_dst), its input then in `vals`.
+  const char* row(native::RowKind kind, const ir::View& dst, const ir::View& data, const ir::View* vals = nullptr,
+                  bool data_written = false);
   // The source of the gather kind, after map() planned dst and the walked operands: added as the
   // last operand but not walked, each index addressing its partition's free elements (one strided
   // run), so only its partition step and free element step go into `s` (map()'s shape).

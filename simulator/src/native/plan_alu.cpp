@@ -95,4 +95,32 @@ const char* plan_op(Planner& p, const Exponential& op) {
   return p.map(s, op.dst, &op.src, nullptr);
 }
 
+// tensor_scalar_cumulative: the cumulative map kind, imm0 in column 0 and the starting register in
+// column 1 (executor.cpp reads them as exec_compute.cpp does).
+const char* plan_op(Planner& p, const TensorScalarCumulative& op) {
+  MapShape s = Planner::map_shape();
+  s.kind = MapKind::cumulative;
+  s.op0 = static_cast<int32_t>(op.op0);
+  s.op1 = static_cast<int32_t>(op.op1);
+  return p.map(s, op.dst, &op.src, nullptr);
+}
+
+// activate2 is activation's map: its tensor-scalar stage as data * column 0 + column 1
+// (activate2_affine); prelu's slope an immediate, or a [P, 1] relu_param read per partition as
+// the gather kind reads its source.
+const char* plan_op(Planner& p, const Activate2& op) {
+  const bool slope_tile = op.op == ActFunc::prelu && op.relu_param.is_tile();
+  MapShape s = Planner::map_shape();
+  s.kind = slope_tile ? MapKind::activation_slope : MapKind::activation;
+  s.op0 = static_cast<int32_t>(op.op);
+  s.has_bias = op.op0 == AluOp::add || op.op0 == AluOp::subtract || op.op1 != AluOp::bypass;
+  s.fold_op = activate2_folds(op) ? static_cast<int32_t>(op.reduce_op) : -1;
+  s.alpha = op.op == ActFunc::prelu ? static_cast<float>(op.relu_param.imm) : 0.0f;
+  if (const char* why = p.map(s, op.dst, &op.data, nullptr)) return why;
+  if (!slope_tile) return nullptr;
+  if (const char* why = p.gather_source(s, op.relu_param.tile)) return why;
+  p.out.shape = bytes_of(s);
+  return nullptr;
+}
+
 }  // namespace knit::sim

@@ -35,6 +35,7 @@ enum class MapKind : int32_t {
   tensor_scalar_bits,
   scalar_tensor_tensor,  // dst = (a op0 col0) op1 b
   activation,            // dst = act0(a * col0 [+ col1]), row fold of the fp32 results with fold_op
+  activation_slope,      // activation with prelu's slope per partition: b's element (p, 0) (activate2)
   tensor_scalar_fold,    // dst = a op0 col0, row fold with fold_op (tensor_scalar_reduce)
   fill,                  // dst = fill_bits (memset; no input)
   iota,                  // dst = the affine value, stored like an integer (no input)
@@ -46,6 +47,8 @@ enum class MapKind : int32_t {
                          // row fold with fold_op
   scan,                  // carry = col0 at each row's start; dst = carry = (a op0 carry) op1 b, with the
                          // reverse flags (tensor_tensor_scan: a left scan along each partition's row)
+  cumulative,            // carry = col1 at each row's start; dst = carry = (a op0 col0) op1 carry
+                         // (tensor_scalar_cumulative); each row's last carry is left in columns[2]
   gather,                // dst = the bits of b's element number a (an integer) in the walk row's
                          // partition: b + i0 * b.step[0] + a * gather_step (nc_n_gather; the executor
                          // checks every index first)
@@ -98,11 +101,17 @@ struct ReduceShape {
 // Per-partition row statistics: each partition's data row (its free dims, row-major) is decoded
 // to fp32 into scratch, reduced to a few values, and those are stored to dst's free elements.
 enum class RowKind : int32_t {
-  bn_stats,     // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
-  bn_aggr,      // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
-  max8,         // the 8 values that rank first (top8): 8 values
-  find_index8,  // where each of the partition's 8 vals occurs (find_index8): 8 integers, all ones
-                // when missing
+  bn_stats,            // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
+  bn_aggr,             // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
+  max8,                // the 8 values that rank first (top8): 8 values
+  find_index8,         // where each of the partition's 8 vals occurs (find_index8): 8 integers, all ones
+                       // when missing
+  match_index8,        // nc_match_replace8's dst_idx (search.h's match_replace8): 8 integers, all ones
+                       // when missing
+  match_replace8,      // nc_match_replace8's dst: data with the positions vals claims set to imm
+  nonzero_with_count,  // the nonzero positions, padding and count, in partitions first_row + p = 0 mod 16
+  sequence_bounds,     // one partition's run starts, then ends (dst [1, 2, n])
+  topk,                // per 16-partition group (walk row): the K largest of n snake values
 };
 
 struct RowShape {
@@ -111,10 +120,16 @@ struct RowShape {
   Access data, dst;
   RowKind kind;
   int32_t unused;
-  Access vals;  // find_index8: step[0] per partition, step[3] per value (the first 8 are read)
+  Access vals;           // find_index8: step[0] per partition, step[3] per value (the first 8 are read)
+  int64_t first_row;     // the instruction's row of walk row 0 (a part split off at row r0 starts there)
+  int64_t imm_a, imm_b;  // nonzero_with_count: index_offset, padding_val; topk: n
+  float imm;             // match_replace8: the value claimed positions get
+  int32_t unused2;
 };
 // data[0] = dst, data[1] = data, data[2] = vals, data[3] = scratch of the data free size in floats
-// (one row).
+// (one row; more for the kinds that need it, sized by the planner). topk: data[0] = val_dst, data[1]
+// = idx_dst (walked by dst_walk, addressed by `data`), data[2] = src (walked by data_walk over
+// [groups, 1, columns, 16], addressed by `vals`).
 
 // One Tensor Engine matmul: dst[M, N] (=|+=) stationary[K, M].T @ moving[K, N], each output
 // the fp32 sum over k in order 0..K-1 of the fp32 products, starting from +0 (each product

@@ -43,6 +43,7 @@ enum class CostRule : uint8_t {
   pe_transpose,    // TensorE transpose: one pass per partition
   partition_fold,  // GpSimd fold across partitions: scales with the partitions folded
   index_stream,    // GpSimd index generation and gathers: one 32-bit lane per element
+  snake_topk,      // GpSimd topk: 4 cycles per snake value read (its n operand) plus one per kept value
   dma,             // DMA: bytes over descriptor-size-dependent bandwidth
   dma_transpose,   // DMA through the transpose path (a fraction of the DMA bandwidth)
   none,            // sequencer work, timed as a barrier
@@ -137,6 +138,12 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::rand_get_state,          compute,   pool,       by_opcode,               no_block, true,  {C::stream}},
   {Opcode::rand2,                   compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
   {Opcode::dropout,                 compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::tensor_scalar_cumulative, compute,  vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::nc_match_replace8,       compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::nonzero_with_count,      compute,   pool,       by_opcode,               no_block, false, {C::index_stream}},
+  {Opcode::sequence_bounds,         compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}},
+  {Opcode::topk,                    compute,   pool,       by_opcode,               no_block, false, {C::snake_topk}},
+  {Opcode::activate2,               compute,   act,        by_opcode,               no_block, true,  {C::stream}},
 };
 // clang-format on
 

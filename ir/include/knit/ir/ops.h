@@ -605,6 +605,117 @@ struct Dropout {
   KNIT_FIELDS_EQ(Dropout);
 };
 
+// Inclusive scan of each partition's row in row-major order (VectorE): t = op0(src, imm0[p]),
+// reg = op1(t, reg) (the new term first, as the NKI pseudo-code), dst = reg; reg starts at
+// op1's identity (reset_reduce), the Vector Engine accumulator (reduce) or imm1[p]
+// (load_reduce), and the accumulator keeps the last reg of each row.
+struct TensorScalarCumulative {
+  View dst, src;
+  AluOp op0 = AluOp::add, op1 = AluOp::add;
+  Operand imm0 = Operand::immediate(0.0);
+  Operand imm1;
+  ReduceCmd reduce_cmd = ReduceCmd::reset_reduce;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+    f("op0", op0);
+    f("op1", op1);
+    f("imm0", imm0);
+    f("imm1", imm1);
+    f("reduce_cmd", reduce_cmd);
+  }
+  KNIT_FIELDS_EQ(TensorScalarCumulative);
+};
+
+// Per partition, vals' 8 slots in reverse order (7 .. 0) each claim the first unclaimed position
+// of data (free dims flattened) holding that value: dst_idx[p, i] = the position (all ones when
+// none), and dst = data with every claimed position set to imm (VectorE).
+struct NcMatchReplace8 {
+  View dst, data, vals;
+  double imm = 0;
+  std::optional<View> dst_idx;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("data", data);
+    f("vals", vals);
+    f("imm", imm);
+    f("dst_idx", dst_idx);
+  }
+  KNIT_FIELDS_EQ(NcMatchReplace8);
+};
+
+// GpSimd (trn2+): in partitions 0, 16, .., 112 of the tile only, dst[p, 0:N] = the positions j
+// (+ index_offset) where src[p, j] != 0, ascending, then padding_val up to T, and dst[p, T] = N.
+struct NonzeroWithCount {
+  View dst, src;
+  int64_t index_offset = 0, padding_val = -1;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+    f("index_offset", index_offset);
+    f("padding_val", padding_val);
+  }
+  KNIT_FIELDS_EQ(NonzeroWithCount);
+};
+
+// GpSimd: for segment_ids [1, n], dst [1, 2, n] = the start and exclusive end of the run of equal
+// neighbouring ids holding each element; id 0 (padding) gives start n, end -1.
+struct SequenceBounds {
+  View dst, segment_ids;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("segment_ids", segment_ids);
+  }
+  KNIT_FIELDS_EQ(SequenceBounds);
+};
+
+// GpSimd: each group of 16 partitions holds a snake of n bf16 values (position s at partition
+// s % 16, column s / 16); the K = val_dst free size largest, ascending (ties by ascending s), go to
+// val_dst and their positions to idx_dst, in every partition of the group.
+struct Topk {
+  View val_dst, idx_dst, src;
+  int64_t n = 8;
+  template <class F> void fields(F&& f) {
+    f("val_dst", val_dst);
+    f("idx_dst", idx_dst);
+    f("src", src);
+    f("n", n);
+  }
+  KNIT_FIELDS_EQ(Topk);
+};
+
+// ScalarE (trn3): v = op1(op0(data, imm0[p]), imm1[p]) (reverse flags swap an op's operands,
+// bypass skips a stage), dst = op(v) with prelu's slope relu_param[p]; the fp32 results fold with
+// reduce_op into the Scalar Engine accumulators per reduce_cmd, read into reduce_res.
+struct Activate2 {
+  View dst;
+  ActFunc op = ActFunc::copy;
+  View data;
+  Operand imm0 = Operand::immediate(0.0), imm1 = Operand::immediate(0.0);
+  AluOp op0 = AluOp::bypass, op1 = AluOp::bypass;
+  Operand relu_param = Operand::immediate(0.0);
+  bool reverse0 = false, reverse1 = false;
+  AluOp reduce_op = AluOp::bypass;
+  std::optional<View> reduce_res;
+  ReduceCmd reduce_cmd = ReduceCmd::idle;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("op", op);
+    f("data", data);
+    f("imm0", imm0);
+    f("imm1", imm1);
+    f("op0", op0);
+    f("op1", op1);
+    f("relu_param", relu_param);
+    f("reverse0", reverse0);
+    f("reverse1", reverse1);
+    f("reduce_op", reduce_op);
+    f("reduce_res", reduce_res);
+    f("reduce_cmd", reduce_cmd);
+  }
+  KNIT_FIELDS_EQ(Activate2);
+};
+
 #undef KNIT_FIELDS_EQ
 }  // namespace knit::ir
 
@@ -613,57 +724,63 @@ struct Dropout {
 namespace knit::ir {
 
 // The instruction list. (struct, text name)
-#define KNIT_OPS(X)                                 \
-  X(DmaCopy, dma_copy)                              \
-  X(DmaCompute, dma_compute)                        \
-  X(NcMatmul, nc_matmul)                            \
-  X(NcTranspose, nc_transpose)                      \
-  X(Activation, activation)                         \
-  X(ActivationReduce, activation_reduce)            \
-  X(TensorTensor, tensor_tensor)                    \
-  X(TensorScalar, tensor_scalar)                    \
-  X(ScalarTensorTensor, scalar_tensor_tensor)       \
-  X(TensorReduce, tensor_reduce)                    \
-  X(TensorPartitionReduce, tensor_partition_reduce) \
-  X(TensorCopy, tensor_copy)                        \
-  X(TensorCopyPredicated, tensor_copy_predicated)   \
-  X(Memset, memset)                                 \
-  X(Iota, iota)                                     \
-  X(AffineSelect, affine_select)                    \
-  X(SelectReduce, select_reduce)                    \
-  X(RangeSelect, range_select)                      \
-  X(Reciprocal, reciprocal)                         \
-  X(TensorTensorScan, tensor_tensor_scan)           \
-  X(TensorScalarReduce, tensor_scalar_reduce)       \
-  X(BnStats, bn_stats)                              \
-  X(BnAggr, bn_aggr)                                \
-  X(Max8, max8)                                     \
-  X(NcFindIndex8, nc_find_index8)                   \
-  X(DmaTranspose, dma_transpose)                    \
-  X(RegisterMove, register_move)                    \
-  X(RegisterLoad, register_load)                    \
-  X(RegisterStore, register_store)                  \
-  X(RegisterAlu, register_alu)                      \
-  X(Loop, loop)                                     \
-  X(While, while_)                                  \
-  X(If, if_)                                        \
-  X(Else, else_)                                    \
-  X(End, end)                                       \
-  X(Program, program)                               \
-  X(CoreBarrier, core_barrier)                      \
-  X(SendRecv, sendrecv)                             \
-  X(LocalGather, local_gather)                      \
-  X(NcNGather, nc_n_gather)                         \
-  X(NcStreamShuffle, nc_stream_shuffle)             \
-  X(QuantizeMx, quantize_mx)                        \
-  X(NcMatmulMx, nc_matmul_mx)                       \
-  X(Exponential, exponential)                       \
-  X(Rng, rng)                                       \
-  X(SetRngSeed, set_rng_seed)                       \
-  X(RandSetState, rand_set_state)                   \
-  X(RandGetState, rand_get_state)                   \
-  X(Rand2, rand2)                                   \
-  X(Dropout, dropout)
+#define KNIT_OPS(X)                                   \
+  X(DmaCopy, dma_copy)                                \
+  X(DmaCompute, dma_compute)                          \
+  X(NcMatmul, nc_matmul)                              \
+  X(NcTranspose, nc_transpose)                        \
+  X(Activation, activation)                           \
+  X(ActivationReduce, activation_reduce)              \
+  X(TensorTensor, tensor_tensor)                      \
+  X(TensorScalar, tensor_scalar)                      \
+  X(ScalarTensorTensor, scalar_tensor_tensor)         \
+  X(TensorReduce, tensor_reduce)                      \
+  X(TensorPartitionReduce, tensor_partition_reduce)   \
+  X(TensorCopy, tensor_copy)                          \
+  X(TensorCopyPredicated, tensor_copy_predicated)     \
+  X(Memset, memset)                                   \
+  X(Iota, iota)                                       \
+  X(AffineSelect, affine_select)                      \
+  X(SelectReduce, select_reduce)                      \
+  X(RangeSelect, range_select)                        \
+  X(Reciprocal, reciprocal)                           \
+  X(TensorTensorScan, tensor_tensor_scan)             \
+  X(TensorScalarReduce, tensor_scalar_reduce)         \
+  X(BnStats, bn_stats)                                \
+  X(BnAggr, bn_aggr)                                  \
+  X(Max8, max8)                                       \
+  X(NcFindIndex8, nc_find_index8)                     \
+  X(DmaTranspose, dma_transpose)                      \
+  X(RegisterMove, register_move)                      \
+  X(RegisterLoad, register_load)                      \
+  X(RegisterStore, register_store)                    \
+  X(RegisterAlu, register_alu)                        \
+  X(Loop, loop)                                       \
+  X(While, while_)                                    \
+  X(If, if_)                                          \
+  X(Else, else_)                                      \
+  X(End, end)                                         \
+  X(Program, program)                                 \
+  X(CoreBarrier, core_barrier)                        \
+  X(SendRecv, sendrecv)                               \
+  X(LocalGather, local_gather)                        \
+  X(NcNGather, nc_n_gather)                           \
+  X(NcStreamShuffle, nc_stream_shuffle)               \
+  X(QuantizeMx, quantize_mx)                          \
+  X(NcMatmulMx, nc_matmul_mx)                         \
+  X(Exponential, exponential)                         \
+  X(Rng, rng)                                         \
+  X(SetRngSeed, set_rng_seed)                         \
+  X(RandSetState, rand_set_state)                     \
+  X(RandGetState, rand_get_state)                     \
+  X(Rand2, rand2)                                     \
+  X(Dropout, dropout)                                 \
+  X(TensorScalarCumulative, tensor_scalar_cumulative) \
+  X(NcMatchReplace8, nc_match_replace8)               \
+  X(NonzeroWithCount, nonzero_with_count)             \
+  X(SequenceBounds, sequence_bounds)                  \
+  X(Topk, topk)                                       \
+  X(Activate2, activate2)
 
 enum class Opcode : uint8_t {
 #define KNIT_X(type, name) name,
