@@ -577,7 +577,7 @@ def register_alloc(x: _t.IntLike | None = None, name: str | None = None) -> Virt
     loc = user_location()
     reg = VirtualRegister(new_register())
     if x is not None:
-        return _emit_at(loc, "register_move", name, dst=("reg", reg.id), src=int_operand(x, "x", loc))
+        _emit_at(loc, "register_move", name, dst=("reg", reg.id), src=int_operand(x, "x", loc))
     return reg
 
 
