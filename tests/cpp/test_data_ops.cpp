@@ -378,7 +378,7 @@ TEST_CASE("memset fills with the value rounded to the tile dtype", "[data][memse
   }
 }
 
-TEST_CASE("reading a never-written tile is a runtime error naming the line", "[data][interpreter]") {
+TEST_CASE("storing a never-written tile is a runtime error naming the line", "[data][interpreter]") {
   int line = 0;
   ir::Kernel k = trace("uninit",
                        [&](nl::tensor x) {
@@ -389,14 +389,22 @@ TEST_CASE("reading a never-written tile is a runtime error naming the line", "[d
                          return out;
                        },
                        {arg({2, 2}, nl::float32)});
-  try {
-    run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})});
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(e.rule() == "uninitialized-read");
-    CHECK(e.loc().line == line);
-    CHECK(std::string(e.what()).find("test_data_ops.cpp:" + std::to_string(line)) != std::string::npos);
+  // By default the never-written values read are poison, an error once in an output; strict mode
+  // stops at the read. Both name the reading line.
+  for (sim::Uninitialized mode : {sim::Uninitialized::report, sim::Uninitialized::error}) {
+    try {
+      run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})}, {.uninitialized = mode});
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(e.rule() == (mode == sim::Uninitialized::error ? "uninitialized-read" : "uninitialized-output"));
+      CHECK(e.loc().line == line);
+      CHECK(std::string(e.what()).find("test_data_ops.cpp:" + std::to_string(line)) != std::string::npos);
+      CHECK(std::string(e.what()).find("element [0, 0]") != std::string::npos);
+    }
   }
+  // Off: no check; the output holds the fresh-memory NaN.
+  auto out = run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})}, {.uninitialized = sim::Uninitialized::off});
+  for (int i = 0; i < 4; ++i) CHECK(std::isnan(out[0].get(i)));
 }
 
 TEST_CASE("tensors pinned to the same address alias", "[data][interpreter]") {
