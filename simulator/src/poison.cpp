@@ -49,7 +49,7 @@ void reach(PoisonRule rule, const std::string& in_name, int64_t inP, int64_t inF
     case PoisonRule::elementwise:
       if (same_size) return void(r.element[i] = 1);
       if (inP == out.P && (inF == 1 || out.F == 1)) return void(r.row[p] = 1);  // a column operand / reduce_res
-      if (inP == 1 && inF == out.F) return void(r.column[f] = 1);              // a row broadcast over partitions
+      if (inP == 1 && inF == out.F) return void(r.column[f] = 1);               // a row broadcast over partitions
       break;
     case PoisonRule::row:
       if (inP == out.P) return void(r.row[p] = 1);
@@ -81,8 +81,7 @@ void Machine::strict_uninitialized_read(const Tile& t, int64_t i) const {
 
 std::string Machine::poison_origin() const {
   if (!poison_origin_.set) return "";
-  return "; the run's first read of never-written memory: " + poison_origin_.read + " at " +
-         where(poison_origin_.loc);
+  return "; the run's first read of never-written memory: " + poison_origin_.read + " at " + where(poison_origin_.loc);
 }
 
 void Machine::report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc) {
