@@ -54,6 +54,9 @@ void reach(PoisonRule rule, const std::string& in_name, int64_t inP, int64_t inF
     case PoisonRule::row:
       if (inP == out.P) return void(r.row[p] = 1);
       break;
+    case PoisonRule::column:
+      if (inF == out.F) return void(r.column[f] = 1);
+      break;
     case PoisonRule::contract:  // stationary [K, M] (or [K, 2M] double-row), moving [K, N], dst [M, N]
       if (in_name == "stationary" && out.P > 0) return void(r.row[f % out.P] = 1);
       if (in_name == "moving" && out.F > 0) return void(r.column[f % out.F] = 1);

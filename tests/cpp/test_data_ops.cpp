@@ -201,7 +201,8 @@ TEST_CASE("nc_matmul accumulate: None overwrites then adds, True adds, False ove
   }
 }
 
-TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns and adds to the NaN sentinel", "[data][nc_matmul]") {
+TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns, adds to the NaN sentinel, and is poison",
+          "[data][nc_matmul]") {
   ir::Kernel k = trace("bad_acc",
                        [](nl::tensor a) {
                          auto ta = nl::ndarray({4, 4}, nl::float32);
@@ -216,10 +217,16 @@ TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns and adds to the NaN sen
                        },
                        {arg({4, 4}, nl::float32)});
   std::vector<HostTensor> args{host(ir::DType::float32, {4, 4}, std::vector<float>(16, 1.0f))};
-  sim::RunResult r = sim::interpret(k, args);
-  for (int i = 0; i < 16; ++i) CHECK(std::isnan(r.outputs[0].get(i)));
-  REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0].find("accumulate=True") != std::string::npos);
+  // Every output element depends on the never-written PSUM: an error by default.
+  CHECK_THROWS_WITH(sim::interpret(k, args), Catch::Contains("[uninitialized-output]"));
+  for (sim::Uninitialized mode : {sim::Uninitialized::warn, sim::Uninitialized::error}) {
+    sim::RunResult r = sim::interpret(k, args, {.uninitialized = mode});
+    for (int i = 0; i < 16; ++i) CHECK(std::isnan(r.outputs[0].get(i)));
+    // Strict mode only warns here, as NKI's simulator; warn mode also reports the poisoned output.
+    REQUIRE(r.warnings.size() == (mode == sim::Uninitialized::warn ? 2 : 1));
+    CHECK(r.warnings[0].find("accumulate=True") != std::string::npos);
+    if (mode == sim::Uninitialized::warn) CHECK(r.warnings[1].find("[uninitialized-output]") != std::string::npos);
+  }
 }
 
 TEST_CASE("nc_matmul transpose mode passes NaN and Inf through", "[data][nc_matmul]") {

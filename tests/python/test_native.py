@@ -3456,16 +3456,16 @@ def test_race_checker_sees_native_instructions():
     stripped = without_waits(c.program)
     specs = c.core.param_specs()
     hosts = [(dt, list(a.shape), np.ascontiguousarray(a).tobytes()) for (dt, _), a in zip(specs, inputs)]
-    *_, counts = c.program.run(hosts, True, "round_robin", 0, True, "jit")
+    *_, counts = c.program.run(hosts, "error", "round_robin", 0, True, "jit")
     assert counts["native"] > 0 and counts["interpreted"] == 0, counts
     outcomes = {}
     for backend in ("reference", "jit"):
         with pytest.raises(knit.KnitError) as info:
-            stripped.run(hosts, True, "round_robin", 0, True, backend)
+            stripped.run(hosts, "error", "round_robin", 0, True, backend)
         outcomes[backend] = (info.value.rule, str(info.value))
         assert info.value.rule == "race", info.value
     assert outcomes["jit"] == outcomes["reference"]
-    runs = {backend: stripped.run(hosts, True, "program_order", 0, False, backend) for backend in ("reference", "jit")}
+    runs = {backend: stripped.run(hosts, "error", "program_order", 0, False, backend) for backend in ("reference", "jit")}
     assert runs["jit"][0] == runs["reference"][0]
     assert (runs["jit"][3]["native"], runs["jit"][3]["interpreted"]) == (counts["native"], 0), runs["jit"][3]
     want = c.reference(*inputs)

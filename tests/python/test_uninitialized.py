@@ -214,6 +214,27 @@ def sums_rows_with_a_hole(x):
 
 
 @knit.jit
+def partition_sums_with_a_hole(x, keep_column_3):
+    """Column 3 of partitions [64, 128) is never written; partition_reduce sums down each column,
+    so only column 3 of the result is poison. Stored with or without it."""
+    p, f = x.shape
+    t = nl.ndarray((p, f), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[:, 0:3], src=x[:, 0:3])
+    nisa.dma_copy(dst=t[0:64, 3:4], src=x[0:64, 3:4])
+    nisa.dma_copy(dst=t[:, 4:f], src=x[:, 4:f])
+    s = nl.ndarray((1, f), x.dtype, buffer=nl.sbuf)
+    nisa.tensor_partition_reduce(dst=s, op=nl.add, data=t)  # @first
+    if keep_column_3:
+        out = nl.ndarray((1, f), x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=s)
+    else:
+        out = nl.ndarray((1, f - 1), x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[:, 0:3], src=s[:, 0:3])
+        nisa.dma_copy(dst=out[:, 3:f - 1], src=s[:, 4:f])
+    return out
+
+
+@knit.jit
 def accumulates_into_never_initialized(x):
     """Bug: acc is never initialized, every output element depends on it."""
     out = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
@@ -264,6 +285,15 @@ def test_poison_in_an_output_via_matmul_contraction_is_an_error(backend):
 def test_poison_in_an_output_via_a_reduction_is_an_error(backend):
     err = error_of(sums_rows_with_a_hole, backend, randn(16, 8, seed=7))
     check_poison_error(err, sums_rows_with_a_hole, "uninitialized-output", "element [3, 0]")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_poison_across_partitions_stays_in_its_column(backend):
+    x = randn(128, 6, seed=12)
+    got = run(partition_sums_with_a_hole, backend, x, False)
+    np.testing.assert_allclose(got, np.delete(x.sum(axis=0, keepdims=True), 3, axis=1), rtol=1e-4, atol=1e-4)
+    err = error_of(partition_sums_with_a_hole, backend, x, True)
+    check_poison_error(err, partition_sums_with_a_hole, "uninitialized-output", "element [0, 3]")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

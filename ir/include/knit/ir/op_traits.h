@@ -66,6 +66,7 @@ enum class PoisonRule : uint8_t {
   elementwise,  // same-sized operands: element i -> element i; a [P, 1] column, or a [P, 1]
                 // output (reduce_res): its partition's row; a [1, F] row: its column
   row,          // within a partition: a poisoned element poisons its partition's whole output row
+  column,       // across partitions: a poisoned element poisons its free position in every partition
   contract,     // matmul: stationary[k, m] -> dst row m, moving[k, n] -> dst column n
   transpose,    // dst[f, p] from data[p, f]
 };
@@ -98,8 +99,8 @@ constexpr BlockPart no_block = BlockPart::none, open = BlockPart::open, middle =
                     close = BlockPart::close;
 constexpr OpCost sequencer{C::none};
 constexpr EngineRule by_opcode = nullptr;
-constexpr PoisonRule elementwise = PoisonRule::elementwise, by_row = PoisonRule::row, contract = PoisonRule::contract,
-                     transposed = PoisonRule::transpose;
+constexpr PoisonRule elementwise = PoisonRule::elementwise, by_row = PoisonRule::row, by_column = PoisonRule::column,
+                     contract = PoisonRule::contract, transposed = PoisonRule::transpose;
 
 // clang-format off
 inline constexpr OpTraits kTable[] = {
@@ -114,7 +115,7 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::tensor_scalar,           compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}, elementwise},
   {Opcode::scalar_tensor_tensor,    compute,   vector,     by_opcode,               no_block, true,  {C::stream, 2, 1, false, false}, elementwise},
   {Opcode::tensor_reduce,           compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, true, false}, by_row},
-  {Opcode::tensor_partition_reduce, compute,   pool,       by_opcode,               no_block, false, {C::partition_fold}},
+  {Opcode::tensor_partition_reduce, compute,   pool,       by_opcode,               no_block, false, {C::partition_fold}, by_column},
   {Opcode::tensor_copy,             compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}, elementwise},
   {Opcode::tensor_copy_predicated,  compute,   vector,     by_opcode,               no_block, false, {C::predicated}, elementwise},
   {Opcode::memset,                  compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, true}},
