@@ -3465,7 +3465,8 @@ def test_race_checker_sees_native_instructions():
         outcomes[backend] = (info.value.rule, str(info.value))
         assert info.value.rule == "race", info.value
     assert outcomes["jit"] == outcomes["reference"]
-    runs = {backend: stripped.run(hosts, "error", "program_order", 0, False, backend) for backend in ("reference", "jit")}
+    runs = {backend: stripped.run(hosts, "error", "program_order", 0, False, backend)
+            for backend in ("reference", "jit")}
     assert runs["jit"][0] == runs["reference"][0]
     assert (runs["jit"][3]["native"], runs["jit"][3]["interpreted"]) == (counts["native"], 0), runs["jit"][3]
     want = c.reference(*inputs)
