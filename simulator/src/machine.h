@@ -6,11 +6,13 @@
 #include <array>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <new>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -95,23 +97,26 @@ class Machine : public ExecState {
   void execute(const ir::Instruction& inst);
 
   // Poison (poison.cpp, docs/simulator.md "Never-written memory"). The undefined input elements
-  // the current instruction read, per operand, and the first never-written read of the run (the
-  // line every poison report names).
+  // the current instruction read, per operand, each operand's with the origin of its poison: the
+  // never-written read it comes from (an index into origins_), which the reports name.
   struct PoisonedRead {
     std::string what;  // operand name, as given to tile()
     int64_t P = 0, F = 0;
     std::vector<int64_t> elements;
+    int origin = -1;
   };
   struct PoisonOrigin {
-    bool set = false;
     SourceLoc loc;
     std::string read;  // "<opcode> reads <element>"
   };
+  // The origin of an undefined read of element i of t: this read when never written, else the
+  // origin of the poison last written into t's tensor.
+  int poison_origin_of(const Tile& t, int64_t i, bool never_written);
   // Whether the current read of t is a use that must be defined (a register, an index).
   bool is_poison_sink(const Tile& t) const;
   [[noreturn]] void strict_uninitialized_read(const Tile& t, int64_t i) const;
   void report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc);
-  std::string poison_origin() const;
+  std::string poison_origin(int origin) const;
   // After inst ran: its outputs' elements computed from the poisoned reads become poison.
   void propagate_poison(const ir::Instruction& inst);
   void poison_output(const std::vector<PoisonedRead>& reads, ir::PoisonRule rule, const Tile& out,
@@ -146,7 +151,9 @@ class Machine : public ExecState {
   const ir::Instruction* current_ = nullptr;
   int64_t warned_at_ = -1;
   std::vector<PoisonedRead> poison_reads_;
-  PoisonOrigin poison_origin_;
+  std::vector<PoisonOrigin> origins_;  // one per source location that read never-written memory
+  std::map<std::tuple<std::string, int, int>, int> origin_at_;  // (file, line, column) -> origin
+  std::vector<int> tensor_origin_;  // per tensor: the origin of the poison last written there, or -1
 };
 
 }  // namespace knit::sim

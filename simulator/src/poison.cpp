@@ -82,9 +82,22 @@ void Machine::strict_uninitialized_read(const Tile& t, int64_t i) const {
                                  "with nisa.memset");
 }
 
-std::string Machine::poison_origin() const {
-  if (!poison_origin_.set) return "";
-  return "; the run's first read of never-written memory: " + poison_origin_.read + " at " + where(poison_origin_.loc);
+std::string Machine::poison_origin(int origin) const {
+  if (origin < 0) return "";
+  const PoisonOrigin& o = origins_[static_cast<size_t>(origin)];
+  return "; it comes from never-written memory, first read at " + where(o.loc) + ": " + o.read;
+}
+
+int Machine::poison_origin_of(const Tile& t, int64_t i, bool never_written) {
+  if (!never_written) {
+    if (tensor_origin_.size() > static_cast<size_t>(t.tensor_) && tensor_origin_[t.tensor_] >= 0)
+      return tensor_origin_[t.tensor_];
+    return origins_.empty() ? -1 : 0;  // poison reached t's bytes through an alias (address=)
+  }
+  const SourceLoc& loc = current().loc;
+  const auto [at, added] = origin_at_.try_emplace({loc.file, loc.line, loc.column}, static_cast<int>(origins_.size()));
+  if (added) origins_.push_back({loc, std::string(current().opcode_name()) + " reads " + t.describe(i)});
+  return at->second;
 }
 
 void Machine::report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc) {
@@ -101,8 +114,7 @@ void Machine::undefined_read(const Tile& t, int64_t i, bool never_written, bool 
     if (accumulating) return;  // the matmul warns, as NKI's simulator does
     strict_uninitialized_read(t, i);
   }
-  if (never_written && !poison_origin_.set)
-    poison_origin_ = {true, current().loc, std::string(current().opcode_name()) + " reads " + t.describe(i)};
+  const int origin = poison_origin_of(t, i, never_written);
   if (is_poison_sink(t)) {
     if (warned_at_ == executed_) return;  // one report per executed instruction
     warned_at_ = executed_;
@@ -111,14 +123,14 @@ void Machine::undefined_read(const Tile& t, int64_t i, bool never_written, bool 
                   std::string(current().opcode_name()) + (load ? " loads " : " uses ") + t.describe(i) +
                       (load ? " into a register" : " as an index") + "; it " +
                       (never_written ? "was never written" : "was computed from never-written memory") +
-                      " (NaN / 4 in the simulator, undefined on hardware)" + poison_origin() +
+                      " (NaN / 4 in the simulator, undefined on hardware)" + poison_origin(origin) +
                       ". Write that memory first (e.g. with nisa.memset)",
                   current().loc);
     return;
   }
   if (poison_reads_.empty() || poison_reads_.back().what != t.what_ || poison_reads_.back().P != t.P ||
       poison_reads_.back().F != t.F)
-    poison_reads_.push_back({t.what_, t.P, t.F, {}});
+    poison_reads_.push_back({t.what_, t.P, t.F, {}, origin});
   poison_reads_.back().elements.push_back(i);
 }
 
@@ -143,6 +155,8 @@ void Machine::poison_output(const std::vector<PoisonedRead>& reads, PoisonRule r
   for (int64_t i = 0; i < out.size(); ++i)
     if (!out.skipped(i) && (r.whole || r.element[i] || r.row[i / out.F] || r.column[i % out.F]))
       out.mem_->set_poison(out.offset_[i], out.esize_);
+  tensor_origin_.resize(kernel_.tensors.size(), -1);
+  tensor_origin_[out.tensor_] = reads.front().origin;
 }
 
 void Machine::check_outputs_defined() {
@@ -157,14 +171,15 @@ void Machine::check_outputs_defined() {
     const int64_t byte = mem.poison.size() ? mem.poison.first_set() : -1;
     if (byte < 0) continue;
     const TensorDecl& t = kernel_.tensor(id);
+    const int origin = static_cast<size_t>(id) < tensor_origin_.size() ? tensor_origin_[id] : -1;
     report_poison("uninitialized-output",
                   "kernel output '" + t.name + "' element " + element_index(t.shape, byte / dtype_size(t.dtype)) +
                       " holds a value computed from never-written memory (NaN / 4 in the simulator, undefined on "
                       "hardware)" +
-                      poison_origin() +
+                      poison_origin(origin) +
                       ". Write that memory before using it (e.g. with nisa.memset), or keep what is computed "
                       "from it out of the outputs",
-                  poison_origin_.set ? poison_origin_.loc : t.loc);
+                  origin >= 0 ? origins_[static_cast<size_t>(origin)].loc : t.loc);
   }
 }
 

@@ -54,7 +54,7 @@ def check_poison_error(err, kernel, rule, element):
     assert isinstance(err, knit.KnitRuntimeError), repr(err)
     assert err.rule == rule, str(err)
     assert err.line == first_read_line(kernel), str(err)
-    assert "first read of never-written memory" in err.message, err.message
+    assert f"first read at {err.file}:{err.line}: " in err.message, err.message
     assert element in err.message, err.message
 
 
@@ -235,6 +235,22 @@ def partition_sums_with_a_hole(x, keep_column_3):
 
 
 @knit.jit
+def harmless_garbage_then_a_bug(x):
+    """A harmless never-written read (its poison never stored), then the bug the error must name."""
+    n = x.shape[0]
+    out = nl.ndarray((n, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[0:n, :], src=x)
+    nisa.activation(dst=t, op=nl.exp, data=t)  # @harmless
+    u = nl.ndarray((n, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=u[:, 0:2], src=x[:, 0:2])
+    v = nl.ndarray((n, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=v, data1=t[0:n, :], data2=u, op=nl.add)  # @first
+    nisa.dma_copy(dst=out, src=v)
+    return out
+
+
+@knit.jit
 def accumulates_into_never_initialized(x):
     """Bug: acc is never initialized, every output element depends on it."""
     out = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.shared_hbm)
@@ -294,6 +310,15 @@ def test_poison_across_partitions_stays_in_its_column(backend):
     np.testing.assert_allclose(got, np.delete(x.sum(axis=0, keepdims=True), 3, axis=1), rtol=1e-4, atol=1e-4)
     err = error_of(partition_sums_with_a_hole, backend, x, True)
     check_poison_error(err, partition_sums_with_a_hole, "uninitialized-output", "element [0, 3]")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_error_names_the_read_the_poison_comes_from(backend):
+    """Not merely the run's first never-written read: the one whose poison reached the output."""
+    err = error_of(harmless_garbage_then_a_bug, backend, randn(100, 4, seed=13))
+    check_poison_error(err, harmless_garbage_then_a_bug, "uninitialized-output", "element [0, 2]")
+    assert f":{marked_line(harmless_garbage_then_a_bug, '# @harmless')}:" not in err.message
+    assert "tensor_tensor reads data2 element [0, 2]" in err.message
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -372,7 +397,7 @@ def test_a_register_loaded_from_poison_is_an_error_at_the_load(backend):
     err = error_of(register_from_poisoned_value, backend, randn(4, 4))
     assert err.rule == "uninitialized-use"
     assert err.line == marked_line(register_from_poisoned_value, "# @use")
-    assert f":{first_read_line(register_from_poisoned_value)}" in err.message  # the first read's line
+    assert f"first read at {err.file}:{first_read_line(register_from_poisoned_value)}: " in err.message
     assert "computed from never-written memory" in err.message
 
 
