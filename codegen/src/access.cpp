@@ -11,15 +11,15 @@ using namespace knit::ir;
 
 uint64_t hbm_memory(int tensor) { return (uint64_t{3} << 32) | uint32_t(tensor); }
 
-namespace {
-
-uint64_t on_chip_memory(Buffer b, int core) { return (uint64_t{b == Buffer::sbuf ? 1u : 2u} << 32) | uint32_t(core); }
-
-bool is_output(const char* operand) {
+bool is_output_operand(const char* operand) {
   for (const char* out : {"dst", "reduce_res", "dst_scale", "dst_idx", "val_dst", "idx_dst"})
     if (!std::strcmp(operand, out)) return true;
   return false;
 }
+
+namespace {
+
+uint64_t on_chip_memory(Buffer b, int core) { return (uint64_t{b == Buffer::sbuf ? 1u : 2u} << 32) | uint32_t(core); }
 
 // [lo, hi) of flat element indices over `dims` (relative to 0).
 void hull(const Pattern& dims, int64_t& lo, int64_t& hi) {
@@ -67,7 +67,7 @@ std::vector<Access> instruction_accesses(const Kernel& k, const MemoryPlan& plan
   }
   for_each_view(inst, [&](const char* name, const View& v) {
     Access a = view_access(k, plan, v);
-    a.write = is_output(name);
+    a.write = is_output_operand(name);
     a.operand = name;
     out.push_back(a);
   });

@@ -64,7 +64,7 @@ class Kernel:
     def param_specs(self) -> list[tuple[str, list[int]]]: ...
     def output_specs(self) -> list[tuple[str, list[int]]]: ...
     def run(
-        self, args: list[HostTensor], uninitialized_is_error: bool = True
+        self, args: list[HostTensor], uninitialized: str = ""
     ) -> tuple[list[HostTensor], list[HostTensor | None], list[str]]: ...
     def lower(self, target: str | None = None) -> EngineProgram: ...
 
@@ -92,7 +92,7 @@ class EngineProgram:
     def run(
         self,
         args: list[HostTensor],
-        uninitialized_is_error: bool = True,
+        uninitialized: str = "",
         schedule: str = "round_robin",
         seed: int = 0,
         check_races: bool = True,

@@ -366,11 +366,11 @@ class Kernel:
     def _run(self, compiled, args, kwargs, runner=None):
         args, kwargs = _as_positional(self.fn, args, kwargs)
         hosts, originals, any_torch = self._hosts(compiled, args)
-        uninit_error = os.environ.get("KNIT_UNINITIALIZED", "error") != "warn"
+        uninitialized = os.environ.get("KNIT_UNINITIALIZED", "")  # read at each run
         if runner is None:
             runner = lambda h, u: compiled.program.run(h, u, backend=default_backend())  # noqa: E731
         start = time.perf_counter()
-        outs, after, warnings, *counts = _trace.core_call(runner, hosts, uninit_error)
+        outs, after, warnings, *counts = _trace.core_call(runner, hosts, uninitialized)
         compiled.last_run = counts[0] if counts else {"backend": "interpreter"}
         for observe in run_observers:
             observe(time.perf_counter() - start, compiled.last_run)

@@ -65,6 +65,18 @@ sim::Backend backend_from(const std::string& name) {
                         "\" (KNIT_BACKEND)");
 }
 
+// KNIT_UNINITIALIZED's values (docs/simulator.md, "Never-written memory"); "" is the default.
+sim::Uninitialized uninitialized_from(const std::string& name) {
+  if (name.empty() || name == "report") return sim::Uninitialized::report;
+  if (name == "warn") return sim::Uninitialized::warn;
+  if (name == "error") return sim::Uninitialized::error;
+  if (name == "off") return sim::Uninitialized::off;
+  throw py::value_error(
+      "KNIT_UNINITIALIZED must be \"error\", \"warn\" or \"off\" (or unset: report poison "
+      "where it is used), not \"" +
+      name + "\"");
+}
+
 // run_program without the GIL, with the progress line.
 sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<sim::HostTensor>& hosts,
                                  sim::InterpretOptions options) {
@@ -347,11 +359,11 @@ void bind_builder(py::module_& m) {
           "(dtype, shape) of each output (the kernel's results, then device_print tensors)")
       .def(
           "run",
-          [](const ir::Kernel& k, const py::list& args, bool uninitialized_is_error) {
+          [](const ir::Kernel& k, const py::list& args, const std::string& uninitialized) {
             HostArgs host_args(args);
             std::vector<sim::HostTensor>& hosts = host_args.tensors;
             sim::InterpretOptions options;
-            options.uninitialized_read_is_error = uninitialized_is_error;
+            options.uninitialized = uninitialized_from(uninitialized);
             sim::RunResult r;
             {
               py::gil_scoped_release release;
@@ -359,8 +371,9 @@ void bind_builder(py::module_& m) {
             }
             return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings);
           },
-          py::arg("args"), py::arg("uninitialized_is_error") = true,
-          "Run on the reference interpreter. Returns (outputs, args after the run, warnings), tensors as "
+          py::arg("args"), py::arg("uninitialized") = "",
+          "Run on the reference interpreter (uninitialized: a KNIT_UNINITIALIZED value). Returns (outputs, args after "
+          "the run, warnings), tensors as "
           "(dtype, shape, bytes)")
       .def(
           "lower",
@@ -422,13 +435,13 @@ void bind_builder(py::module_& m) {
            "Run (or, timing_only, just walk) the engine program and time it; returns a dict")
       .def(
           "run",
-          [](const codegen::EngineProgram& p, const py::list& args, bool uninitialized_is_error,
+          [](const codegen::EngineProgram& p, const py::list& args, const std::string& uninitialized,
              const std::string& schedule, uint64_t seed, bool check_races, const std::string& backend) {
             HostArgs host_args(args);
             std::vector<sim::HostTensor>& hosts = host_args.tensors;
             sim::InterpretOptions options;
             options.backend = backend_from(backend);
-            options.uninitialized_read_is_error = uninitialized_is_error;
+            options.uninitialized = uninitialized_from(uninitialized);
             if (schedule == "program_order") options.schedule = sim::Schedule::program_order;
             else if (schedule == "random") options.schedule = sim::Schedule::random;
             else if (schedule == "round_robin") options.schedule = sim::Schedule::round_robin;
@@ -450,8 +463,8 @@ void bind_builder(py::module_& m) {
             return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings,
                                   counts);
           },
-          py::arg("args"), py::arg("uninitialized_is_error") = true, py::arg("schedule") = "round_robin",
-          py::arg("seed") = 0, py::arg("check_races") = true, py::arg("backend") = "jit",
+          py::arg("args"), py::arg("uninitialized") = "", py::arg("schedule") = "round_robin", py::arg("seed") = 0,
+          py::arg("check_races") = true, py::arg("backend") = "jit",
           "Run the engine program on the functional simulator (queues interleaved by `schedule`: "
           "program_order | round_robin | random with `seed`)");
 

@@ -53,4 +53,17 @@ void ByteFlags::set_range(int64_t at, int64_t len, uint8_t value) {
   }
 }
 
+int64_t ByteFlags::first_set() const {
+  const int64_t n = static_cast<int64_t>(size_);
+  for (int64_t b = 0; b * kBlock < n; ++b) {
+    const uint8_t s = blocks_[static_cast<size_t>(b)];
+    if (s == 1) return b * kBlock;
+    if (s != kMixed) continue;
+    const int64_t start = b * kBlock, stop = std::min(start + kBlock, n);
+    for (int64_t i = start; i < stop; ++i)
+      if (bytes_[static_cast<size_t>(i)]) return i;
+  }
+  return -1;
+}
+
 }  // namespace knit::sim

@@ -57,6 +57,9 @@ class ByteFlags {
     }
   }
 
+  // The index of the first flag equal to 1, or -1 when none is.
+  int64_t first_set() const;
+
   // Sets flags [at, at + len) to value (0 or 1).
   void set(int64_t at, int64_t len, uint8_t value) {
     if (one_element(at, len)) {

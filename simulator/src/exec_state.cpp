@@ -10,19 +10,16 @@ namespace knit::sim {
 using namespace knit::ir;
 
 void Tile::check_init(int64_t i) const {
-  const int size = esize_;
-  if (!mem_->tracks_init()) return;
-  if (mem_->init.all(offset_[i], size, 1)) return;
-  for (int b = 0; b < size; ++b) {
-    if (mem_->init.get(offset_[i] + b)) continue;
-    std::ostringstream msg;
-    msg << state_->current().opcode_name() << " reads " << what_ << " element [" << (i / F) << ", " << (i % F)
-        << "] of tensor '" << state_->kernel().tensor(tensor_).name
-        << "', which was never written (fresh tensors hold NaN / 4); write it first, e.g. with nisa.memset";
-    if (state_->uninitialized_is_error()) state_->fail("uninitialized-read", msg.str());
-    state_->warn(msg.str());
-    return;
-  }
+  const int64_t at = offset_[i];
+  if (!mem_->undefined(at, esize_)) return;
+  state_->undefined_read(*this, i, mem_->tracks_init() && !mem_->init.all(at, esize_, 1));
+}
+
+std::string Tile::describe(int64_t i) const {
+  std::ostringstream s;
+  s << what_ << " element [" << (i / F) << ", " << (i % F) << "] of tensor '" << state_->kernel().tensor(tensor_).name
+    << "'";
+  return s.str();
 }
 
 float Tile::read(int64_t i) const {
@@ -64,6 +61,7 @@ void Tile::mark_written(int64_t i, bool by_matmul) {
   const int size = esize_;
   if (mem_->tracks_init()) mem_->init.set(offset_[i], size, 1);
   if (mem_->tracks_matmul()) mem_->mm_written.set(offset_[i], size, by_matmul ? 1 : 0);
+  mem_->clear_poison(offset_[i], size);
 }
 
 void Tile::write(int64_t i, float v) {

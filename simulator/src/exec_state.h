@@ -44,6 +44,8 @@ class Tile {
   // A matmul's write: stores v and sets the matmul-written flag.
   void write_from_matmul(int64_t i, float v);
   bool is_initialized(int64_t i) const;
+  // "<what> element [p, f] of tensor '<name>'", for messages about element i.
+  std::string describe(int64_t i) const;
   // Marks element i written (initialized; matmul-written or not), as a write does; for the native
   // path, whose bodies write the bytes themselves.
   void mark_written(int64_t i, bool by_matmul);
@@ -54,6 +56,7 @@ class Tile {
 
  private:
   friend class Machine;
+  // Reports a read of element i that is not defined (never written, or poison) to the machine.
   void check_init(int64_t i) const;
 
   ExecState* state_ = nullptr;
@@ -93,7 +96,12 @@ class ExecState {
   virtual const ir::Instruction& current() const = 0;
   virtual void warn(const std::string& message) = 0;
   [[noreturn]] virtual void fail(const std::string& rule, const std::string& message) const = 0;
-  virtual bool uninitialized_is_error() const = 0;
+  // The current instruction reads element i of t, which is not defined: never written at all
+  // (never_written) or poison. Strict mode (Uninitialized::error) raises uninitialized-read;
+  // otherwise the machine records the read, so that what the instruction computes from it is
+  // poison, or reports it where it is used (a register, an index). `accumulating`: a matmul adds
+  // into never-written PSUM, which strict mode only warns about (as NKI's simulator).
+  virtual void undefined_read(const Tile& t, int64_t i, bool never_written, bool accumulating = false) = 0;
 
  protected:
   // The core whose instructions are executing (multi-core kernels); 0 otherwise.

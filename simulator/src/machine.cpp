@@ -65,9 +65,9 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     if (t.is_param) continue;  // filled from its argument below
     mem.resize(static_cast<size_t>(t.size_bytes()), /*track_matmul=*/false, /*zero_bytes=*/false);
     // lazy_fill_note: a fresh HBM tensor holds NaN / 4. While reading a never-written byte is an
-    // error, nothing can see those bytes but the output copy, so run() writes the pattern there,
+    // error (strict mode), nothing can see those bytes but the output copy, so run() writes the pattern there,
     // into the bytes still unwritten (usually none), instead of filling the whole tensor here.
-    if (!options.uninitialized_read_is_error) fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
+    if (options.uninitialized != Uninitialized::error) fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
   }
   if (!options.timing_only) params_written_ = params_written();  // (a timing-only run has no data)
   for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
@@ -218,13 +218,15 @@ void Machine::compute_liveness() {
 }
 
 void Machine::execute(const Instruction& inst) {
-  if (native_ && native_->run(inst)) return;
-  std::visit(
-      [&](const auto& op) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) internal_error("empty instruction");
-        else exec(*this, op);
-      },
-      inst.op);
+  poison_reads_.clear();
+  if (!native_ || !native_->run(inst))
+    std::visit(
+        [&](const auto& op) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) internal_error("empty instruction");
+          else exec(*this, op);
+        },
+        inst.op);
+  if (!poison_reads_.empty()) propagate_poison(inst);
 }
 
 bool Machine::overwrites_whole(const Instruction& inst, int id) const {
@@ -423,17 +425,21 @@ bool Machine::exchange(std::vector<Core>& cores) {
       ready.push_back(c);
   }
   std::vector<std::vector<uint32_t>> sent(cores.size());
+  std::vector<std::vector<PoisonedRead>> sent_poison(cores.size());
   for (size_t c : (options_.timing_only ? std::vector<size_t>{} : ready)) {
     current_ = &body[cores[c].pc];
     for (int id : place_at_[cores[c].pc])
       if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
+    poison_reads_.clear();
     sent[c] = tile(std::get<SendRecv>(current_->op).src, "src").read_all_bits();
+    sent_poison[c] = std::move(poison_reads_);
   }
   for (size_t c : (options_.timing_only ? std::vector<size_t>{} : ready)) {
     current_ = &body[cores[c].pc];
     const SendRecv& s = std::get<SendRecv>(current_->op);
     Tile dst = tile(s.dst, "dst");
     dst.write_all_bits(sent[s.recv_from_rank]);
+    poison_output(sent_poison[s.recv_from_rank], PoisonRule::elementwise, dst, "dst");
   }
   for (size_t c : ready) {
     core_ = static_cast<int>(c);
@@ -471,6 +477,7 @@ RunResult Machine::run() {
     for (size_t pc = 0; pc < kernel_.body.size();) pc = step(pc);
   }
   current_ = nullptr;
+  check_outputs_defined();
   RunResult result;
   result.warnings = warnings_;
   result.executed = std::move(executed_log_);
@@ -491,7 +498,7 @@ RunResult Machine::run() {
     h.bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
     // One pass over the bytes no instruction wrote (an argument's memory tracks none): counted for
     // the warning, and given the fresh-memory pattern where it was not filled in (lazy_fill_note).
-    const bool fill = options_.uninitialized_read_is_error;
+    const bool fill = options_.uninitialized == Uninitialized::error;
     const int64_t es = dtype_size(t.dtype);
     uint8_t fresh[8];
     fill_uninitialized(t.dtype, fresh, 1);

@@ -6,11 +6,13 @@
 #include <array>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <new>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "knit/codegen/engine_program.h"
 #include "knit/ir/ir.h"
 #include "knit/ir/numerics.h"
+#include "knit/ir/op_traits.h"
 #include "knit/sim/interpreter.h"
 #include "memory_pool.h"
 #include "native/executor.h"
@@ -48,7 +51,7 @@ class Machine : public ExecState {
   const ir::Instruction& current() const override { return *current_; }
   void warn(const std::string& message) override;
   [[noreturn]] void fail(const std::string& rule, const std::string& message) const override;
-  bool uninitialized_is_error() const override { return options_.uninitialized_read_is_error; }
+  void undefined_read(const Tile& t, int64_t i, bool never_written, bool accumulating = false) override;
   Backend backend() const { return options_.backend; }
 
  protected:
@@ -95,6 +98,34 @@ class Machine : public ExecState {
   bool exchange(std::vector<Core>& cores);
   [[noreturn]] void deadlock(const std::vector<Core>& cores);
   void execute(const ir::Instruction& inst);
+
+  // Poison (poison.cpp, docs/simulator.md "Never-written memory"). The undefined input elements
+  // the current instruction read, per operand, each operand's with the origin of its poison: the
+  // never-written read it comes from (an index into origins_), which the reports name.
+  struct PoisonedRead {
+    std::string what;  // operand name, as given to tile()
+    int64_t P = 0, F = 0;
+    std::vector<int64_t> elements;
+    int origin = -1;
+  };
+  struct PoisonOrigin {
+    SourceLoc loc;
+    std::string read;  // "<opcode> reads <element>"
+  };
+  // The origin of an undefined read of element i of t: this read when never written, else the
+  // origin of the poison last written into t's tensor.
+  int poison_origin_of(const Tile& t, int64_t i, bool never_written);
+  // Whether the current read of t is a use that must be defined (a register, an index).
+  bool is_poison_sink(const Tile& t) const;
+  [[noreturn]] void strict_uninitialized_read(const Tile& t, int64_t i) const;
+  void report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc);
+  std::string poison_origin(int origin) const;
+  // After inst ran: its outputs' elements computed from the poisoned reads become poison.
+  void propagate_poison(const ir::Instruction& inst);
+  void poison_output(const std::vector<PoisonedRead>& reads, ir::PoisonRule rule, const Tile& out,
+                     const std::string& out_name);
+  // At the end of the run: poison in a kernel output or a written argument is reported.
+  void check_outputs_defined();
   // A copy of inst with registers folded into its views' offsets, verified against the
   // concrete values (bounds and partition rules).
   ir::Instruction concretize(const ir::Instruction& inst) const;
@@ -122,6 +153,10 @@ class Machine : public ExecState {
   int64_t executed_ = 0;
   const ir::Instruction* current_ = nullptr;
   int64_t warned_at_ = -1;
+  std::vector<PoisonedRead> poison_reads_;
+  std::vector<PoisonOrigin> origins_;  // one per source location that read never-written memory
+  std::map<std::tuple<std::string, int, int>, int> origin_at_;  // (file, line, column) -> origin
+  std::vector<int> tensor_origin_;  // per tensor: the origin of the poison last written there, or -1
 };
 
 }  // namespace knit::sim

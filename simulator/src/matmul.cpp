@@ -27,7 +27,9 @@ void write_matmul_result(ExecState& m, Tile& dst, const std::vector<float>& part
     const bool add = accumulate == Accumulate::on || (accumulate == Accumulate::auto_ && dst.matmul_written(i));
     float previous = 0.0f;
     if (add && !dst.is_initialized(i)) {
-      // Undefined on hardware; like NKI's simulator, warn and add to the fresh-memory sentinel.
+      // Undefined on hardware; like NKI's simulator, warn and add to the fresh-memory sentinel
+      // (and the sum is poison).
+      m.undefined_read(dst, i, /*never_written=*/true, /*accumulating=*/true);
       m.warn(op +
              "(accumulate=True) adds into PSUM that was never written (undefined on hardware); "
              "use accumulate=None or False for the first matmul of a group");

@@ -20,26 +20,46 @@ struct Memory {
   ZeroedBytes bytes;
   ByteFlags init;        // 1 where the byte was ever written; empty: every byte was (arguments)
   ByteFlags mm_written;  // PSUM only (empty elsewhere): 1 where the last write was a matmul's
+  // 1 where the byte was written with a value computed from never-written memory (poison,
+  // docs/simulator.md "Never-written memory"); empty until the first such write. A byte is
+  // defined when it was written (init) and is not poisoned.
+  ByteFlags poison;
   // zero_bytes false: the caller fills every byte itself (a fresh HBM tensor's NaN fill).
   void resize(size_t n, bool track_matmul = false, bool zero_bytes = true) {
     bytes.reset(n, zero_bytes);
     init.reset(n);
     mm_written.reset(track_matmul ? n : 0);
+    poison.reset(0);
   }
   // An argument's memory: `n` bytes the caller fills, all initialized (no bitmap to keep).
   void resize_initialized(size_t n) {
     bytes.reset(n, /*zero=*/false);
     init.reset(0);
     mm_written.reset(0);
+    poison.reset(0);
   }
   // An argument no instruction writes: its caller's bytes, in place, all initialized.
   void borrow_initialized(std::span<const uint8_t> in) {
     bytes.borrow(in.data(), in.size());
     init.reset(0);
     mm_written.reset(0);
+    poison.reset(0);
   }
   bool tracks_init() const { return init.size() != 0; }
   bool tracks_matmul() const { return mm_written.size() != 0; }
+  // Whether some byte in [at, at + len) was never written or holds poison.
+  bool undefined(int64_t at, int64_t len) const {
+    return (tracks_init() && !init.all(at, len, 1)) || (poison.size() != 0 && !poison.all(at, len, 0));
+  }
+  // Marks [at, at + len) as holding poison (sizing the flags on the first poisoned write).
+  void set_poison(int64_t at, int64_t len) {
+    if (poison.size() == 0) poison.reset(bytes.size());
+    poison.set(at, len, 1);
+  }
+  // A write of a defined value clears its bytes' poison.
+  void clear_poison(int64_t at, int64_t len) {
+    if (poison.size() != 0) poison.set(at, len, 0);
+  }
 };
 
 class MemoryPool {

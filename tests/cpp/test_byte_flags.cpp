@@ -30,6 +30,11 @@ void require_same(const ByteFlags& flags, const std::vector<uint8_t>& naive, std
   for (int64_t i = 0; i < n; ++i)
     if (naive[static_cast<size_t>(i)] == 0) naive_zeros.push_back(i);
   REQUIRE(zeros == naive_zeros);
+  // first_set finds the first 1 (or -1), skipping uniform blocks of 0s.
+  int64_t naive_first = -1;
+  for (int64_t i = 0; i < n && naive_first < 0; ++i)
+    if (naive[static_cast<size_t>(i)]) naive_first = i;
+  REQUIRE(flags.first_set() == naive_first);
   for (int probe = 0; probe < 200; ++probe) {
     const int64_t at = static_cast<int64_t>(rng() % static_cast<uint32_t>(n));
     const int64_t len = 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(n - at));

@@ -201,7 +201,8 @@ TEST_CASE("nc_matmul accumulate: None overwrites then adds, True adds, False ove
   }
 }
 
-TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns and adds to the NaN sentinel", "[data][nc_matmul]") {
+TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns, adds to the NaN sentinel, and is poison",
+          "[data][nc_matmul]") {
   ir::Kernel k = trace("bad_acc",
                        [](nl::tensor a) {
                          auto ta = nl::ndarray({4, 4}, nl::float32);
@@ -216,10 +217,16 @@ TEST_CASE("nc_matmul accumulate=True on fresh PSUM warns and adds to the NaN sen
                        },
                        {arg({4, 4}, nl::float32)});
   std::vector<HostTensor> args{host(ir::DType::float32, {4, 4}, std::vector<float>(16, 1.0f))};
-  sim::RunResult r = sim::interpret(k, args);
-  for (int i = 0; i < 16; ++i) CHECK(std::isnan(r.outputs[0].get(i)));
-  REQUIRE(r.warnings.size() == 1);
-  CHECK(r.warnings[0].find("accumulate=True") != std::string::npos);
+  // Every output element depends on the never-written PSUM: an error by default.
+  CHECK_THROWS_WITH(sim::interpret(k, args), Catch::Contains("[uninitialized-output]"));
+  for (sim::Uninitialized mode : {sim::Uninitialized::warn, sim::Uninitialized::error}) {
+    sim::RunResult r = sim::interpret(k, args, {.uninitialized = mode});
+    for (int i = 0; i < 16; ++i) CHECK(std::isnan(r.outputs[0].get(i)));
+    // Strict mode only warns here, as NKI's simulator; warn mode also reports the poisoned output.
+    REQUIRE(r.warnings.size() == (mode == sim::Uninitialized::warn ? 2 : 1));
+    CHECK(r.warnings[0].find("accumulate=True") != std::string::npos);
+    if (mode == sim::Uninitialized::warn) CHECK(r.warnings[1].find("[uninitialized-output]") != std::string::npos);
+  }
 }
 
 TEST_CASE("nc_matmul transpose mode passes NaN and Inf through", "[data][nc_matmul]") {
@@ -378,7 +385,7 @@ TEST_CASE("memset fills with the value rounded to the tile dtype", "[data][memse
   }
 }
 
-TEST_CASE("reading a never-written tile is a runtime error naming the line", "[data][interpreter]") {
+TEST_CASE("storing a never-written tile is a runtime error naming the line", "[data][interpreter]") {
   int line = 0;
   ir::Kernel k = trace("uninit",
                        [&](nl::tensor x) {
@@ -389,14 +396,22 @@ TEST_CASE("reading a never-written tile is a runtime error naming the line", "[d
                          return out;
                        },
                        {arg({2, 2}, nl::float32)});
-  try {
-    run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})});
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(e.rule() == "uninitialized-read");
-    CHECK(e.loc().line == line);
-    CHECK(std::string(e.what()).find("test_data_ops.cpp:" + std::to_string(line)) != std::string::npos);
+  // By default the never-written values read are poison, an error once in an output; strict mode
+  // stops at the read. Both name the reading line.
+  for (sim::Uninitialized mode : {sim::Uninitialized::report, sim::Uninitialized::error}) {
+    try {
+      run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})}, {.uninitialized = mode});
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(e.rule() == (mode == sim::Uninitialized::error ? "uninitialized-read" : "uninitialized-output"));
+      CHECK(e.loc().line == line);
+      CHECK(std::string(e.what()).find("test_data_ops.cpp:" + std::to_string(line)) != std::string::npos);
+      CHECK(std::string(e.what()).find("element [0, 0]") != std::string::npos);
+    }
   }
+  // Off: no check; the output holds the fresh-memory NaN.
+  auto out = run(k, {host(ir::DType::float32, {2, 2}, {1, 2, 3, 4})}, {.uninitialized = sim::Uninitialized::off});
+  for (int i = 0; i < 4; ++i) CHECK(std::isnan(out[0].get(i)));
 }
 
 TEST_CASE("tensors pinned to the same address alias", "[data][interpreter]") {

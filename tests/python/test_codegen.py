@@ -61,7 +61,7 @@ def hosts(compiled, arrays):
 
 def run_program(program, compiled, arrays, schedule="random", seed=0, check_races=True):
     """Runs an EngineProgram directly; returns the raw bytes of each output."""
-    outs, _, _, _ = program.run(hosts(compiled, arrays), True, schedule, seed, check_races)
+    outs, _, _, _ = program.run(hosts(compiled, arrays), "error", schedule, seed, check_races)
     return tuple(r for _, _, r in outs)
 
 
@@ -618,7 +618,7 @@ a = np.random.default_rng(0).standard_normal((256, 128)).astype(np.float32)
 b = np.random.default_rng(1).standard_normal((256, 512)).astype(np.float32)
 try:
     program = _core.EngineProgram.from_text(text)
-    program.run([("float32", [256, 128], a.tobytes()), ("float32", [256, 512], b.tobytes())], True,
+    program.run([("float32", [256, 128], a.tobytes()), ("float32", [256, 512], b.tobytes())], "error",
                 "program_order", 0, True)
     print("ran")
 except _core.KnitError as e:

@@ -2297,24 +2297,27 @@ def test_single_worker_thread(tmp_path):
 
 # ---- fallbacks: what the native path leaves to the reference executors --------------------------------------
 
-# Kernels that read memory never written. Each returns one output; `fallbacks` is how many
-# instructions the native path must leave to the reference executor (the reading instruction,
-# so that the error or warning names the element exactly as the reference does).
+# Kernels that read memory never written. Each returns one output; the count is how many
+# instructions the native path leaves to the reference executor in warn mode: those whose native
+# operands read never-written or poisoned bytes (the reading instruction, and every instruction
+# down to the store that carries its poison), so that the reference names the element and
+# propagates the poison. Per-partition operand columns ([P, 1]) are read with the reference's own
+# reader natively and do not count.
 UNINIT_CASES = {
     # name: (fallbacks in warn mode)
-    "tensor_tensor": 1,  # data2: a tile never written
-    "activation_rows": 1,  # rows 64.. of data never written
-    "tensor_reduce": 1,
+    "tensor_tensor": 2,  # data2: a tile never written; then the store of the poisoned result
+    "activation_rows": 2,  # rows 64.. of data never written; the store
+    "tensor_reduce": 2,  # the reduction; the tensor_scalar's column runs natively; the store
     "dma_out": 1,  # half of the tile stored to HBM never written
-    "matmul_moving": 1,
-    "scalar_operand": 0,  # a [P, 1] operand column: read through the same column reader natively
-    "activation_bias": 0,
-    "matmul_accumulate_fresh": 0,  # accumulate=True into PSUM never written: natively, then the
-                                   # reference's write_matmul_result warns per element
-    "hbm_scratch": 1,  # a shared_hbm tensor never written, loaded
-    "bn_stats": 1,  # the last column of data never written
-    "select_reduce_predicate": 1,  # a predicate never written
-    "partition_reduce": 1,  # partitions 64.. of data never written
+    "matmul_moving": 3,  # the matmul, the PSUM copy, the store
+    "scalar_operand": 1,  # a [P, 1] operand column (native, see above); the store
+    "activation_bias": 1,
+    "matmul_accumulate_fresh": 2,  # accumulate=True into PSUM never written: natively, then the
+                                   # reference's write_matmul_result warns per element; copy, store
+    "hbm_scratch": 2,  # a shared_hbm tensor never written, loaded; the store
+    "bn_stats": 2,  # the last column of data never written; the store
+    "select_reduce_predicate": 2,  # a predicate never written; the store
+    "partition_reduce": 2,  # partitions 64.. of data never written; the store
 }
 
 
@@ -2382,9 +2385,9 @@ def _outcome(fn):
 
 @pytest.mark.parametrize("case", list(UNINIT_CASES))
 def test_uninitialized_read_error_is_the_same(case, monkeypatch):
-    """KNIT_UNINITIALIZED=error (the default): a read of never-written memory raises the same
+    """KNIT_UNINITIALIZED=error (strict): a read of never-written memory raises the same
     KnitRuntimeError (rule, message naming the element, kernel line) on either backend."""
-    monkeypatch.delenv("KNIT_UNINITIALIZED", raising=False)
+    monkeypatch.setenv("KNIT_UNINITIALIZED", "error")
     a = values(F32, (128, 24), seed_of("uninit", case), "finite")
     c = knit.compile(_uninit_kernel(case), a)
     want = _outcome(lambda: c.reference(a))
@@ -2398,11 +2401,23 @@ def test_uninitialized_read_error_is_the_same(case, monkeypatch):
 
 
 @pytest.mark.parametrize("case", list(UNINIT_CASES))
+def test_poison_in_an_output_is_the_same_error(case, monkeypatch):
+    """The default (poison reported where it is used): every case stores what it computed from
+    never-written memory, so each is the same uninitialized-output error on either backend."""
+    monkeypatch.delenv("KNIT_UNINITIALIZED", raising=False)
+    a = values(F32, (128, 24), seed_of("uninit", case), "finite")
+    c = knit.compile(_uninit_kernel(case), a)
+    want = _outcome(lambda: c.reference(a))
+    assert want[0] == "error" and want[2] == "uninitialized-output", want
+    assert _outcome(lambda: c.run(a, backend="jit")) == want
+    assert _outcome(lambda: c.run(a, backend="reference")) == want
+
+
+@pytest.mark.parametrize("case", list(UNINIT_CASES))
 def test_uninitialized_read_warn_mode_is_the_same(case, monkeypatch, capsys):
-    """KNIT_UNINITIALIZED=warn: the same bytes (the sentinel NaN / 4 read) and the same warnings,
-    in the same order; the reading instruction is left to the reference executor (except for
-    [P, 1] operand columns, which the native path reads with the reference's own reader, and a
-    matmul adding into never-written PSUM, whose per-element write is the reference's own)."""
+    """KNIT_UNINITIALIZED=warn: the same bytes (the sentinel NaN / 4 read and what is computed
+    from it) and the same warnings, in the same order; instructions reading never-written or
+    poisoned bytes are left to the reference executor (UNINIT_CASES counts them)."""
     monkeypatch.setenv("KNIT_UNINITIALIZED", "warn")
     a = values(F32, (128, 24), seed_of("uninit", case), "finite")
     c = knit.compile(_uninit_kernel(case), a)
@@ -3441,16 +3456,17 @@ def test_race_checker_sees_native_instructions():
     stripped = without_waits(c.program)
     specs = c.core.param_specs()
     hosts = [(dt, list(a.shape), np.ascontiguousarray(a).tobytes()) for (dt, _), a in zip(specs, inputs)]
-    *_, counts = c.program.run(hosts, True, "round_robin", 0, True, "jit")
+    *_, counts = c.program.run(hosts, "error", "round_robin", 0, True, "jit")
     assert counts["native"] > 0 and counts["interpreted"] == 0, counts
     outcomes = {}
     for backend in ("reference", "jit"):
         with pytest.raises(knit.KnitError) as info:
-            stripped.run(hosts, True, "round_robin", 0, True, backend)
+            stripped.run(hosts, "error", "round_robin", 0, True, backend)
         outcomes[backend] = (info.value.rule, str(info.value))
         assert info.value.rule == "race", info.value
     assert outcomes["jit"] == outcomes["reference"]
-    runs = {backend: stripped.run(hosts, True, "program_order", 0, False, backend) for backend in ("reference", "jit")}
+    runs = {backend: stripped.run(hosts, "error", "program_order", 0, False, backend)
+            for backend in ("reference", "jit")}
     assert runs["jit"][0] == runs["reference"][0]
     assert (runs["jit"][3]["native"], runs["jit"][3]["interpreted"]) == (counts["native"], 0), runs["jit"][3]
     want = c.reference(*inputs)

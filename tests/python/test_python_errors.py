@@ -311,17 +311,19 @@ def test_uninitialized_read(monkeypatch):
 
     with pytest.raises(knit.KnitRuntimeError) as info:
         kernel(_f32(4, 4))
-    check_error(info.value, knit.KnitRuntimeError, "uninitialized-read", "uninit")
+    # The never-written rows reach the output (test_uninitialized.py has the other cases): the error
+    # is at the first never-written read and names it and an output element, both [2, 0].
+    check_error(info.value, knit.KnitRuntimeError, "uninitialized-output", "uninit")
     assert not isinstance(info.value, knit.NkiValidationError)
-    # The first element read that was never written: partition 2, free element 0.
-    assert "element [2, 0]" in info.value.message and "never written" in info.value.message
+    assert "output 't1' element [2, 0]" in info.value.message, info.value.message
+    assert "reads src element [2, 0]" in info.value.message and "never-written" in info.value.message
 
 
 @pytest.mark.parametrize("backend", ["jit", "reference"])
 def test_only_a_whole_first_write_skips_the_fresh_fill(monkeypatch, backend):
     """A fresh tile whose first instruction writes all of it skips the NaN fill and flag clearing
     (that write replaces both); a tile whose first write is partial starts unwritten as before,
-    so reading the rest is an error, on both backends."""
+    so storing the rest into the output is an error, on both backends."""
     monkeypatch.delenv("KNIT_UNINITIALIZED", raising=False)
 
     @nki.jit
@@ -338,7 +340,7 @@ def test_only_a_whole_first_write_skips_the_fresh_fill(monkeypatch, backend):
     compiled = knit.compile(kernel, _f32(4, 4))
     with pytest.raises(knit.KnitRuntimeError) as info:
         compiled.run(_f32(4, 4), backend=backend)
-    check_error(info.value, knit.KnitRuntimeError, "uninitialized-read", "stale")
+    check_error(info.value, knit.KnitRuntimeError, "uninitialized-output", "stale")
     assert "element [2, 0]" in info.value.message
 
 
@@ -406,4 +408,4 @@ def test_errors_do_not_crash_the_process():
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(knit.__file__)), env.get("PYTHONPATH", "")])
     run = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["partition-limit", "uninitialized-read"] * 3
+    assert run.stdout.split() == ["partition-limit", "uninitialized-output"] * 3

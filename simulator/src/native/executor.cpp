@@ -331,7 +331,8 @@ bool NativeExecutor::select_predicated(const Plan& p, const Memory& dst, std::ve
   const auto* op = std::get_if<TensorCopyPredicated>(&p.inst->op);
   if (!op) return false;
   const bool mark_selected = (dst.tracks_init() && !all_flags_are(dst.init, p.ops[0], 1)) ||
-                             (dst.tracks_matmul() && !all_flags_are(dst.mm_written, p.ops[0], 0));
+                             (dst.tracks_matmul() && !all_flags_are(dst.mm_written, p.ops[0], 0)) ||
+                             holds_poison(dst, p.ops[0]);
   if (mark_selected) {
     const Tile predicate = m_.tile(op->predicate, "predicate");
     for (int64_t i = 0; i < predicate.size(); ++i)
@@ -353,7 +354,9 @@ NativeExecutor::Refusal NativeExecutor::matmul_accumulation(const Plan& p, const
   bool add = false;
   if (op.accumulate == Accumulate::on) add = true;
   else if (op.accumulate == Accumulate::auto_) add = written;
-  per_element = (add && !written) || (op.accumulate == Accumulate::auto_ && !written && !fresh);
+  // Adding to poison: the reference's per-element write reads it, and the sum is poison.
+  per_element = (add && !written) || (op.accumulate == Accumulate::auto_ && !written && !fresh) ||
+                (op.accumulate != Accumulate::off && holds_poison(dst, p.ops[0]));
   add_flag = {add && !per_element ? 1.0f : 0.0f};
   return {};
 }
@@ -454,8 +457,7 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   }
   for (size_t i = 0; i < p.ops.size() && !mark_selected && !per_element; ++i) {  // written ones first
     if (!p.ops[i].written) break;
-    if (mem[i]->tracks_init()) set_flags(mem[i]->init, p.ops[i], 1);
-    if (mem[i]->tracks_matmul()) set_flags(mem[i]->mm_written, p.ops[i], by_matmul ? 1 : 0);
+    mark_written(*mem[i], p.ops[i], by_matmul);
   }
   finish_folds(inst, folds, P);
   return {};

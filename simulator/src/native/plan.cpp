@@ -184,6 +184,12 @@ void set_flags(ByteFlags& flags, const Operand& o, uint8_t value) {
   for_each_run(o, [&](int64_t at, int64_t len) { flags.set(at, len, value); });
 }
 
+void mark_written(Memory& mem, const Operand& o, bool by_matmul) {
+  if (mem.tracks_init()) set_flags(mem.init, o, 1);
+  if (mem.tracks_matmul()) set_flags(mem.mm_written, o, by_matmul ? 1 : 0);
+  if (mem.poison.size()) set_flags(mem.poison, o, 0);
+}
+
 std::optional<Activation> activation_of(const Instruction& inst) {
   if (const auto* op = std::get_if<Activation>(&inst.op)) return *op;
   if (const auto* op = std::get_if<ActivationReduce>(&inst.op)) return as_activation(*op);

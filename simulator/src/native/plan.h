@@ -111,9 +111,16 @@ uint8_t* snapshot(ZeroedBytes& buffer, const Operand& o, const Memory& mem);
 bool all_flags_are(const ByteFlags& flags, const Operand& o, uint8_t value);
 void set_flags(ByteFlags& flags, const Operand& o, uint8_t value);
 
-// Whether the operand reads a byte of `mem` never written (only memories that track it).
+// The flags of a defined write of the operand's bytes: written, by a matmul or not, no poison.
+void mark_written(Memory& mem, const Operand& o, bool by_matmul);
+
+// Whether the operand reads a byte of `mem` never written or holding poison (docs/simulator.md,
+// "Never-written memory"): the reference executor reads it, to raise or to propagate the poison.
+inline bool holds_poison(const Memory& mem, const Operand& o) {
+  return mem.poison.size() != 0 && !all_flags_are(mem.poison, o, 0);
+}
 inline bool reads_unwritten(const Memory& mem, const Operand& o) {
-  return mem.tracks_init() && !all_flags_are(mem.init, o, 1);
+  return (mem.tracks_init() && !all_flags_are(mem.init, o, 1)) || holds_poison(mem, o);
 }
 
 template <class Shape>

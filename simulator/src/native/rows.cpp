@@ -154,8 +154,7 @@ bool NativeExecutor::move_rows(const Instruction& inst, const std::vector<Plan>&
       fns[s](data.data(), no_columns.data());
       Memory* dst_mem = m_.memory_of(*plans[s].ops[0].view);
       const Operand dst = at_row(s, 0, i);
-      if (dst_mem->tracks_init()) set_flags(dst_mem->init, dst, 1);
-      if (dst_mem->tracks_matmul()) set_flags(dst_mem->mm_written, dst, 0);
+      mark_written(*dst_mem, dst, false);
     }
   }
   ++native;
@@ -271,8 +270,7 @@ bool NativeExecutor::run_dma_compute(const Instruction& inst, const DmaCompute& 
   }
   const Operand& dst = plans.back().ops[0];
   Memory* mem = m_.memory_of(*dst.view);
-  if (mem->tracks_init()) set_flags(mem->init, dst, 1);
-  if (mem->tracks_matmul()) set_flags(mem->mm_written, dst, 0);
+  mark_written(*mem, dst, false);
   ++native;
   return true;
 }

@@ -27,6 +27,9 @@ namespace knit::codegen {
 // Access::memory of a tensor in HBM (each is its own memory).
 uint64_t hbm_memory(int tensor);
 
+// Whether an operand of that name (for_each_view) is one the instruction writes.
+bool is_output_operand(const char* operand);
+
 struct Access {
   uint64_t memory = 0;     // on-chip: buffer and core; HBM: the tensor
   int64_t lo = 0, hi = 0;  // bytes [lo, hi)

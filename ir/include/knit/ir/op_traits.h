@@ -57,6 +57,21 @@ struct OpCost {
   int extra_cycles = 0;                          // stream: added after the floor (accumulator read-out)
 };
 
+// Which elements of an instruction's outputs (dst, reduce_res, dst_scale) a poisoned input element
+// poisons: an element computed from never-written memory is itself undefined (the simulator's
+// poison, docs/simulator.md "Never-written memory"). Operands are seen as the executors see them,
+// P partitions x F elements, partition-major; where an operand's shape does not fit the rule, the
+// whole output is poisoned. An output read as an input (matmul accumulation) maps element i to i.
+enum class PoisonRule : uint8_t {
+  whole,        // any poisoned input element poisons every output element (the safe default)
+  elementwise,  // same-sized operands: element i -> element i; a [P, 1] column, or a [P, 1]
+                // output (reduce_res): its partition's row; a [1, F] row: its column
+  row,          // within a partition: a poisoned element poisons its partition's whole output row
+  column,       // across partitions: a poisoned element poisons its free position in every partition
+  contract,     // matmul: stationary[k, m] -> dst row m, moving[k, n] -> dst column n
+  transpose,    // dst[f, p] from data[p, f]
+};
+
 // Chooses the engine from the operands when the opcode alone does not decide it.
 using EngineRule = Engine (*)(const Kernel&, const Instruction&);
 
@@ -70,6 +85,7 @@ struct OpTraits {
   // rows), so a dst written whole before any read needs no NaN fill.
   Required<bool> writes_whole_dst;
   OpCost cost;  // its rule is required, so a row cannot leave the cost out
+  PoisonRule poison = PoisonRule::whole;
 };
 
 Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst);   // by dtype and size
@@ -84,35 +100,37 @@ constexpr BlockPart no_block = BlockPart::none, open = BlockPart::open, middle =
                     close = BlockPart::close;
 constexpr OpCost sequencer{C::none};
 constexpr EngineRule by_opcode = nullptr;
+constexpr PoisonRule elementwise = PoisonRule::elementwise, by_row = PoisonRule::row, by_column = PoisonRule::column,
+                     contract = PoisonRule::contract, transposed = PoisonRule::transpose;
 
 // clang-format off
 inline constexpr OpTraits kTable[] = {
-  // opcode                         role       engine      engine_rule              block     whole  cost
-  {Opcode::dma_copy,                dma,       dma_engine, by_opcode,               no_block, true,  {C::dma}},
-  {Opcode::dma_compute,             dma,       dma_engine, by_opcode,               no_block, false, {C::dma}},
-  {Opcode::nc_matmul,               compute,   tensor,     by_opcode,               no_block, false, {C::matmul}},
-  {Opcode::nc_transpose,            compute,   tensor,     nc_transpose_engine_of,  no_block, false, {C::pe_transpose}},
-  {Opcode::activation,              compute,   act,        by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::activation_reduce,       compute,   act,        by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::tensor_tensor,           compute,   vector,     tensor_tensor_engine_of, no_block, true,  {C::tensor_tensor}},
-  {Opcode::tensor_scalar,           compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}},
-  {Opcode::scalar_tensor_tensor,    compute,   vector,     by_opcode,               no_block, true,  {C::stream, 2, 1, false, false}},
-  {Opcode::tensor_reduce,           compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, true, false}},
-  {Opcode::tensor_partition_reduce, compute,   pool,       by_opcode,               no_block, false, {C::partition_fold}},
-  {Opcode::tensor_copy,             compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}},
-  {Opcode::tensor_copy_predicated,  compute,   vector,     by_opcode,               no_block, false, {C::predicated}},
+  // opcode                         role       engine      engine_rule              block     whole  cost  poison
+  {Opcode::dma_copy,                dma,       dma_engine, by_opcode,               no_block, true,  {C::dma}, elementwise},
+  {Opcode::dma_compute,             dma,       dma_engine, by_opcode,               no_block, false, {C::dma}, elementwise},
+  {Opcode::nc_matmul,               compute,   tensor,     by_opcode,               no_block, false, {C::matmul}, contract},
+  {Opcode::nc_transpose,            compute,   tensor,     nc_transpose_engine_of,  no_block, false, {C::pe_transpose}, transposed},
+  {Opcode::activation,              compute,   act,        by_opcode,               no_block, true,  {C::stream}, elementwise},
+  {Opcode::activation_reduce,       compute,   act,        by_opcode,               no_block, true,  {C::stream}, elementwise},
+  {Opcode::tensor_tensor,           compute,   vector,     tensor_tensor_engine_of, no_block, true,  {C::tensor_tensor}, elementwise},
+  {Opcode::tensor_scalar,           compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}, elementwise},
+  {Opcode::scalar_tensor_tensor,    compute,   vector,     by_opcode,               no_block, true,  {C::stream, 2, 1, false, false}, elementwise},
+  {Opcode::tensor_reduce,           compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, true, false}, by_row},
+  {Opcode::tensor_partition_reduce, compute,   pool,       by_opcode,               no_block, false, {C::partition_fold}, by_column},
+  {Opcode::tensor_copy,             compute,   vector,     by_opcode,               no_block, true,  {C::perf_mode}, elementwise},
+  {Opcode::tensor_copy_predicated,  compute,   vector,     by_opcode,               no_block, false, {C::predicated}, elementwise},
   {Opcode::memset,                  compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, true}},
   {Opcode::iota,                    compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}},
-  {Opcode::affine_select,           compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}},
-  {Opcode::select_reduce,           compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::range_select,            compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::reciprocal,              compute,   vector,     by_opcode,               no_block, true,  {C::stream, 8}},
-  {Opcode::tensor_tensor_scan,      compute,   vector,     by_opcode,               no_block, true,  {C::stream, 2}},
-  {Opcode::tensor_scalar_reduce,    compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, false, true, 64}},
-  {Opcode::bn_stats,                compute,   vector,     by_opcode,               no_block, false, {C::stream}},
-  {Opcode::bn_aggr,                 compute,   vector,     by_opcode,               no_block, false, {C::stream, 13, 3}},
-  {Opcode::max8,                    compute,   vector,     by_opcode,               no_block, false, {C::stream}},
-  {Opcode::nc_find_index8,          compute,   vector,     by_opcode,               no_block, false, {C::stream}},
+  {Opcode::affine_select,           compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}, elementwise},
+  {Opcode::select_reduce,           compute,   vector,     by_opcode,               no_block, true,  {C::stream}, elementwise},
+  {Opcode::range_select,            compute,   vector,     by_opcode,               no_block, true,  {C::stream}, elementwise},
+  {Opcode::reciprocal,              compute,   vector,     by_opcode,               no_block, true,  {C::stream, 8}, elementwise},
+  {Opcode::tensor_tensor_scan,      compute,   vector,     by_opcode,               no_block, true,  {C::stream, 2}, by_row},
+  {Opcode::tensor_scalar_reduce,    compute,   vector,     by_opcode,               no_block, true,  {C::stream, 1, 1, false, true, 64}, elementwise},
+  {Opcode::bn_stats,                compute,   vector,     by_opcode,               no_block, false, {C::stream}, by_row},
+  {Opcode::bn_aggr,                 compute,   vector,     by_opcode,               no_block, false, {C::stream, 13, 3}, by_row},
+  {Opcode::max8,                    compute,   vector,     by_opcode,               no_block, false, {C::stream}, by_row},
+  {Opcode::nc_find_index8,          compute,   vector,     by_opcode,               no_block, false, {C::stream}, by_row},
   {Opcode::dma_transpose,           dma,       dma_engine, by_opcode,               no_block, false, {C::dma_transpose}},
   {Opcode::register_move,           scalar,    seq,        by_opcode,               no_block, false, sequencer},
   {Opcode::register_load,           scalar,    seq,        by_opcode,               no_block, false, sequencer},
@@ -130,20 +148,20 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::nc_n_gather,             compute,   pool,       by_opcode,               no_block, false, {C::index_stream}},
   {Opcode::nc_stream_shuffle,       compute,   vector,     by_opcode,               no_block, false, {C::stream}},
   {Opcode::quantize_mx,             compute,   vector,     by_opcode,               no_block, false, {C::stream, 1, 4}},
-  {Opcode::nc_matmul_mx,            compute,   tensor,     by_opcode,               no_block, false, {C::matmul}},
-  {Opcode::exponential,             compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::nc_matmul_mx,            compute,   tensor,     by_opcode,               no_block, false, {C::matmul}, contract},
+  {Opcode::exponential,             compute,   vector,     by_opcode,               no_block, true,  {C::stream}, elementwise},
   {Opcode::rng,                     compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
   {Opcode::set_rng_seed,            compute,   vector,     by_opcode,               no_block, false, {C::stream}},
   {Opcode::rand_set_state,          compute,   pool,       by_opcode,               no_block, false, {C::stream}},
   {Opcode::rand_get_state,          compute,   pool,       by_opcode,               no_block, true,  {C::stream}},
   {Opcode::rand2,                   compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::dropout,                 compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::tensor_scalar_cumulative, compute,  vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::nc_match_replace8,       compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::nonzero_with_count,      compute,   pool,       by_opcode,               no_block, false, {C::index_stream}},
+  {Opcode::dropout,                 compute,   vector,     by_opcode,               no_block, true,  {C::stream}, elementwise},
+  {Opcode::tensor_scalar_cumulative, compute,  vector,     by_opcode,               no_block, true,  {C::stream}, by_row},
+  {Opcode::nc_match_replace8,       compute,   vector,     by_opcode,               no_block, true,  {C::stream}, by_row},
+  {Opcode::nonzero_with_count,      compute,   pool,       by_opcode,               no_block, false, {C::index_stream}, by_row},
   {Opcode::sequence_bounds,         compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}},
   {Opcode::topk,                    compute,   pool,       by_opcode,               no_block, false, {C::snake_topk}},
-  {Opcode::activate2,               compute,   act,        by_opcode,               no_block, true,  {C::stream}},
+  {Opcode::activate2,               compute,   act,        by_opcode,               no_block, true,  {C::stream}, elementwise},
 };
 // clang-format on
 

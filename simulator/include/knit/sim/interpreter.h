@@ -5,10 +5,12 @@
 // placed (its address= pin, else by codegen::allocate) when first used and released after its last use;
 // an automatically placed tensor starts fresh, a pinned one sees what its bytes hold (aliasing).
 // Fresh tensors are filled with NaN / 4 and a per-byte "initialized" bitmap catches reads of
-// never-written memory. Each instruction reads all its inputs before writing its outputs.
+// never-written memory; values computed from them carry poison to where they matter
+// (Uninitialized). Each instruction reads all its inputs before writing its outputs.
 // Numerics follow ir/numerics.h; later fast paths must match this interpreter bit for bit.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,10 +36,21 @@ enum class Schedule : uint8_t { program_order, round_robin, random };
 // interpret() is always the reference.
 enum class Backend : uint8_t { reference, jit, jit_strict, jit_fallback };
 
+// What a read of never-written memory does (docs/simulator.md, "Never-written memory").
+enum class Uninitialized : uint8_t {
+  // The value read is poison, and so is every element computed from it (per the op table's
+  // PoisonRule); poison is an error only where it matters: in a kernel output at the end of the
+  // run, in a register (register_load), or as an indirect index. NKI's simulator reads NaN / 4 and
+  // goes on, so kernels whose never-written values end in masked-off lanes run.
+  report,
+  warn,   // as report, but each such use is a warning
+  error,  // strict: every read of a never-written byte is an error (uninitialized-read)
+  off,    // no checks: never-written bytes read as NaN / 4
+};
+
 struct InterpretOptions {
-  // A read of never-written memory is a runtime error (true) or a warning (false).
-  bool uninitialized_read_is_error = true;
-  // Receives warnings (uninitialized reads when not errors, accumulate on unwritten PSUM, ...).
+  Uninitialized uninitialized = Uninitialized::report;
+  // Receives warnings (poison reaching an output, accumulate on unwritten PSUM, ...).
   // Without a handler, warnings are collected in RunResult::warnings only.
   std::function<void(const std::string&)> on_warning;
   // Executed-instruction budget: a kernel whose while loop never ends fails instead of hanging.
