@@ -441,6 +441,7 @@ void bind_builder(py::module_& m) {
             counts["backend"] = backend;
             counts["native"] = r.native_instructions;
             counts["interpreted"] = r.interpreted_instructions;
+            counts["indirect_compute"] = r.indirect_compute_instructions;
             counts["fallbacks"] = r.fallbacks;
             if (options.backend != sim::Backend::reference) {  // the compile decision (docs/jit.md)
               counts["work"] = r.static_work;
@@ -530,6 +531,10 @@ void bind_builder(py::module_& m) {
         [=](const frontend::Builder& b, const ir::View& v, int dim, const ir::View& index, const py::object& loc) {
           return ir::make_indirect(decl(b, v), v, dim, index, to_loc(loc));
         });
+  m.def("view_column_indirect", [=](const frontend::Builder& b, const ir::View& v, const ir::View& index,
+                                    std::optional<int64_t> num_elem, const py::object& loc) {
+    return ir::make_column_indirect(decl(b, v), v, decl(b, index), index, num_elem, to_loc(loc));
+  });
   m.def("view_ap", [=](const frontend::Builder& b, const ir::View& v, const py::object& pattern,
                        std::optional<int64_t> offset, std::optional<std::string> dtype, const py::object& loc) {
     std::optional<ir::DType> d;

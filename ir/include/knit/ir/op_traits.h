@@ -71,6 +71,8 @@ struct OpTraits {
   OpCost cost;  // its rule is required, so a row cannot leave the cost out
 };
 
+// The engine an instruction names (its engine= operand), or unknown.
+Engine explicit_engine(const Instruction& inst);
 Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst);   // by dtype and size
 Engine tensor_tensor_engine_of(const Kernel& k, const Instruction& inst);  // pow runs on GpSimd
 
