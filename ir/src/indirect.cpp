@@ -61,7 +61,8 @@ const IndirectOperands* indirect_operands(Opcode op) {
 
 std::string indirect_capable_list() {
   std::string out;
-  for (const IndirectOperands& row : kIndirectTable) out += (out.empty() ? "" : ", ") + std::string(opcode_name(row.op));
+  for (const IndirectOperands& row : kIndirectTable)
+    out += (out.empty() ? "" : ", ") + std::string(opcode_name(row.op));
   return out;
 }
 

@@ -20,7 +20,8 @@ struct Named {
 std::vector<Named> operands_of(const Instruction& inst) {
   std::vector<Named> out;
   for_each_view(inst, [&](const char* name, const View& v) {
-    if (std::string_view(name) != "vector_offset" && std::string_view(name) != "indirect_index") out.push_back({name, &v});
+    if (std::string_view(name) != "vector_offset" && std::string_view(name) != "indirect_index")
+      out.push_back({name, &v});
   });
   return out;
 }
@@ -49,15 +50,19 @@ std::string operands_text(const IndirectOperands& row) {
 void check_one(const Checker& c, const Instruction& inst, std::string_view name, const View& v) {
   const std::string what = "operand " + std::string(name);
   if (nc_version(c.target()) < 4)
-    c.fail("target", what + " is an .indirect() view, which needs trn3 (NeuronCore-v4) or newer, but the kernel "
-                            "targets " + std::string(to_string(c.target())));
+    c.fail("target", what +
+                         " is an .indirect() view, which needs trn3 (NeuronCore-v4) or newer, but the kernel "
+                         "targets " +
+                         std::string(to_string(c.target())));
   const IndirectOperands* row = indirect_operands(inst.opcode());
   if (!row)
-    c.fail("indirect", what + " is an .indirect() view, which this instruction does not accept; the instructions "
-                              "that do: " + indirect_capable_list());
+    c.fail("indirect", what +
+                           " is an .indirect() view, which this instruction does not accept; the instructions "
+                           "that do: " +
+                           indirect_capable_list());
   if (!row->accepts(name))
-    c.fail("indirect", what + " cannot be an .indirect() view; this instruction accepts one only as " +
-                           operands_text(*row));
+    c.fail("indirect",
+           what + " cannot be an .indirect() view; this instruction accepts one only as " + operands_text(*row));
   const Engine e = explicit_engine(inst);
   if (e != Engine::unknown && !engines_text(*row).empty() &&
       std::find(row->engines.begin(), row->engines.end(), e) == row->engines.end())
@@ -79,23 +84,25 @@ void check_one(const Checker& c, const Instruction& inst, std::string_view name,
                            std::to_string(last_group_rows) + " and up would read index rows past the tile's " +
                            std::to_string(P) + "; use num_elem <= " + std::to_string(last_group_rows) +
                            " or a multiple of " + std::to_string(G) + " partitions");
-  if (name == "dst" && c.in_psum(v) && (e == Engine::scalar || (e == Engine::unknown && Engine(op_traits(inst.opcode()).engine) == Engine::scalar)))
-    c.fail("indirect", "the Scalar Engine cannot scatter into PSUM: dst is an .indirect() view of a PSUM tensor; "
-                       "scatter into SBUF, or run on the vector engine");
+  if (name == "dst" && c.in_psum(v) &&
+      (e == Engine::scalar || (e == Engine::unknown && Engine(op_traits(inst.opcode()).engine) == Engine::scalar)))
+    c.fail("indirect",
+           "the Scalar Engine cannot scatter into PSUM: dst is an .indirect() view of a PSUM tensor; "
+           "scatter into SBUF, or run on the vector engine");
 }
 
 // nc_matmul's extra rules (§5.2): 16-bit or fp8 indirect inputs, a plain moving when transposing,
 // the whole PE array.
 void check_matmul(const Checker& c, const NcMatmul& op) {
   for (const auto& [name, v] : {std::pair{"stationary", &op.stationary}, {"moving", &op.moving}})
-    if (v->indexes_columns()) c.dtype_in(*v, name, {DType::float16, DType::bfloat16, DType::float8_e4m3,
-                                                    DType::float8_e5m2, DType::float8_e4m3fn});
+    if (v->indexes_columns())
+      c.dtype_in(*v, name,
+                 {DType::float16, DType::bfloat16, DType::float8_e4m3, DType::float8_e5m2, DType::float8_e4m3fn});
   if (op.is_transpose && op.moving.indexes_columns())
     c.fail("indirect", "moving cannot be an .indirect() view when is_transpose=True");
-  const bool whole_array = op.tile_position.empty() || (op.tile_position.size() == 2 && op.tile_position[0] == 0 &&
-                                                        op.tile_position[1] == 0);
-  if (!whole_array)
-    c.fail("indirect", "with an .indirect() operand, tile_position must be (0, 0) or unset");
+  const bool whole_array = op.tile_position.empty() ||
+                           (op.tile_position.size() == 2 && op.tile_position[0] == 0 && op.tile_position[1] == 0);
+  if (!whole_array) c.fail("indirect", "with an .indirect() operand, tile_position must be (0, 0) or unset");
 }
 
 // §5.3, with every tensor's partition known (an address= pin, or partition 0 where Knit's
