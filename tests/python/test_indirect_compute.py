@@ -289,6 +289,27 @@ def test_matmul_with_indirect_stationary_and_moving(dtype, backend):
     np.testing.assert_allclose(got, st.T @ mv, rtol=1e-5, atol=1e-5)
 
 
+@nki.jit(platform_target="trn3")
+def matmul_scattered(stationary, moving, index):
+    s, m, idx = sbuf(stationary), sbuf(moving), sbuf(index)
+    acc = nl.ndarray((32, 64), nl.float32, buffer=nl.psum)
+    nisa.memset(dst=acc, value=-1.0)
+    nisa.nc_matmul(dst=acc.indirect(idx, num_elem=moving.shape[1]), stationary=s, moving=m, accumulate=False)
+    out = nl.ndarray((32, 64), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=out, src=acc)
+    return to_hbm(out)
+
+
+def test_matmul_scatters_into_psum_columns(backend):
+    rng = np.random.default_rng(10)
+    stationary = rng.integers(-3, 4, (32, 32)).astype(np.float16)  # small integers: exact products
+    moving = rng.integers(-3, 4, (32, 40)).astype(np.float16)
+    index = distinct_index(rng, 32, 64, 40, 32)  # K = 2 index columns for 40 > G = 32 columns
+    got = matmul_scattered(stationary, moving, index)
+    product = stationary.astype(np.float64).T @ moving.astype(np.float64)
+    np.testing.assert_array_equal(got, scatter(np.full((32, 64), -1.0), offsets(index, 32, 40, 32), product))
+
+
 # ---- backends agree; instances are counted ---------------------------------------------------
 
 def test_default_backend_matches_reference_bytes(monkeypatch):
