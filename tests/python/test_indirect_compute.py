@@ -454,6 +454,27 @@ def test_matmul_rules():
 
     rejected(fp32_inputs, "stationary has dtype float32")
 
+    def tiled(d, idx):
+        acc = nl.ndarray((4, 8), nl.float32, buffer=nl.psum)
+        s = nl.ndarray((32, 8), nl.bfloat16, buffer=nl.sbuf)
+        nisa.memset(dst=s, value=0.0)
+        m = nl.ndarray((32, 8), nl.bfloat16, buffer=nl.sbuf)
+        nisa.memset(dst=m, value=0.0)
+        nisa.nc_matmul(dst=acc, stationary=s.indirect(idx, num_elem=4), moving=m, tile_position=(0, 32),
+                       tile_size=(32, 32))
+
+    rejected(tiled, r"tile_position must be \(0, 0\) or unset")
+
+
+def test_integer_tensor_scalar_takes_no_indirect_view():
+    def address_arithmetic(d, idx):
+        words = nl.ndarray((32, 8), nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=words, value=0)
+        out = nl.ndarray((32, 4), nl.int32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=out, data=words.indirect(idx, num_elem=4), op0=nl.add, operand0=1)
+
+    rejected(address_arithmetic, "int32/uint32 .address arithmetic. form")
+
 
 def test_out_of_range_offset_is_an_index_error(backend):
     data = np.zeros((32, 8), np.float32)
