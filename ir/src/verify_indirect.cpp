@@ -88,7 +88,7 @@ void check_one(const Checker& c, const Instruction& inst, std::string_view name,
       (e == Engine::scalar || (e == Engine::unknown && Engine(op_traits(inst.opcode()).engine) == Engine::scalar)))
     c.fail("indirect",
            "the Scalar Engine cannot scatter into PSUM: dst is an .indirect() view of a PSUM tensor; "
-           "scatter into SBUF, or run on the vector engine");
+           "scatter into SBUF (tensor_copy and tensor_scalar may also run on the vector engine)");
 }
 
 // nc_matmul's extra rules (§5.2): 16-bit or fp8 indirect inputs, a plain moving when transposing,

@@ -441,11 +441,12 @@ void bind_builder(py::module_& m) {
             counts["backend"] = backend;
             counts["native"] = r.native_instructions;
             counts["interpreted"] = r.interpreted_instructions;
-            counts["indirect_compute"] = r.indirect_compute_instructions;
             counts["fallbacks"] = r.fallbacks;
             if (options.backend != sim::Backend::reference) {  // the compile decision (docs/jit.md)
               counts["work"] = r.static_work;
               counts["break_even"] = r.break_even_work;
+              // instructions with an .indirect() operand, left to the reference executors by design
+              counts["indirect_compute"] = r.indirect_compute_instructions;
             }
             return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings,
                                   counts);
