@@ -113,7 +113,8 @@ std::string placement(const EngineProgram& p, const View& v) {
   for (size_t k = first_free; k < v.dims.size(); ++k)
     out << (k > first_free ? "," : "") << '[' << v.dims[k].step * es << ',' << v.dims[k].num << ']';
   out << "] " << to_string(v.dtype);
-  if (v.index_view()) out << " rows of dim " << v.indirect_dim << " from vector_offset";
+  if (v.indexes_rows()) out << " rows of dim " << v.indirect_dim << " from vector_offset";
+  if (v.indexes_columns()) out << " columns from an .indirect() index";
   return out.str();
 }
 

@@ -120,16 +120,6 @@ Queue engine_queue(Engine e) {
   }
 }
 
-// The engine an instruction names (engine= field), or unknown.
-Engine explicit_engine(const Instruction& inst) {
-  Engine e = Engine::unknown;
-  for_each_field(inst, [&](const char* name, const auto& value) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, Engine>)
-      if (std::string_view(name) == "engine") e = value;
-  });
-  return e;
-}
-
 // The queue of the engine the op table names, or its engine rule picks from the operands.
 Queue default_queue(const Kernel& k, const Instruction& inst) {
   const OpTraits& t = op_traits(inst.opcode());

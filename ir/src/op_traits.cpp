@@ -4,6 +4,15 @@
 
 namespace knit::ir {
 
+Engine explicit_engine(const Instruction& inst) {
+  Engine e = Engine::unknown;
+  for_each_field(inst, [&](const char* name, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, Engine>)
+      if (std::string_view(name) == "engine") e = value;
+  });
+  return e;
+}
+
 Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst) {
   return nc_transpose_engine(k, std::get<NcTranspose>(inst.op));
 }

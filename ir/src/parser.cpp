@@ -137,9 +137,15 @@ class Parser {
       v.dynamic.push_back(t);
     }
     v.dims = pattern();
-    if (lex_.next_is('<')) {  // indirect: <dim:index-view>
+    if (lex_.next_is('<')) {  // indirect: <dim:index-view> (rows) or <cols[pattern]:index-view>
       lex_.expect('<');
-      v.indirect_dim = static_cast<int>(lex_.integer());
+      if (lex_.accept_word("cols")) {
+        v.gather = pattern();
+        if (v.gather.empty()) lex_.fail("an .indirect() view needs a non-empty gather pattern after 'cols'");
+      } else {
+        v.indirect_dim = static_cast<int>(lex_.integer());
+        if (v.indirect_dim < 0) lex_.fail("the indirect dim must be >= 0");
+      }
       lex_.expect(':');
       v.indirect.push_back(view());
       lex_.expect('>');

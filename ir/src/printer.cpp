@@ -61,7 +61,8 @@ class Printer {
  public:
   Printer(const Kernel& k, std::ostream& out) : k_(k), out_(out) {}
 
-  // %id[:dtype]@offset[+coeff*rN...][pattern][<dim:index-view>]
+  // %id[:dtype]@offset[+coeff*rN...][pattern][<dim:index-view>] (DMA rows) or
+  // [<cols[gather-pattern]:index-view>] (compute .indirect() columns)
   void view(const View& v) {
     out_ << '%' << v.tensor;
     if (v.tensor >= 0 && v.tensor < static_cast<int>(k_.tensors.size()) && v.dtype != k_.tensors[v.tensor].dtype)
@@ -70,7 +71,14 @@ class Printer {
     for (const RegTerm& t : v.dynamic) out_ << (t.coeff < 0 ? "-" : "+") << std::abs(t.coeff) << "*r" << t.reg;
     print_pattern(out_, v.dims);
     if (const View* index = v.index_view()) {
-      out_ << '<' << v.indirect_dim << ':';
+      out_ << '<';
+      if (v.indexes_columns()) {
+        out_ << "cols";
+        print_pattern(out_, v.gather);
+      } else {
+        out_ << v.indirect_dim;
+      }
+      out_ << ':';
       view(*index);
       out_ << '>';
     }

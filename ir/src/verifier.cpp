@@ -211,9 +211,10 @@ void verify_instruction(const Kernel& k, const Instruction& inst) {
                  std::string(inst.opcode_name()) + ": operand " + name + " refers to undeclared tensor %" +
                      std::to_string(v.tensor));
     check_view(k.tensors[v.tensor], v, std::string(inst.opcode_name()) + " operand " + name, inst.loc);
-    if (v.index_view()) check_indirect(k, inst, v, name);
+    if (v.indexes_rows()) check_indirect(k, inst, v, name);
   });
   Checker c(k, inst);
+  check_column_indirection(c, inst);
   check_packed_operands(c, inst);
   std::visit(
       [&](const auto& op) {

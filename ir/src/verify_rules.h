@@ -77,6 +77,8 @@ std::string list_text(std::initializer_list<std::string_view> items);
 
 // Rules of an indirect view `what` of `inst` (verify_control.cpp).
 void check_indirect(const Kernel& k, const Instruction& inst, const View& v, const char* what);
+// Rules of the instruction's .indirect() operands, if any (verify_indirect.cpp).
+void check_column_indirection(const Checker& c, const Instruction& inst);
 // Every loop / while / if is closed by an end, every else belongs to an if.
 void verify_blocks(const Kernel& k);
 // Grid instances appear in order; core_barrier / sendrecv name cores that exist.

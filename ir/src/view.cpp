@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "knit/ir/indirect.h"
+
 namespace knit::ir {
 namespace {
 
@@ -31,6 +33,16 @@ void forbid_partition_dim(const TensorDecl& t, int dim, const SourceLoc& loc, co
                std::string(call) +
                    " cannot change dim 0 of an on-chip tensor (the partition dim); "
                    "data moves across partitions only through nc_transpose, matmul or dma_copy");
+}
+
+// An .indirect() view (View::gather) is only an instruction operand: its column dim has no
+// stride, so no other view can be derived from it.
+void forbid_column_indirect(const View& v, const SourceLoc& loc, const char* call) {
+  if (v.indexes_columns())
+    user_error(loc, "indirect",
+               std::string(call) +
+                   " cannot be applied to an .indirect() view; apply it to the tensor before .indirect(), "
+                   "or to the index tile");
 }
 
 }  // namespace
@@ -75,6 +87,7 @@ View slice_range(const View& v, int d, int64_t start, int64_t end, int64_t step,
 // NKI's tensor.slice(dim, start, end, step): 0 <= start < end <= size and step >= 1.
 View slice(const TensorDecl& t, const View& v, int dim, int64_t start, int64_t end, int64_t step,
            const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "slice");
   const int d = normalize_dim(v, dim, 0, loc, "slice");
   if (step < 1) user_error(loc, "view-slice", "slice step must be >= 1, got " + std::to_string(step));
   (void)t;
@@ -82,6 +95,7 @@ View slice(const TensorDecl& t, const View& v, int dim, int64_t start, int64_t e
 }
 
 View select(const TensorDecl& t, const View& v, int dim, int64_t index, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "select");
   const int d = normalize_dim(v, dim, 0, loc, "select");
   forbid_partition_dim(t, d, loc, "select");
   const int64_t size = v.dims[d].num;
@@ -97,6 +111,7 @@ View select(const TensorDecl& t, const View& v, int dim, int64_t index, const So
 }
 
 View index(const TensorDecl& t, const View& v, std::span<const Index> key, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "subscripting");
   if (key.size() > v.dims.size())
     user_error(loc, "view-index",
                "too many indices (" + std::to_string(key.size()) + ") for a view of shape " + shape_text(v.shape()));
@@ -142,6 +157,7 @@ View index(const TensorDecl& t, const View& v, std::span<const Index> key, const
 }
 
 View permute(const TensorDecl& t, const View& v, std::span<const int> order, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "permute");
   if (order.size() != v.dims.size())
     user_error(loc, "view-permute",
                "permute needs " + std::to_string(v.dims.size()) + " dims, got " + std::to_string(order.size()));
@@ -159,6 +175,7 @@ View permute(const TensorDecl& t, const View& v, std::span<const int> order, con
 }
 
 View broadcast(const TensorDecl& t, const View& v, int dim, int64_t size, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "broadcast");
   const int d = normalize_dim(v, dim, 0, loc, "broadcast");
   forbid_partition_dim(t, d, loc, "broadcast");
   if (v.dims[d].num != 1)
@@ -171,6 +188,7 @@ View broadcast(const TensorDecl& t, const View& v, int dim, int64_t size, const 
 }
 
 View expand_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "expand_dim");
   const int d = normalize_dim(v, dim, 1, loc, "expand_dim");
   forbid_partition_dim(t, d, loc, "expand_dim");
   View r = v;
@@ -179,6 +197,7 @@ View expand_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& lo
 }
 
 View squeeze_dim(const TensorDecl& t, const View& v, int dim, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "squeeze_dim");
   const int d = normalize_dim(v, dim, 0, loc, "squeeze_dim");
   forbid_partition_dim(t, d, loc, "squeeze_dim");
   if (v.dims[d].num != 1)
@@ -240,6 +259,7 @@ std::optional<Pattern> reshape_pattern(const Pattern& in, std::span<const int64_
 }  // namespace
 
 View reshape(const TensorDecl& t, const View& v, std::span<const int64_t> shape, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "reshape");
   std::vector<int64_t> want(shape.begin(), shape.end());
   int64_t known = 1;
   int infer = -1;
@@ -276,6 +296,7 @@ View reshape(const TensorDecl& t, const View& v, std::span<const int64_t> shape,
 }
 
 View reshape_dim(const TensorDecl& t, const View& v, int dim, std::span<const int64_t> shape, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "reshape_dim");
   const int d = normalize_dim(v, dim, 0, loc, "reshape_dim");
   forbid_partition_dim(t, d, loc, "reshape_dim");
   std::vector<int64_t> full = v.shape();
@@ -293,6 +314,7 @@ View reshape_dim(const TensorDecl& t, const View& v, int dim, std::span<const in
 }
 
 View flatten_dims(const TensorDecl& t, const View& v, int start_dim, int end_dim, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "flatten_dims");
   const int s = normalize_dim(v, start_dim, 0, loc, "flatten_dims");
   const int e = normalize_dim(v, end_dim, 0, loc, "flatten_dims");
   if (s > e) user_error(loc, "view-flatten", "flatten_dims needs start_dim <= end_dim");
@@ -308,6 +330,7 @@ View flatten_dims(const TensorDecl& t, const View& v, int start_dim, int end_dim
 }
 
 View bitcast(const TensorDecl& t, const View& v, DType dtype, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "bitcast");
   const int from = dtype_size(v.dtype), to = dtype_size(dtype);
   View r = v;
   r.dtype = dtype;
@@ -336,6 +359,7 @@ View bitcast(const TensorDecl& t, const View& v, DType dtype, const SourceLoc& l
 
 View ap(const TensorDecl& t, const View& v, const Pattern& pattern, std::optional<int64_t> offset,
         std::optional<DType> dtype, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "ap");
   if (pattern.empty()) user_error(loc, "view-ap", ".ap() needs a non-empty pattern");
   for (const ApDim& d : pattern)
     if (d.num < 1) user_error(loc, "view-ap", ".ap() counts must be >= 1");
@@ -373,6 +397,7 @@ PartitionLayout partition_layout(const TensorDecl& t, const View& v) {
 }
 
 View add_dynamic(const TensorDecl& t, const View& v, int dim, int reg, int64_t coeff, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "add_dynamic");
   if (dim < 0 || dim >= static_cast<int>(v.dims.size()))
     user_error(loc, "view-dim",
                "dim " + std::to_string(dim) + " is out of range for a " + std::to_string(v.dims.size()) + "-D view");
@@ -397,6 +422,7 @@ View shift_dynamic(const TensorDecl& t, const View& v, int dim, int64_t amount, 
 }
 
 View make_indirect(const TensorDecl& t, const View& v, int dim, const View& index, const SourceLoc& loc) {
+  forbid_column_indirect(v, loc, "make_indirect");
   if (!is_hbm(t.buffer))
     user_error(
         loc, "indirect",
@@ -412,7 +438,34 @@ View make_indirect(const TensorDecl& t, const View& v, int dim, const View& inde
   return r;
 }
 
+View make_column_indirect(const TensorDecl& t, const View& v, const TensorDecl& index_t, const View& index,
+                          std::optional<int64_t> num_elem, const SourceLoc& loc) {
+  if (!v.is_static())
+    user_error(loc, "indirect",
+               ".indirect() on a view that is already indirect (a register offset, vector_offset or .indirect()); "
+               "an indirect view cannot be indirected again");
+  check_column_index(t, v, index_t, index, ".indirect()", loc);
+  const int64_t n = num_elem.value_or(index.num_elements());
+  if (n < 1) user_error(loc, "indirect", ".indirect(): num_elem must be at least 1, got " + std::to_string(n));
+  View r = v;
+  r.dims = {v.dims[0], {1, n}};
+  r.gather.assign(v.dims.begin() + 1, v.dims.end());
+  if (r.gather.empty()) r.gather.push_back({1, 1});  // a 1-D tile: one element per partition
+  r.indirect = {index};
+  r.indirect_dim = -1;
+  return r;
+}
+
 void check_view(const TensorDecl& t, const View& v, const std::string& what, const SourceLoc& loc) {
+  if (v.indexes_columns()) {  // every column lies in the indirected view: check that view
+    View base = v;
+    base.indirect.clear();
+    base.gather.clear();
+    base.dims.resize(1);
+    base.dims.insert(base.dims.end(), v.gather.begin(), v.gather.end());
+    check_view(t, base, what, loc);
+    return;
+  }
   const int64_t storage_bytes = t.size_bytes();
   const int esize = dtype_size(v.dtype);
   // Flat index range touched by the free dims (and, off-chip, all dims).

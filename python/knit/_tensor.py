@@ -323,6 +323,18 @@ class NkiTensor:
     def is_indirect(self):
         return self._view.is_indirect
 
+    def indirect(self, index, num_elem=None):
+        """NC-v4 compute indirection: a (P, num_elem) view of this SBUF/PSUM tensor whose column i
+        of partition p is the column at free offset index[g*G + i % G, i // G] (g = p // G; G = 16,
+        or 32 on the Tensor Engine). As an input it gathers, as dst it scatters (docs/language.md,
+        "Indirection"). index: an SBUF (P, K) uint16/uint32/int32 tile; num_elem defaults to its size."""
+        loc = user_location()
+        if not isinstance(index, NkiTensor):
+            raise user_error("indirect", "index must be an SBUF tile of uint16, uint32 or int32 offsets", loc)
+        n = None if num_elem is None else int(num_elem)
+        b = _trace.current().builder
+        return NkiTensor(_trace.core_call(_core.view_column_indirect, b, self._view, index._view, n, loc))
+
     def vector_select(self, dim, vector_offset):
         """Rows of an HBM tensor picked by an SBUF index tile (P, 1): the result has P partitions,
         row p being self[vector_offset[p]] (a DMA gather / scatter operand)."""

@@ -459,6 +459,8 @@ void bind_builder(py::module_& m) {
             if (options.backend != sim::Backend::reference) {  // the compile decision (docs/jit.md)
               counts["work"] = r.static_work;
               counts["break_even"] = r.break_even_work;
+              // instructions with an .indirect() operand, left to the reference executors by design
+              counts["indirect_compute"] = r.indirect_compute_instructions;
             }
             return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings,
                                   counts);
@@ -560,6 +562,10 @@ void bind_builder(py::module_& m) {
         [=](const frontend::Builder& b, const ir::View& v, int dim, const ir::View& index, const py::object& loc) {
           return ir::make_indirect(decl(b, v), v, dim, index, to_loc(loc));
         });
+  m.def("view_column_indirect", [=](const frontend::Builder& b, const ir::View& v, const ir::View& index,
+                                    std::optional<int64_t> num_elem, const py::object& loc) {
+    return ir::make_column_indirect(decl(b, v), v, decl(b, index), index, num_elem, to_loc(loc));
+  });
   m.def("view_ap", [=](const frontend::Builder& b, const ir::View& v, const py::object& pattern,
                        std::optional<int64_t> offset, std::optional<std::string> dtype, const py::object& loc) {
     std::optional<ir::DType> d;

@@ -12,6 +12,7 @@
 
 #include "knit/codegen/allocate.h"
 #include "knit/codegen/lower.h"
+#include "knit/ir/indirect.h"
 #include "knit/ir/liveness.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/verifier.h"
@@ -143,6 +144,10 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const int64_t tensor_part_bytes = on_chip ? t.partition_elements() * dtype_size(t.dtype) : t.size_bytes();
   tile.offset_.resize(static_cast<size_t>(v.num_elements()));
   if (pool_->linear_offsets(v, tile.offset_)) return tile;
+  if (v.indexes_columns()) {
+    column_offsets(v, what, tile);
+    return tile;
+  }
   // Indirect view: the index along dims[indirect_dim] comes from the index tensor.
   std::vector<int64_t> rows;
   if (const View* index = v.index_view()) {
@@ -190,6 +195,32 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
     }
   }
   return tile;
+}
+
+// An .indirect() view (ir.h, View::gather): column i of partition p is the element at the free
+// offset the index tile holds for it (knit/ir/indirect.h), read fresh each time the instruction
+// runs. An offset outside the indirected view is an error naming partition, column and offset.
+void Machine::column_offsets(const View& v, const char* what, Tile& tile) {
+  const TensorDecl& t = kernel_.tensor(v.tensor);
+  const MemoryPool::Placement& pl = pool_->placement(v.tensor);
+  const int64_t esize = dtype_size(v.dtype), capacity = partition_capacity(t.buffer);
+  const int64_t part_bytes = t.partition_elements() * dtype_size(t.dtype);
+  const Tile index = this->tile(*v.index_view(), "indirect_index");
+  const int64_t G = indirect_group(current_->opcode()), size = gather_size(v.gather);
+  for (int64_t p = 0; p < tile.P; ++p)
+    for (int64_t i = 0; i < tile.F; ++i) {
+      const IndexCell cell = indirect_cell(p, i, G);
+      const int64_t o = index.read_int(index.at(cell.row, cell.col));
+      if (o < 0 || o >= size)
+        fail("indirect-out-of-bounds", std::string(current_->opcode_name()) + " operand " + what + ": partition " +
+                                           std::to_string(p) + ", column " + std::to_string(i) + " reads offset " +
+                                           std::to_string(o) + " (index tile row " + std::to_string(cell.row) +
+                                           ", column " + std::to_string(cell.col) + ") outside the indirected view's " +
+                                           std::to_string(size) + " elements per partition of tensor '" + t.name +
+                                           "'; fix the index tile");
+      const int64_t byte = (v.offset + p * v.dims[0].step + gather_offset(v.gather, o)) * esize;
+      tile.offset_[tile.at(p, i)] = (pl.partition + byte / part_bytes) * capacity + pl.offset + byte % part_bytes;
+    }
 }
 
 void Machine::compute_liveness() {
@@ -484,6 +515,7 @@ RunResult Machine::run() {
   if (native_) {
     result.native_instructions = native_->native;
     result.interpreted_instructions = native_->interpreted;
+    result.indirect_compute_instructions = native_->indirect_compute;
     result.fallbacks = native_->fallbacks;
     result.static_work = native_->work_estimate;
     result.break_even_work = native_->break_even;

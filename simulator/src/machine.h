@@ -60,6 +60,8 @@ class Machine : public ExecState {
  private:
   Machine(const ir::Kernel& kernel, const codegen::EngineProgram* program, std::vector<HostTensor>& args,
           const InterpretOptions& options);
+  // tile() of an .indirect() view: each element's offset through the index tile.
+  void column_offsets(const ir::View& v, const char* what, Tile& tile);
   // Block matches and, per body index, the on-chip tensors placed / released there.
   void compute_liveness();
   // Whether `inst`, where tensor `id`'s life starts, writes every byte of it before anything

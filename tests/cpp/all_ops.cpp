@@ -93,6 +93,10 @@ ir::Kernel all_ops_kernel() {
   View S_dyn = S;
   S_dyn.dynamic = {{2, 1}};
   emit(ir::DmaCompute{rows, {rows, S_dyn}, ir::AluOp::maximum, {2.0, -0.5}, false, ir::OobMode::skip});
+  View columns{s, DType::float32, 64, {{64, 128}, {1, 24}}};  // an .indirect() view: columns through an index
+  columns.gather = {{8, 8}, {1, 8}};
+  columns.indirect = {BF_as_u16};
+  emit(ir::TensorCopy{columns, S_half, ir::Engine::vector});
   emit(ir::RegisterMove{{1}, ir::IntValue::of(-7)});
   emit(ir::RegisterLoad{{2}, COL});
   emit(ir::RegisterStore{I32, {2}});

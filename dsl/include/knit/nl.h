@@ -186,6 +186,15 @@ class tensor {
   //   a.ap({{f, 4}, {1, f}}, 0, {.scalar_offset = isa::scalar_load(s)})   rows s .. s+3
   tensor ap(std::vector<ir::ApDim> pattern, std::optional<int64_t> offset, const ApOptions& options,
             std::source_location l = std::source_location::current()) const;
+  // NC-v4 compute indirection (NKI's t.indirect(index, num_elem)): a (P, num_elem) view of this
+  // SBUF/PSUM tensor whose column i of partition p is its column at free offset
+  // index[g*G + i % G, i / G] (g = p / G; G = 16, or 32 on the Tensor Engine); a gather as an
+  // input, a scatter as dst (docs/language.md, "Indirection").
+  tensor indirect(const tensor& index, std::optional<int64_t> num_elem = std::nullopt,
+                  std::source_location l = std::source_location::current()) const {
+    return with(ir::make_column_indirect(decl(), view_, index.decl(), index.view_, num_elem, loc_of(l)));
+  }
+  bool is_indirect() const { return view_.index_view() != nullptr; }
 
  private:
   const ir::TensorDecl& decl() const { return frontend::Builder::current({}).tensor(id_); }

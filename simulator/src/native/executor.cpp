@@ -11,6 +11,7 @@
 #include "../exec_compute.h"
 #include "../machine.h"
 #include "../matmul.h"
+#include "knit/ir/indirect.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/view.h"
 #include "knit/jit/specializer.h"
@@ -173,6 +174,12 @@ bool NativeExecutor::warm(const Instruction& inst) {
 }
 
 bool NativeExecutor::run(const Instruction& inst) {
+  // By design, not a fallback: which columns an .indirect() view touches is read per element.
+  if (has_column_indirection(inst)) {
+    ++interpreted;
+    ++indirect_compute;
+    return false;
+  }
   if (const auto* op = std::get_if<NcMatmulMx>(&inst.op)) {
     if (!warm(inst)) return false;
     matmul_mx(*op);

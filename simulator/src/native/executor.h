@@ -9,7 +9,9 @@
 // plan_random.cpp), and the few layouts no body walks (plan.h, namespace why: more than 4 walk
 // dims, dims that do not nest, ...), which are an error unless the backend is jit_fallback (then
 // the reference runs them). Every other opcode that moves tensor data has a body
-// (ir::moves_tensor_data; plan.h declares one planner per op). The per-element
+// (ir::moves_tensor_data; plan.h declares one planner per op). Instructions with an NC-v4
+// .indirect() operand always run on the reference executors, by design
+// (RunResult::indirect_compute_instructions), on every backend. The per-element
 // reference path is the definition; this one is an exact fast path of it.
 #pragma once
 
@@ -57,10 +59,11 @@ class NativeExecutor {
   // RunResult::fallbacks) is a runtime error instead.
   bool run(const ir::Instruction& inst);
 
-  int64_t native = 0;         // instructions executed natively
-  int64_t interpreted = 0;    // instructions left to the reference executors
-  int64_t work_estimate = 0;  // RunResult::static_work
-  int64_t break_even = 0;     // RunResult::break_even_work: the threshold start() compared it with
+  int64_t native = 0;            // instructions executed natively
+  int64_t interpreted = 0;       // instructions left to the reference executors
+  int64_t indirect_compute = 0;  // of those, instructions with an .indirect() operand (always there)
+  int64_t work_estimate = 0;     // RunResult::static_work
+  int64_t break_even = 0;        // RunResult::break_even_work: the threshold start() compared it with
   // RunResult::fallbacks: each source line whose instruction the native path could not run, why.
   std::vector<std::string> fallbacks;
 

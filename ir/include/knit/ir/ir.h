@@ -31,8 +31,10 @@
 //  A view may carry dynamic offset terms (flat offset += coeff * r[reg], coeff in view elements),
 //  so `t[nl.ds(i * 128, 128)]` inside a loop is one instruction whose address moves; and a DMA
 //  view may be indirect (NKI's `.ap(vector_offset=idx, indirect_dim=d)`): the index along dim d
-//  is replaced by the d-th element of an integer index view, for gathers and scatters. Views
-//  with either are bounds-checked when executed, against the concrete register/index values.
+//  is replaced by the d-th element of an integer index view, for gathers and scatters. On NC-v4 a
+//  compute operand may be an `.indirect()` view: each column of each partition is read from (or
+//  written to) a free-dim offset taken from an index tile (View::gather). Views with any of
+//  these are bounds-checked when executed, against the concrete register/index values.
 //
 //  Undefined: reading never-written memory (reported), accessing outside a tensor (rejected by
 //  the verifier when static, at run time when dynamic, and never performed by an executor).
@@ -103,14 +105,24 @@ struct View {
   int64_t offset = 0;
   Pattern dims;
   std::vector<RegTerm> dynamic;  // runtime offset terms (empty: a static view)
-  // Indirect access (DMA only): dims[indirect_dim]'s i-th index is the i-th element of
-  // indirect[0] (an integer view). A vector holds it because View cannot contain a View.
+  // Indirect access, of one of two kinds; indirect[0] is the integer index view (a vector holds
+  // it because View cannot contain a View).
+  //  * Rows (DMA, `.ap(vector_offset=...)`): indirect_dim >= 0; dims[indirect_dim]'s i-th index
+  //    is the i-th element of the index view.
+  //  * Columns (compute, NC-v4 `.indirect(index, num_elem)`): indirect_dim == -1 and `gather` is
+  //    non-empty. The view is dims = [partition dim, {1, num_elem}]; `gather` holds the free dims
+  //    of the view that was indirected. Column i of partition p is the element of that view at
+  //    free offset index[g*G + i % G, i / G] (g = p / G, G = indirect_group(opcode)): an element
+  //    index into its flattened free dims, mapped through `gather` (indirect.h).
   int indirect_dim = -1;
   std::vector<View> indirect;
+  Pattern gather;
 
   bool valid() const { return tensor >= 0; }
   bool is_static() const { return dynamic.empty() && indirect.empty(); }
   const View* index_view() const { return indirect.empty() ? nullptr : &indirect[0]; }
+  bool indexes_rows() const { return !indirect.empty() && indirect_dim >= 0; }
+  bool indexes_columns() const { return !indirect.empty() && indirect_dim < 0; }
   std::vector<int64_t> shape() const;
   int64_t num_elements() const;
   bool operator==(const View&) const = default;

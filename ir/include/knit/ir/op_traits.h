@@ -88,6 +88,8 @@ struct OpTraits {
   PoisonRule poison = PoisonRule::whole;
 };
 
+// The engine an instruction names (its engine= operand), or unknown.
+Engine explicit_engine(const Instruction& inst);
 Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst);   // by dtype and size
 Engine tensor_tensor_engine_of(const Kernel& k, const Instruction& inst);  // pow runs on GpSimd
 

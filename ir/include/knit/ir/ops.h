@@ -829,13 +829,14 @@ void for_each_field(const Instruction& inst, F&& f) {
 }
 
 // Calls f(name, view) for every view operand (dst included), skipping absent optional ones and
-// non-tile Operands. The index view of an indirect view is visited after it, as "vector_offset".
+// non-tile Operands. The index view of an indirect view is visited after it, as "vector_offset"
+// (DMA rows) or "indirect_index" (an .indirect() view).
 template <class F>
 void for_each_view(const Instruction& inst, F&& f) {
   auto visit = [&](const char* name, const View& v) {
     if (!v.valid()) return;
     f(name, v);
-    if (const View* index = v.index_view()) f("vector_offset", *index);
+    if (const View* index = v.index_view()) f(v.indexes_columns() ? "indirect_index" : "vector_offset", *index);
   };
   for_each_field(inst, [&](const char* name, const auto& value) {
     using T = std::decay_t<decltype(value)>;

@@ -60,6 +60,12 @@ View shift_dynamic(const TensorDecl& t, const View& v, int dim, int64_t amount, 
 // Makes dim `dim` of an HBM view indirect: its i-th index becomes the i-th element of `index`
 // (NKI's .ap(vector_offset=index, indirect_dim=dim)).
 View make_indirect(const TensorDecl& t, const View& v, int dim, const View& index, const SourceLoc& loc);
+// NKI's v.indirect(index, num_elem) on an SBUF/PSUM view `v` of P partitions: a (P, num_elem)
+// view whose columns are gathered from / scattered to free offsets read from `index`, an SBUF
+// (P, K) tile of uint16, uint32 or int32 (ir.h, View::gather; the per-instruction rules are the
+// verifier's, knit/ir/indirect.h). num_elem defaults to the index's element count.
+View make_column_indirect(const TensorDecl& t, const View& v, const TensorDecl& index_t, const View& index,
+                          std::optional<int64_t> num_elem, const SourceLoc& loc);
 
 // Structural checks of a view against its tensor: in bounds, and on-chip a legal partition
 // pattern that stays inside each partition. `what` names the operand in messages.

@@ -90,6 +90,9 @@ struct RunResult {
   // Data and register instructions executed by native code / by the reference executors.
   int64_t native_instructions = 0;
   int64_t interpreted_instructions = 0;
+  // Of those, instructions with an NC-v4 .indirect() operand: the reference executors run them on
+  // every backend, by design (not fallbacks).
+  int64_t indirect_compute_instructions = 0;
   // Instructions the jit backend handed to the reference executors because it cannot run them
   // (no native body, views it cannot walk, partial overlap, ...), one line each, in first-run
   // order: "file:line: opcode: reason". Not listed: kernels too small for compiling to pay, and
