@@ -12,6 +12,7 @@
 
 #include "knit/codegen/allocate.h"
 #include "knit/codegen/lower.h"
+#include "knit/codegen/spill.h"
 #include "knit/ir/liveness.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/verifier.h"
@@ -41,6 +42,10 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
                "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
                    " tensors but was given " + std::to_string(args.size()));
   compute_liveness();
+  for (std::string& w : codegen::spill_warnings(kernel)) {
+    if (options_.on_warning) options_.on_warning(w);
+    warnings_.push_back(std::move(w));
+  }
   pool_ = std::make_unique<MemoryPool>(kernel, plan_, !times_regions_only());
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
@@ -544,7 +549,9 @@ std::vector<bool> Machine::params_written() const {
 }
 
 RunResult interpret(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options) {
-  Machine machine(kernel, args, options);
+  verify(kernel);  // spilling needs a well-formed body; lower() spills the same way
+  const Kernel spilled = codegen::spill_psum(kernel);
+  Machine machine(spilled, args, options);
   return machine.run();
 }
 
