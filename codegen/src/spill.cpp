@@ -14,7 +14,9 @@ using namespace knit::ir;
 
 namespace {
 
-bool is_write(std::string_view operand) { return operand == "dst" || operand == "reduce_res" || operand == "dst_scale"; }
+bool is_write(std::string_view operand) {
+  return operand == "dst" || operand == "reduce_res" || operand == "dst_scale";
+}
 
 // Body indices at which each tensor appears, in order; and whether each index is inside a block.
 struct Uses {
@@ -67,9 +69,11 @@ struct Victim {
   size_t last_before = 0, next_after = 0;  // T's uses around the over-full point
 };
 
-// Picks the tile to spill at body index `at` among the PSUM tensors `alive` there; when none
+// Picks the tile to spill where `failing` starts, among the PSUM tensors `alive` there; when none
 // qualifies, `why` says for each candidate what kept it.
-Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<int>& alive, size_t at, std::string& why) {
+Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRange>& live, int failing,
+                     const std::vector<int>& alive, std::string& why) {
+  const auto at = static_cast<size_t>(live[failing].first);
   Victim best;
   std::ostringstream reasons;
   for (int t : alive) {
@@ -79,6 +83,10 @@ Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<int>& 
     const std::string name = "'" + d.name + "' (" + line_of(d.loc) + ")";
     if (d.address) {
       reasons << "\n    " << name << " is pinned by address=";
+      continue;
+    }
+    if (live[t].first >= live[failing].first) {  // starts with the tile that does not fit
+      reasons << "\n    " << name << " is live from the same point (a loop or branch around both)";
       continue;
     }
     if (next == at_list.begin() || next == at_list.end()) continue;  // not live across `at`
@@ -153,18 +161,15 @@ Kernel spill_psum(Kernel k) {
     try_allocate(k, live, failure);
     if (failure.tensor < 0) return k;
     if (k.tensor(failure.tensor).buffer != Buffer::psum || round >= limit) {
-      const bool spilled = std::any_of(k.tensors.begin(), k.tensors.end(), [](const TensorDecl& t) { return t.spill_of; });
+      const bool spilled = std::any_of(k.tensors.begin(), k.tensors.end(),
+                                       [](const TensorDecl& t) { return t.spill_of; });
       allocate(k, live,
                spilled ? "PSUM was over-subscribed, so PSUM tiles were spilled to SBUF ('.spill' tensors), and SBUF "
                          "has no room left for them: use smaller tiles or fewer tiles live at once."
                        : "");
     }
-    const auto at = static_cast<size_t>(live[failure.tensor].first);
-    std::vector<int> alive;
-    for (int t : failure.alive)
-      if (live[t].first < live[failure.tensor].first) alive.push_back(t);
     std::string why;
-    const Victim v = choose_victim(k, find_uses(k), alive, at, why);
+    const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
     if (v.tensor < 0)
       allocate(k, live,
                "PSUM is over-subscribed and none of these tiles can be spilled to SBUF here:" + why +
@@ -188,8 +193,8 @@ std::vector<std::string> spill_warnings(const Kernel& k) {
     std::ostringstream msg;
     msg << "PSUM tensor '" << victim.name << "' (" << line_of(victim.loc)
         << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to SBUF after line "
-        << out_at.line << " and back to PSUM before line " << in_at.line << " (" << k.tensors[s].partition_elements() *
-               dtype_size(k.tensors[s].dtype)
+        << out_at.line << " and back to PSUM before line " << in_at.line << " ("
+        << k.tensors[s].partition_elements() * dtype_size(k.tensors[s].dtype)
         << " bytes per partition each way, timed like any tensor_copy); keep fewer PSUM tiles live to avoid it";
     out.push_back(format_diagnostic("warning", "psum-spill", msg.str(), victim.loc));
   }

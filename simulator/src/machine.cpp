@@ -233,16 +233,7 @@ void Machine::execute(const Instruction& inst) {
 }
 
 bool Machine::overwrites_whole(const Instruction& inst, int id) const {
-  if (!op_traits(inst.opcode()).writes_whole_dst) return false;
-  const View whole = full_view(kernel_.tensor(id), id);
-  bool dst_is_whole = false, other_use = false, indirect = false;
-  for_each_view(inst, [&](const char* name, const View& v) {
-    indirect = indirect || !v.indirect.empty();  // an indirect DMA may skip rows
-    if (v.tensor != id) return;
-    if (std::string_view(name) == "dst" && v == whole) dst_is_whole = true;
-    else other_use = true;
-  });
-  return dst_is_whole && !other_use && !indirect;
+  return ir::overwrites_whole(kernel_, inst, id);
 }
 
 Instruction Machine::concretize(const Instruction& inst) const {

@@ -15,6 +15,7 @@ import knit
 import knit.isa as nisa
 import knit.language as nl
 import knit.typing as nt
+import pressure_kernels as pk
 from knit.errors import NkiValidationError
 
 BANKS = 8
@@ -247,3 +248,80 @@ def test_spill_without_sbuf_room_is_a_capacity_error():
     msg = str(e.value)
     assert "[capacity]" in msg and "sbuf" in msg
     assert ".spill" in msg and "PSUM was over-subscribed" in msg
+
+
+# ---- public-benchmark patterns (tests/python/pressure_kernels.py) -------------------------------
+
+
+def _softmax(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _silu(x):
+    return x / (1 + np.exp(-x))
+
+
+def _rand(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _case(name, rng, small):
+    """(factory, inputs, NumPy reference or None) at a small shape, or placeholders at the
+    benchmark's published shape."""
+    f64 = lambda a: a.astype(np.float64)  # noqa: E731
+    if name == "lora":  # NKIBench lora_M4096_N12288_K5120_R128
+        M, K, N, R = (256, 256, 1024, 128) if small else (4096, 5120, 12288, 128)
+        shapes = [(K, M), (K, N), (K, R), (R, N)]
+        ref = lambda xT, w, a, b: f64(xT).T @ f64(w) + (f64(xT).T @ f64(a)) @ f64(b)  # noqa: E731
+        return pk.lora, shapes, ref, 0.1
+    if name == "swiglu":  # NKIBench swiglu_M4096_N3072_K1024
+        M, K, F = (256, 512, 384) if small else (4096, 1024, 3072)
+        shapes = [(K, M), (K, F), (K, F), (F, K)]
+
+        def ref(xT, wg, wu, wd):
+            x = f64(xT).T
+            return (_silu(x @ f64(wg)) * (x @ f64(wu))) @ f64(wd)
+
+        return pk.swiglu, shapes, ref, 0.05
+    if name == "gqa":  # NKIBench gqa_full_B1_N4096_QH16_KH8_D128
+        QH, KH, S = (4, 2, 1024) if small else (16, 8, 4096)
+        shapes = [(QH, 128, S), (KH, 128, S), (KH, S, 128)]
+
+        def ref(qT, kT, v):
+            g = QH // KH
+            return np.stack([_softmax(f64(qT[h]).T @ f64(kT[h // g]) / np.sqrt(128)) @ f64(v[h // g])
+                             for h in range(QH)])
+
+        return pk.gqa, shapes, ref, 1.0
+    # NKIBench bmm_softmax_B16_K64_M4096_N4096
+    B, K, M, N = (2, 64, 256, 4096) if small else (16, 64, 4096, 4096)
+    shapes = [(B, K, M), (B, K, N)]
+    ref = lambda aT, b: _softmax(np.einsum("bkm,bkn->bmn", f64(aT), f64(b)))  # noqa: E731
+    return pk.batched_softmax, shapes, ref, 1.0
+
+
+PATTERNS = ["lora", "swiglu", "gqa", "batched_softmax"]
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["unrolled", "device_loop"])
+@pytest.mark.parametrize("name", PATTERNS)
+def test_public_patterns_match_numpy(capsys, name, dynamic):
+    rng = np.random.default_rng(7)
+    factory, shapes, ref, scale = _case(name, rng, small=True)
+    args = [_rand(rng, *s, scale=scale) for s in shapes]
+    got = factory(dynamic)(*args)
+    np.testing.assert_allclose(got, ref(*args), rtol=2e-3, atol=2e-3)
+    assert not _spill_warnings(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_public_patterns_fit_at_published_shapes(name):
+    """The published shape, outer row loop on the device: every tile of the loop body that is
+    written whole before any read is live only for its uses, so PSUM and SBUF hold the body
+    (before, the whole body was live at once: LoRA, SwiGLU and GQA ran out of PSUM)."""
+    factory, shapes, _, _ = _case(name, None, small=False)
+    c = knit.compile(factory(True), *[nt.tensor[list(s), nl.float32] for s in shapes])
+    stats = c.stats
+    assert stats["psum_high_water"] <= 16 * 1024
+    assert "spill_of" not in c.program.to_text()
