@@ -14,6 +14,9 @@ import pytest
 import knit
 import knit.isa as nisa
 import knit.language as nl
+import knit.legacy as legacy
+import knit.legacy.isa as lnisa
+import knit.legacy.language as lnl
 import knit.typing as nt
 import pressure_kernels as pk
 from knit.errors import NkiValidationError
@@ -325,3 +328,31 @@ def test_public_patterns_fit_at_published_shapes(name):
     stats = c.stats
     assert stats["psum_high_water"] <= 16 * 1024
     assert "spill_of" not in c.program.to_text()
+
+
+# ---- legacy block tensors: a block's fill waits for its first use -------------------------------
+
+
+@legacy.jit
+def legacy_blocks(a):
+    """Two SBUF block tensors of 64 x 2 KiB each, filled at declaration in the source (256 KiB,
+    more than trn2's 224 KiB SBUF per partition), each block used in one iteration only."""
+    out = lnl.ndarray((64, 128, 128), dtype=np.float32, buffer=lnl.shared_hbm)
+    ones = lnl.full((64, lnl.par_dim(128), 512), fill_value=1.0, dtype=np.float32, buffer=lnl.sbuf)
+    acc = lnl.zeros((64, lnl.par_dim(128), 512), dtype=np.float32, buffer=lnl.sbuf, lazy_initialization=True)
+    ps = lnl.zeros((64, lnl.par_dim(128), 128), dtype=np.float32, buffer=lnl.psum, lazy_initialization=True)
+    t = lnl.ndarray((64, lnl.par_dim(128), 128), dtype=np.float32, buffer=lnl.sbuf)
+    i_p, i_f = lnl.arange(128)[:, None], lnl.arange(128)[None, :]
+    for i in lnl.affine_range(64):
+        t[i, i_p, i_f] = lnl.load(a[i])
+        ps[i, i_p, i_f] += lnisa.nc_matmul(t[i], t[i])
+        acc[i, i_p, i_f] = lnl.add(acc[i, i_p, i_f], ones[i, i_p, i_f])
+        acc[i, i_p, i_f] = lnl.add(acc[i, i_p, i_f], ps[i])
+        lnl.store(out[i], value=acc[i, i_p, i_f])
+    return out
+
+
+def test_legacy_block_fills_wait_for_first_use():
+    a = np.random.default_rng(5).standard_normal((64, 128, 128)).astype(np.float32)
+    want = 1 + np.einsum("ikm,ikn->imn", a.astype(np.float64), a.astype(np.float64))
+    np.testing.assert_allclose(legacy_blocks(a), want, rtol=1e-4, atol=1e-3)
