@@ -114,8 +114,9 @@ Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRa
   return best;
 }
 
+template <class Op>
 Instruction copy_instruction(const Kernel& k, int dst, int src, const SourceLoc& loc) {
-  TensorCopy op;
+  Op op;
   op.dst = full_view(k.tensor(dst), dst);
   op.src = full_view(k.tensor(src), src);
   Instruction inst;
@@ -146,9 +147,56 @@ void insert_spill(Kernel& k, const Victim& v) {
   for (size_t i = v.next_after; i < k.body.size(); ++i) rename(k.body[i], v.tensor, reloaded);
   const SourceLoc reload_at = k.body[v.next_after].loc, store_at = k.body[v.last_before].loc;
   k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.next_after),
-                copy_instruction(k, reloaded, spill, reload_at));
+                copy_instruction<TensorCopy>(k, reloaded, spill, reload_at));
   k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.last_before + 1),
-                copy_instruction(k, spill, v.tensor, store_at));
+                copy_instruction<TensorCopy>(k, spill, v.tensor, store_at));
+}
+
+// The body index of the one instruction that writes (or reads) tensor t.
+size_t only_access(const Kernel& k, int t, bool write) {
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    bool hit = false;
+    for_each_view(k.body[i],
+                  [&](const char* name, const View& v) { hit = hit || (v.tensor == t && is_write(name) == write); });
+    if (hit) return i;
+  }
+  internal_error("spill tensor without its copies");
+}
+
+// Replaces body[i] with the two instructions a, b.
+void replace_with_pair(Kernel& k, size_t i, Instruction a, Instruction b) {
+  k.body[i] = std::move(a);
+  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(i + 1), std::move(b));
+}
+
+// SBUF has no room for spill tensor s: it moves to HBM. DMA cannot reach PSUM, so each way goes
+// through an SBUF staging tile that lives for two instructions: PSUM -> stage -> HBM after the
+// last use, HBM -> stage -> PSUM before the next.
+void move_spill_to_hbm(Kernel& k, int s) {
+  TensorDecl stage = k.tensor(s);
+  stage.name = k.tensor(*stage.spill_of).name + ".stage";
+  stage.spill_of.reset();
+  const int out = static_cast<int>(k.tensors.size()), in = out + 1;
+  k.tensors.push_back(stage);
+  k.tensors.push_back(stage);
+  k.tensors[static_cast<size_t>(s)].buffer = Buffer::hbm;
+  const size_t store = only_access(k, s, true);
+  const int victim = std::get<TensorCopy>(k.body[store].op).src.tensor;
+  const SourceLoc store_at = k.body[store].loc;
+  replace_with_pair(k, store, copy_instruction<TensorCopy>(k, out, victim, store_at),
+                    copy_instruction<DmaCopy>(k, s, out, store_at));
+  const size_t reload = only_access(k, s, false);
+  const int reloaded = std::get<TensorCopy>(k.body[reload].op).dst.tensor;
+  const SourceLoc reload_at = k.body[reload].loc;
+  replace_with_pair(k, reload, copy_instruction<DmaCopy>(k, in, s, reload_at),
+                    copy_instruction<TensorCopy>(k, reloaded, in, reload_at));
+}
+
+// An SBUF spill tensor among `alive`, else -1.
+int sbuf_spill_among(const Kernel& k, const std::vector<int>& alive) {
+  for (int t : alive)
+    if (k.tensor(t).spill_of && k.tensor(t).buffer == Buffer::sbuf) return t;
+  return -1;
 }
 
 }  // namespace
@@ -160,12 +208,21 @@ Kernel spill_psum(Kernel k) {
     AllocationFailure failure;
     try_allocate(k, live, failure);
     if (failure.tensor < 0) return k;
+    if (k.tensor(failure.tensor).buffer == Buffer::sbuf && round < limit) {
+      std::vector<int> here = failure.alive;
+      here.push_back(failure.tensor);
+      if (const int s = sbuf_spill_among(k, here); s >= 0) {
+        move_spill_to_hbm(k, s);
+        continue;
+      }
+    }
     if (k.tensor(failure.tensor).buffer != Buffer::psum || round >= limit) {
       const bool spilled = std::any_of(k.tensors.begin(), k.tensors.end(),
                                        [](const TensorDecl& t) { return t.spill_of; });
       allocate(k, live,
-               spilled ? "PSUM was over-subscribed, so PSUM tiles were spilled to SBUF ('.spill' tensors), and SBUF "
-                         "has no room left for them: use smaller tiles or fewer tiles live at once."
+               spilled ? "PSUM was over-subscribed, so PSUM tiles were spilled ('.spill' tensors, through '.stage' "
+                         "tiles when in HBM), and SBUF has no room left for them: use smaller tiles or fewer tiles "
+                         "live at once."
                        : "");
     }
     std::string why;
@@ -192,10 +249,11 @@ std::vector<std::string> spill_warnings(const Kernel& k) {
       });
     std::ostringstream msg;
     msg << "PSUM tensor '" << victim.name << "' (" << line_of(victim.loc)
-        << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to SBUF after line "
+        << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to "
+        << (k.tensors[s].buffer == Buffer::hbm ? "HBM (through SBUF: SBUF is full)" : "SBUF") << " after line "
         << out_at.line << " and back to PSUM before line " << in_at.line << " ("
         << k.tensors[s].partition_elements() * dtype_size(k.tensors[s].dtype)
-        << " bytes per partition each way, timed like any tensor_copy); keep fewer PSUM tiles live to avoid it";
+        << " bytes per partition each way, timed like the copies they are); keep fewer PSUM tiles live to avoid it";
     out.push_back(format_diagnostic("warning", "psum-spill", msg.str(), victim.loc));
   }
   return out;

@@ -19,17 +19,14 @@ const std::string kTile = "@0[[512,128],[1,512]]";
 
 // n PSUM tiles, each set whole by a memset (t0 .. t(n-1) in order), then each copied to SBUF in
 // order: n tiles live at once after the last memset.
-std::string fill_then_read(int n, const std::string& first_write = "memset dst=%{}" + kTile + " value=1") {
+std::string fill_then_read(int n) {
   std::string text = "kernel \"k\" target=trn2 {\n  tensor %0 \"out\" shared_hbm float32[128, 512]\n";
   for (int i = 0; i < n; ++i)
-    text += "  tensor %" + std::to_string(i + 1) + " \"t" + std::to_string(i) + "\" psum float32[128, 512] @ \"k.py\":" +
-            std::to_string(10 + i) + "\n";
+    text += "  tensor %" + std::to_string(i + 1) + " \"t" + std::to_string(i) +
+            "\" psum float32[128, 512] @ \"k.py\":" + std::to_string(10 + i) + "\n";
   text += "  tensor %" + std::to_string(n + 1) + " \"o\" sbuf float32[128, 512]\n";
-  for (int i = 0; i < n; ++i) {
-    std::string w = first_write;
-    w.replace(w.find("{}"), 2, std::to_string(i + 1));
-    text += "  " + w + " @ \"k.py\":" + std::to_string(20 + i) + "\n";
-  }
+  for (int i = 0; i < n; ++i)
+    text += "  memset dst=%" + std::to_string(i + 1) + kTile + " value=1 @ \"k.py\":" + std::to_string(20 + i) + "\n";
   for (int i = 0; i < n; ++i)
     text += "  tensor_copy dst=%" + std::to_string(n + 1) + kTile + " src=%" + std::to_string(i + 1) + kTile +
             " @ \"k.py\":" + std::to_string(40 + i) + "\n";
