@@ -16,7 +16,7 @@ namespace {
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 [[noreturn]] void out_of_space(const Kernel& k, int id, const Allocation& want, const std::vector<int>& alive,
-                               const MemoryPlan& plan, int64_t capacity) {
+                               const MemoryPlan& plan, int64_t capacity, const std::string& hint) {
   const TensorDecl& t = k.tensor(id);
   std::ostringstream msg;
   int64_t used = 0;
@@ -29,13 +29,28 @@ int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
     msg << "\n    '" << a.name << "' " << plan.tensors[o]->bytes << " bytes at byte " << plan.tensors[o]->offset << " ("
         << a.loc.file << ':' << a.loc.line << ')';
   }
-  msg << "\n  Use smaller tiles or let tensors die earlier (allocate them inside the loop that uses them).";
+  msg << "\n  "
+      << (hint.empty() ? "Use smaller tiles or let tensors die earlier (allocate them inside the loop that uses them)."
+                       : hint);
   user_error(t.loc, "capacity", msg.str());
 }
 
 }  // namespace
 
-MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
+MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live, const std::string& hint) {
+  AllocationFailure failure;
+  MemoryPlan plan = try_allocate(k, live, failure);
+  if (failure.tensor >= 0) {
+    const TensorDecl& t = k.tensor(failure.tensor);
+    const TargetInfo info = target_info(k.target);
+    out_of_space(k, failure.tensor, failure.want, failure.alive, plan,
+                 t.buffer == Buffer::sbuf ? info.sbuf_partition_bytes : info.psum_partition_bytes, hint);
+  }
+  return plan;
+}
+
+MemoryPlan try_allocate(const Kernel& k, const std::vector<LiveRange>& live, AllocationFailure& failure) {
+  failure = {};
   const TargetInfo info = target_info(k.target);
   MemoryPlan plan;
   plan.tensors.resize(k.tensors.size());
@@ -101,7 +116,10 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live) {
         }
       }
       next_fit[{t.buffer == Buffer::sbuf, a.core}] = a.offset + a.bytes;
-      if (a.offset < 0) out_of_space(k, id, a, same, plan, capacity);
+      if (a.offset < 0) {
+        failure = {id, a, same};
+        return plan;
+      }
     }
     plan.tensors[id] = a;
     alive.push_back(id);

@@ -22,6 +22,8 @@ constexpr IndirectOperands kIndirectTable[] = {
     {Opcode::activation, {"dst", "data"}, {none, none, none}},
     {Opcode::activation_reduce, {"dst", "data"}, {none, none, none}},
     {Opcode::exponential, {"dst", "src"}, {none, none, none}},
+    {Opcode::tensor_scalar_cumulative, {"dst", "src"}, {none, none, none}},
+    {Opcode::activate2, {"dst", "data"}, {none, none, none}},
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "knit/ir/op_traits.h"
+#include "knit/ir/view.h"
 
 namespace knit::ir {
 
@@ -36,6 +37,61 @@ std::vector<size_t> match_blocks(const Kernel& k) {
   return match;
 }
 
+namespace {
+
+// A matmul that does not accumulate stores every dst element too (and sets its flags).
+bool matmul_overwrites(const Instruction& inst) {
+  bool off = false;
+  for_each_field(inst, [&](const char*, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, Accumulate>) off = value == Accumulate::off;
+  });
+  return off;
+}
+
+}  // namespace
+
+bool overwrites_whole(const Kernel& k, const Instruction& inst, int id) {
+  if (!op_traits(inst.opcode()).writes_whole_dst && !matmul_overwrites(inst)) return false;
+  const View whole = full_view(k.tensor(id), id);
+  bool dst_is_whole = false, other_use = false, indirect = false;
+  for_each_view(inst, [&](const char* name, const View& v) {
+    indirect = indirect || !v.indirect.empty();  // an indirect DMA may skip rows
+    if (v.tensor != id) return;
+    if (std::string_view(name) == "dst" && v == whole) dst_is_whole = true;
+    else other_use = true;
+  });
+  return dst_is_whole && !other_use && !indirect;
+}
+
+namespace {
+
+// Block nesting depth of each body index (a block's own opener, else and end at the outer depth).
+std::vector<int> block_depths(const Kernel& k) {
+  std::vector<int> depth(k.body.size(), 0);
+  int d = 0;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const BlockPart part = op_traits(k.body[i].opcode()).block;
+    if (part == BlockPart::close || part == BlockPart::middle) --d;
+    depth[i] = d;
+    if (part == BlockPart::open || part == BlockPart::middle) ++d;
+  }
+  return depth;
+}
+
+// A tensor whose first use overwrites it whole carries no value into that use, so a block whose
+// body holds all of its uses need not keep it from one iteration to the next. Not when an `else`
+// of a block around the first use falls inside the range: the other branch would use a tensor
+// its own branch never placed.
+bool iteration_local(const Kernel& k, const std::vector<int>& depth, const LiveRange& r, int id) {
+  const auto f = static_cast<size_t>(r.first);
+  if (!overwrites_whole(k, k.body[f], id)) return false;
+  for (auto i = f + 1; i <= static_cast<size_t>(r.last); ++i)
+    if (op_traits(k.body[i].opcode()).block == BlockPart::middle && depth[i] < depth[f]) return false;
+  return true;
+}
+
+}  // namespace
+
 std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& matches) {
   const auto& body = k.body;
   std::vector<LiveRange> live(k.tensors.size());
@@ -45,15 +101,23 @@ std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& m
       if (!r.used()) r.first = static_cast<int64_t>(i);
       r.last = static_cast<int64_t>(i);
     });
-  // Blocks in order of their end index: inner blocks before the blocks around them.
+  const std::vector<int> depth = block_depths(k);
+  std::vector<bool> local(k.tensors.size(), false);
+  for (size_t id = 0; id < live.size(); ++id)
+    local[id] = live[id].used() && iteration_local(k, depth, live[id], static_cast<int>(id));
+  // Blocks in order of their end index: inner blocks before the blocks around them. A block
+  // that only partly overlaps a range widens it to the whole block; one that holds the whole
+  // range does too, unless the tensor is iteration-local.
   for (size_t e = 0; e < body.size(); ++e) {
     if (op_traits(body[e].opcode()).block != BlockPart::close) continue;
     const auto b = static_cast<int64_t>(matches[e]), end = static_cast<int64_t>(e);
-    for (LiveRange& r : live)
-      if (r.used() && r.first <= end && r.last >= b) {
-        r.first = std::min(r.first, b);
-        r.last = std::max(r.last, end);
-      }
+    for (size_t id = 0; id < live.size(); ++id) {
+      LiveRange& r = live[id];
+      if (!r.used() || r.first > end || r.last < b) continue;
+      if (local[id] && b < r.first && r.last < end) continue;
+      r.first = std::min(r.first, b);
+      r.last = std::max(r.last, end);
+    }
   }
   return live;
 }

@@ -100,6 +100,13 @@ class Parser {
       lex_.expect(')');
       t.address = std::array<int64_t, 2>{p, f};
     }
+    if (lex_.accept_word("spill_of")) {
+      lex_.expect('=');
+      lex_.expect('%');
+      const int64_t of = lex_.integer();
+      if (of < 0 || of >= static_cast<int64_t>(k_.tensors.size())) lex_.fail("spill_of must name an earlier tensor");
+      t.spill_of = static_cast<int>(of);
+    }
     t.loc = loc();
     if (is_param) k_.params.push_back(static_cast<int>(k_.tensors.size()));
     k_.tensors.push_back(std::move(t));

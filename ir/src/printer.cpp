@@ -174,6 +174,7 @@ class Printer {
       out_ << ' ' << to_string(t.buffer) << ' ' << to_string(t.dtype);
       print_shape(out_, t.shape);
       if (t.address) out_ << " address=(" << (*t.address)[0] << ", " << (*t.address)[1] << ')';
+      if (t.spill_of) out_ << " spill_of=%" << *t.spill_of;
       print_loc(out_, t.loc);
       out_ << '\n';
     }

@@ -12,6 +12,7 @@
 
 #include "knit/codegen/allocate.h"
 #include "knit/codegen/lower.h"
+#include "knit/codegen/spill.h"
 #include "knit/ir/indirect.h"
 #include "knit/ir/liveness.h"
 #include "knit/ir/op_traits.h"
@@ -42,6 +43,10 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
                "kernel '" + kernel.name + "' takes " + std::to_string(kernel.params.size()) +
                    " tensors but was given " + std::to_string(args.size()));
   compute_liveness();
+  for (std::string& w : codegen::spill_warnings(kernel)) {
+    if (options_.on_warning) options_.on_warning(w);
+    warnings_.push_back(std::move(w));
+  }
   pool_ = std::make_unique<MemoryPool>(kernel, plan_, !times_regions_only());
   int max_reg = -1;
   for (const Instruction& inst : kernel.body)
@@ -261,16 +266,7 @@ void Machine::execute(const Instruction& inst) {
 }
 
 bool Machine::overwrites_whole(const Instruction& inst, int id) const {
-  if (!op_traits(inst.opcode()).writes_whole_dst) return false;
-  const View whole = full_view(kernel_.tensor(id), id);
-  bool dst_is_whole = false, other_use = false, indirect = false;
-  for_each_view(inst, [&](const char* name, const View& v) {
-    indirect = indirect || !v.indirect.empty();  // an indirect DMA may skip rows
-    if (v.tensor != id) return;
-    if (std::string_view(name) == "dst" && v == whole) dst_is_whole = true;
-    else other_use = true;
-  });
-  return dst_is_whole && !other_use && !indirect;
+  return ir::overwrites_whole(kernel_, inst, id);
 }
 
 Instruction Machine::concretize(const Instruction& inst) const {
@@ -583,7 +579,9 @@ std::vector<bool> Machine::params_written() const {
 }
 
 RunResult interpret(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options) {
-  Machine machine(kernel, args, options);
+  verify(kernel);  // spilling needs a well-formed body; lower() spills the same way
+  const Kernel spilled = codegen::spill_psum(kernel);
+  Machine machine(spilled, args, options);
   return machine.run();
 }
 

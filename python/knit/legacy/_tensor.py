@@ -577,9 +577,14 @@ class BlockTensor:
     """A G1 tensor with block dims before its partition dim, e.g. ``(4, nl.par_dim(128), 512)``:
     one Knit tile per block index. Index the block dims with ints to get a tile."""
 
-    def __init__(self, block_shape, tiles, tile_shape, dtype, buffer):
+    def __init__(self, block_shape, tiles, tile_shape, dtype, buffer, fill=None):
         self.block_shape = tuple(block_shape)
         self._tiles = tiles  # flat, row-major over block_shape
+        # (write(tile), indices of tiles not filled yet): a block's fill (nl.zeros / nl.full) is
+        # emitted at the block's first access, so a block is live only from where it is used, as
+        # each block is its own tile to the allocator. The legacy API has no device control flow
+        # (its loops unroll), so the first access in trace order runs first.
+        self._fill = fill
         self.tile_shape = tuple(tile_shape)
         self.dtype = to_dtype(dtype)
         self.buffer = buffer
@@ -611,6 +616,9 @@ class BlockTensor:
             flat = flat * self.block_shape[d] + b
         if len(blocks) < nb:
             raise user_error("unsupported", "index every block dim (before nl.par_dim) with an int", loc)
+        if self._fill is not None and flat in self._fill[1]:
+            self._fill[1].discard(flat)
+            self._fill[0](self._tiles[flat])
         return self._tiles[flat], rest
 
     def __getitem__(self, key):

@@ -177,7 +177,7 @@ def _create(shape, dtype, buffer, name, loc, value=None):
     if not buffer.on_chip:  # HBM is linear: a par_dim mark means nothing there
         blocks, tile_shape = (), blocks + tile_shape
 
-    def one(nm):
+    def one(nm, deferred=False):
         if buffer is shared_hbm and not blocks:
             trace = _trace.current()
             t, made = _shared_alias(trace, tile_shape, dtype, nm)
@@ -190,7 +190,7 @@ def _create(shape, dtype, buffer, name, loc, value=None):
         if buffer is shared_hbm and not blocks:
             if trace.program_id == 0:
                 made.append(t)
-        if value is not None and mode != "lazy_zero":
+        if value is not None and mode != "lazy_zero" and not deferred:
             _ops.fill(t, value, loc)
         return t
 
@@ -199,8 +199,10 @@ def _create(shape, dtype, buffer, name, loc, value=None):
     count = 1
     for b in blocks:
         count *= b
-    tiles = [one(f"{name}_{i}" if name else "") for i in range(count)]
-    return BlockTensor(blocks, tiles, tile_shape, dtype, buffer)
+    tiles = [one(f"{name}_{i}" if name else "", deferred=True) for i in range(count)]
+    needs_fill = value is not None and not (buffer is psum and value == 0 and dtype == _F32)
+    fill = (lambda t: _ops.fill(t, value, loc), set(range(count))) if needs_fill else None
+    return BlockTensor(blocks, tiles, tile_shape, dtype, buffer, fill)
 
 
 @_checked
@@ -212,7 +214,9 @@ def ndarray(shape, dtype, *, buffer=None, name=""):
 
 
 @_checked
-def zeros(shape, dtype, *, buffer=None, name=""):
+def zeros(shape, dtype, *, buffer=None, name="", lazy_initialization=False):
+    """lazy_initialization (accepted, changes nothing): a block tensor's zero fill already waits
+    for each block's first use, and an fp32 PSUM tensor is zeroed by its first matmul."""
     loc = _loc()
     _flush()
     return _create(shape, dtype, buffer, name, loc, 0)

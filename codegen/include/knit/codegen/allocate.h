@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "knit/ir/ir.h"
@@ -40,6 +41,17 @@ struct MemoryPlan {
 // wrapping to the lowest free range): SBUF offsets aligned to 64 bytes, PSUM tensors starting on
 // a 2 KiB bank. Running out of space is a user error at the tensor's declaration,
 // naming the tensors alive there, their bytes and source lines, and the target's capacity.
-MemoryPlan allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live);
+// `hint` replaces the error's closing advice when set.
+MemoryPlan allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live, const std::string& hint = "");
+
+// The same placement, but running out of space is reported in `failure` (tensor >= 0: the first
+// tensor that did not fit, the size it wanted and the tensors alive in its buffer then) with the
+// plan as far as it got, instead of thrown. PSUM spilling (spill.h) uses it to find where to spill.
+struct AllocationFailure {
+  int tensor = -1;
+  Allocation want;
+  std::vector<int> alive;
+};
+MemoryPlan try_allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live, AllocationFailure& failure);
 
 }  // namespace knit::codegen

@@ -16,13 +16,20 @@ std::vector<size_t> match_blocks(const Kernel& k);
 // [first, last] body indices at which a tensor is live; first = -1 if the body never uses it.
 // A tensor used inside a block is live for the whole block: a loop body reuses its tensors
 // across iterations (one static allocation, as on hardware), and a branch that is skipped must
-// not leave a tensor unplaced.
+// not leave a tensor unplaced. Except when the block holds every use and the first use
+// overwrites the tensor whole (overwrites_whole): no value crosses iterations, so its range stays
+// [first use, last use] and its bytes serve other tensors in the rest of the body.
 struct LiveRange {
   int64_t first = -1, last = -1;
   bool used() const { return first >= 0; }
   bool overlaps(const LiveRange& o) const { return used() && o.used() && first <= o.last && o.first <= last; }
 };
 std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& matches);
+
+// The instruction stores every element of tensor `id` through its dst (whole, static, direct, no
+// accumulation state: op_traits' writes_whole_dst, or a matmul with accumulate=off) and uses the
+// tensor nowhere else.
+bool overwrites_whole(const Kernel& k, const Instruction& inst, int id);
 
 // The core (grid instance) each tensor belongs to: in a kernel whose instances synchronize
 // (core_barrier / sendrecv) they run as separate NeuronCores, each with its own SBUF and PSUM,

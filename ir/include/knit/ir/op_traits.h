@@ -111,7 +111,7 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::dma_copy,                dma,       dma_engine, by_opcode,               no_block, true,  {C::dma}, elementwise},
   {Opcode::dma_compute,             dma,       dma_engine, by_opcode,               no_block, false, {C::dma}, elementwise},
   {Opcode::nc_matmul,               compute,   tensor,     by_opcode,               no_block, false, {C::matmul}, contract},
-  {Opcode::nc_transpose,            compute,   tensor,     nc_transpose_engine_of,  no_block, false, {C::pe_transpose}, transposed},
+  {Opcode::nc_transpose,            compute,   tensor,     nc_transpose_engine_of,  no_block, true,  {C::pe_transpose}, transposed},
   {Opcode::activation,              compute,   act,        by_opcode,               no_block, true,  {C::stream}, elementwise},
   {Opcode::activation_reduce,       compute,   act,        by_opcode,               no_block, true,  {C::stream}, elementwise},
   {Opcode::tensor_tensor,           compute,   vector,     tensor_tensor_engine_of, no_block, true,  {C::tensor_tensor}, elementwise},

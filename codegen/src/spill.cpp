@@ -1,0 +1,262 @@
+#include "knit/codegen/spill.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "knit/codegen/allocate.h"
+#include "knit/ir/liveness.h"
+#include "knit/ir/op_traits.h"
+#include "knit/ir/view.h"
+
+namespace knit::codegen {
+
+using namespace knit::ir;
+
+namespace {
+
+bool is_write(std::string_view operand) {
+  return operand == "dst" || operand == "reduce_res" || operand == "dst_scale";
+}
+
+// Body indices at which each tensor appears, in order; and whether each index is inside a block.
+struct Uses {
+  std::vector<std::vector<size_t>> at;
+  std::vector<bool> in_block;
+};
+
+Uses find_uses(const Kernel& k) {
+  Uses u{std::vector<std::vector<size_t>>(k.tensors.size()), std::vector<bool>(k.body.size(), false)};
+  int depth = 0;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const BlockPart part = op_traits(k.body[i].opcode()).block;
+    if (part == BlockPart::close) --depth;
+    u.in_block[i] = depth > 0 || part != BlockPart::none;
+    if (part == BlockPart::open) ++depth;
+    for_each_view(k.body[i], [&](const char*, const View& v) {
+      auto& list = u.at[v.tensor];
+      if (list.empty() || list.back() != i) list.push_back(i);
+    });
+  }
+  return u;
+}
+
+// The instruction writes all of tensor t through one static view.
+bool writes_whole(const Kernel& k, const Instruction& inst, int t) {
+  bool whole = false;
+  for_each_view(inst, [&](const char* name, const View& v) {
+    if (v.tensor == t && is_write(name) && v.is_static() && v.num_elements() == k.tensor(t).num_elements())
+      whole = true;
+  });
+  return whole;
+}
+
+// A matmul that adds into tensor t (accumulate auto or on): t's matmul-written flags matter to it.
+bool accumulates_into(const Instruction& inst, int t) {
+  bool writes_t = false, adds = false;
+  for_each_field(inst, [&](const char* name, const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, Accumulate>) adds = value != Accumulate::off;
+    if constexpr (std::is_same_v<T, View>)
+      if (std::string_view(name) == "dst" && value.tensor == t) writes_t = true;
+  });
+  return writes_t && adds;
+}
+
+std::string line_of(const SourceLoc& loc) { return loc.file + ":" + std::to_string(loc.line); }
+
+struct Victim {
+  int tensor = -1;
+  size_t last_before = 0, next_after = 0;  // T's uses around the over-full point
+};
+
+// Picks the tile to spill where `failing` starts, among the PSUM tensors `alive` there; when none
+// qualifies, `why` says for each candidate what kept it.
+Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRange>& live, int failing,
+                     const std::vector<int>& alive, std::string& why) {
+  const auto at = static_cast<size_t>(live[failing].first);
+  Victim best;
+  std::ostringstream reasons;
+  for (int t : alive) {
+    const TensorDecl& d = k.tensor(t);
+    const auto& at_list = uses.at[t];
+    const auto next = std::lower_bound(at_list.begin(), at_list.end(), at);
+    const std::string name = "'" + d.name + "' (" + line_of(d.loc) + ")";
+    if (d.address) {
+      reasons << "\n    " << name << " is pinned by address=";
+      continue;
+    }
+    if (live[t].first >= live[failing].first) {  // starts with the tile that does not fit
+      reasons << "\n    " << name << " is live from the same point (a loop or branch around both)";
+      continue;
+    }
+    if (next == at_list.begin() || next == at_list.end()) continue;  // not live across `at`
+    if (*next == at) {
+      reasons << "\n    " << name << " is used by the same instruction";
+      continue;
+    }
+    if (std::any_of(at_list.begin(), at_list.end(), [&](size_t i) { return uses.in_block[i]; })) {
+      reasons << "\n    " << name << " is used inside a loop or branch (only straight-line tiles are spilled)";
+      continue;
+    }
+    const size_t before = *(next - 1), after = *next;
+    if (accumulates_into(k.body[after], t)) {
+      reasons << "\n    " << name << " is in an open matmul accumulation group (the matmul at "
+              << line_of(k.body[after].loc) << " adds into it)";
+      continue;
+    }
+    if (std::none_of(at_list.begin(), next, [&](size_t i) { return writes_whole(k, k.body[i], t); })) {
+      reasons << "\n    " << name << " has not been written whole yet";
+      continue;
+    }
+    if (best.tensor < 0 || after > best.next_after) best = {t, before, after};
+  }
+  why = reasons.str();
+  return best;
+}
+
+template <class Op>
+Instruction copy_instruction(const Kernel& k, int dst, int src, const SourceLoc& loc) {
+  Op op;
+  op.dst = full_view(k.tensor(dst), dst);
+  op.src = full_view(k.tensor(src), src);
+  Instruction inst;
+  inst.op = std::move(op);
+  inst.loc = loc;
+  return inst;
+}
+
+void rename(Instruction& inst, int from, int to) {
+  for_each_view_mut(inst, [&](View& v) {
+    if (v.tensor == from) v.tensor = to;
+    for (View& index : v.indirect)
+      if (index.tensor == from) index.tensor = to;
+  });
+}
+
+void insert_spill(Kernel& k, const Victim& v) {
+  const int spill = static_cast<int>(k.tensors.size()), reloaded = spill + 1;
+  TensorDecl s = k.tensor(v.tensor);
+  s.name += ".spill";
+  s.buffer = Buffer::sbuf;
+  s.address.reset();
+  s.is_param = false;
+  s.spill_of = v.tensor;
+  TensorDecl t2 = k.tensor(v.tensor);
+  k.tensors.push_back(std::move(s));
+  k.tensors.push_back(std::move(t2));
+  for (size_t i = v.next_after; i < k.body.size(); ++i) rename(k.body[i], v.tensor, reloaded);
+  const SourceLoc reload_at = k.body[v.next_after].loc, store_at = k.body[v.last_before].loc;
+  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.next_after),
+                copy_instruction<TensorCopy>(k, reloaded, spill, reload_at));
+  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.last_before + 1),
+                copy_instruction<TensorCopy>(k, spill, v.tensor, store_at));
+}
+
+// The body index of the one instruction that writes (or reads) tensor t.
+size_t only_access(const Kernel& k, int t, bool write) {
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    bool hit = false;
+    for_each_view(k.body[i],
+                  [&](const char* name, const View& v) { hit = hit || (v.tensor == t && is_write(name) == write); });
+    if (hit) return i;
+  }
+  internal_error("spill tensor without its copies");
+}
+
+// Replaces body[i] with the two instructions a, b.
+void replace_with_pair(Kernel& k, size_t i, Instruction a, Instruction b) {
+  k.body[i] = std::move(a);
+  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(i + 1), std::move(b));
+}
+
+// SBUF has no room for spill tensor s: it moves to HBM. DMA cannot reach PSUM, so each way goes
+// through an SBUF staging tile that lives for two instructions: PSUM -> stage -> HBM after the
+// last use, HBM -> stage -> PSUM before the next.
+void move_spill_to_hbm(Kernel& k, int s) {
+  TensorDecl stage = k.tensor(s);
+  stage.name = k.tensor(*stage.spill_of).name + ".stage";
+  stage.spill_of.reset();
+  const int out = static_cast<int>(k.tensors.size()), in = out + 1;
+  k.tensors.push_back(stage);
+  k.tensors.push_back(stage);
+  k.tensors[static_cast<size_t>(s)].buffer = Buffer::hbm;
+  const size_t store = only_access(k, s, true);
+  const int victim = std::get<TensorCopy>(k.body[store].op).src.tensor;
+  const SourceLoc store_at = k.body[store].loc;
+  replace_with_pair(k, store, copy_instruction<TensorCopy>(k, out, victim, store_at),
+                    copy_instruction<DmaCopy>(k, s, out, store_at));
+  const size_t reload = only_access(k, s, false);
+  const int reloaded = std::get<TensorCopy>(k.body[reload].op).dst.tensor;
+  const SourceLoc reload_at = k.body[reload].loc;
+  replace_with_pair(k, reload, copy_instruction<DmaCopy>(k, in, s, reload_at),
+                    copy_instruction<TensorCopy>(k, reloaded, in, reload_at));
+}
+
+// An SBUF spill tensor among `alive`, else -1.
+int sbuf_spill_among(const Kernel& k, const std::vector<int>& alive) {
+  for (int t : alive)
+    if (k.tensor(t).spill_of && k.tensor(t).buffer == Buffer::sbuf) return t;
+  return -1;
+}
+
+}  // namespace
+
+Kernel spill_psum(Kernel k) {
+  const size_t limit = 4 * k.body.size() + 64;  // each spill shortens a live range; this is a backstop
+  for (size_t round = 0;; ++round) {
+    const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
+    AllocationFailure failure;
+    try_allocate(k, live, failure);
+    if (failure.tensor < 0) return k;
+    if (k.tensor(failure.tensor).buffer == Buffer::sbuf && round < limit) {
+      std::vector<int> here = failure.alive;
+      here.push_back(failure.tensor);
+      if (const int s = sbuf_spill_among(k, here); s >= 0) {
+        move_spill_to_hbm(k, s);
+        continue;
+      }
+    }
+    if (k.tensor(failure.tensor).buffer != Buffer::psum || round >= limit) {
+      const bool spilled = std::any_of(k.tensors.begin(), k.tensors.end(),
+                                       [](const TensorDecl& t) { return t.spill_of; });
+      allocate(k, live,
+               spilled ? "PSUM was over-subscribed, so PSUM tiles were spilled ('.spill' tensors, through '.stage' "
+                         "tiles when in HBM), and SBUF has no room left for them: use smaller tiles or fewer tiles "
+                         "live at once."
+                       : "");
+    }
+    std::string why;
+    const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
+    if (v.tensor < 0)
+      allocate(k, live,
+               "PSUM is over-subscribed and none of these tiles can be spilled to SBUF here:" + why +
+                   "\n  Finish each matmul accumulation group before starting the next (the K loop innermost), "
+                   "or keep fewer PSUM tiles live at once.");
+    insert_spill(k, v);
+  }
+}
+
+std::vector<std::string> spill_warnings(const Kernel& k) {
+  std::vector<std::string> out;
+  for (size_t s = 0; s < k.tensors.size(); ++s) {
+    if (!k.tensors[s].spill_of) continue;
+    const TensorDecl& victim = k.tensor(*k.tensors[s].spill_of);
+    SourceLoc out_at, in_at;
+    for (const Instruction& inst : k.body)
+      for_each_view(inst, [&](const char* name, const View& v) {
+        if (v.tensor != static_cast<int>(s)) return;
+        (is_write(name) ? out_at : in_at) = inst.loc;
+      });
+    std::ostringstream msg;
+    msg << "PSUM tensor '" << victim.name << "' (" << line_of(victim.loc)
+        << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to "
+        << (k.tensors[s].buffer == Buffer::hbm ? "HBM (through SBUF: SBUF is full)" : "SBUF") << " after line "
+        << out_at.line << " and back to PSUM before line " << in_at.line << " ("
+        << k.tensors[s].partition_elements() * dtype_size(k.tensors[s].dtype)
+        << " bytes per partition each way, timed like the copies they are); keep fewer PSUM tiles live to avoid it";
+    out.push_back(format_diagnostic("warning", "psum-spill", msg.str(), victim.loc));
+  }
+  return out;
+}
+
+}  // namespace knit::codegen
