@@ -334,7 +334,7 @@ def test_public_patterns_match_numpy(capsys, name, dynamic):
 def test_public_patterns_fit_at_published_shapes(name):
     """The published shape, outer row loop on the device: every tile of the loop body that is
     written whole before any read is live only for its uses, so PSUM and SBUF hold the body
-    (before, the whole body was live at once: LoRA, SwiGLU and GQA ran out of PSUM)."""
+    (before, the whole body was live at once: LoRA ran out of SBUF, SwiGLU and GQA of PSUM)."""
     factory, shapes, _, _ = _case(name, None, small=False)
     c = knit.compile(factory(True), *[nt.tensor[list(s), nl.float32] for s in shapes])
     stats = c.stats
