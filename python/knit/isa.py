@@ -156,9 +156,9 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, priority: int | None = None, oob_mo
              name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "dma_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
-             dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc),
+                    dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -167,9 +167,9 @@ def dma_transpose(dst: NkiTensor, src: NkiTensor, axes: Sequence[int] | None = N
                   name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "dma_transpose", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             axes=[int(a) for a in (axes or [])],
-             dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
-             oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
+                    axes=[int(a) for a in (axes or [])],
+                    dge_mode=_enum_name(dge_mode, globals()["dge_mode"], "dge_mode", loc),
+                    oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
 
 
 @_checked
@@ -192,7 +192,7 @@ def nc_transpose(dst: NkiTensor, data: NkiTensor, engine: _Engine = engine.unkno
                  name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "nc_transpose", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -203,10 +203,10 @@ def activation(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, bias: _t.Operand 
     """dst = op(data * scale + bias); `alpha` (a Knit extension) is nl.prelu's slope."""
     loc = user_location()
     return _emit_at(loc, "activation", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
-             data=_tensor(data, "data", loc), bias=bias, scale=scale,
-             reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
-             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
-             alpha=float(alpha))
+                    data=_tensor(data, "data", loc), bias=bias, scale=scale,
+                    reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
+                    reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
+                    alpha=float(alpha))
 
 
 @_checked
@@ -215,8 +215,8 @@ def activation_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, reduce_op:
                       name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "activation_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
-             data=_tensor(data, "data", loc), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
-             reduce_res=_tensor(reduce_res, "reduce_res", loc), bias=bias, scale=scale)
+                    data=_tensor(data, "data", loc), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
+                    reduce_res=_tensor(reduce_res, "reduce_res", loc), bias=bias, scale=scale)
 
 
 @_checked
@@ -224,8 +224,8 @@ def tensor_tensor(dst: NkiTensor, data1: NkiTensor, data2: NkiTensor, op: _t.OpL
                   name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "tensor_tensor", name, dst=_tensor(dst, "dst", loc), data1=_tensor(data1, "data1", loc),
-             data2=_tensor(data2, "data2", loc), op=_op_name(op, "alu", "op", loc),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    data2=_tensor(data2, "data2", loc), op=_op_name(op, "alu", "op", loc),
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -234,9 +234,9 @@ def tensor_scalar(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operand0: _t.
                   engine: _Engine = engine.unknown, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "tensor_scalar", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
-             op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, reverse0=bool(reverse0),
-             op1=_op_name(op1, "alu", "op1", loc), operand1=operand1, reverse1=bool(reverse1),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, reverse0=bool(reverse0),
+                    op1=_op_name(op1, "alu", "op1", loc), operand1=operand1, reverse1=bool(reverse1),
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -245,8 +245,8 @@ def scalar_tensor_tensor(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operan
                          name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "scalar_tensor_tensor", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
-             op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, op1=_op_name(op1, "alu", "op1", loc),
-             operand1=_tensor(operand1, "operand1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
+                    op0=_op_name(op0, "alu", "op0", loc), operand0=operand0, op1=_op_name(op1, "alu", "op1", loc),
+                    operand1=_tensor(operand1, "operand1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
 
 
 def _axes(axis):
@@ -258,7 +258,7 @@ def tensor_reduce(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, axis: int | Se
                   keepdims: bool = False, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "tensor_reduce", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "alu", "op", loc),
-             data=_tensor(data, "data", loc), axis=_axes(axis), negate=bool(negate), keepdims=bool(keepdims))
+                    data=_tensor(data, "data", loc), axis=_axes(axis), negate=bool(negate), keepdims=bool(keepdims))
 
 
 @_checked
@@ -274,7 +274,7 @@ def tensor_copy(dst: NkiTensor, src: NkiTensor, engine: _Engine = engine.unknown
                 name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "tensor_copy", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -282,14 +282,14 @@ def tensor_copy_predicated(dst: NkiTensor, src: NkiTensor | float, predicate: Nk
                            reverse_pred: bool = False, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "tensor_copy_predicated", name, dst=_tensor(dst, "dst", loc), src=src,
-             predicate=_tensor(predicate, "predicate", loc), reverse_pred=bool(reverse_pred))
+                    predicate=_tensor(predicate, "predicate", loc), reverse_pred=bool(reverse_pred))
 
 
 @_checked
 def memset(dst: NkiTensor, value: float, engine: _Engine = engine.unknown, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "memset", name, dst=_tensor(dst, "dst", loc), value=float(value),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 def _pattern(pattern):
@@ -301,7 +301,7 @@ def iota(dst: NkiTensor, pattern: Sequence[Sequence[int]], offset: int = 0, chan
          name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "iota", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern), offset=int(offset),
-             channel_multiplier=int(channel_multiplier))
+                    channel_multiplier=int(channel_multiplier))
 
 
 @_checked
@@ -310,9 +310,10 @@ def affine_select(dst: NkiTensor, pattern: Sequence[Sequence[int]], channel_mult
                   name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "affine_select", name, dst=_tensor(dst, "dst", loc), pattern=_pattern(pattern),
-             channel_multiplier=int(channel_multiplier), on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
-             on_false_value=float(on_false_value),
-             cmp_op=_op_name(cmp_op, "alu", "cmp_op", loc) if cmp_op is not None else "equal", offset=int(offset))
+                    channel_multiplier=int(channel_multiplier), on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
+                    on_false_value=float(on_false_value),
+                    cmp_op=_op_name(cmp_op, "alu", "cmp_op", loc) if cmp_op is not None else "equal",
+                    offset=int(offset))
 
 
 @_checked
@@ -336,13 +337,14 @@ def range_select(dst: NkiTensor, on_true_tile: NkiTensor, comp_op0: _t.OpLike, c
                  on_false_value: float = -3.4028234663852886e38, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "range_select", name, dst=_tensor(dst, "dst", loc),
-             on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
-             comp_op0=_op_name(comp_op0, "alu", "comp_op0", loc),
-             comp_op1=_op_name(comp_op1, "alu", "comp_op1", loc), bound0=_tensor(bound0, "bound0", loc),
-             bound1=_tensor(bound1, "bound1", loc),
-             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_res=reduce_res,
-             reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum",
-             range_start=float(range_start), on_false_value=float(on_false_value))
+                    on_true_tile=_tensor(on_true_tile, "on_true_tile", loc),
+                    comp_op0=_op_name(comp_op0, "alu", "comp_op0", loc),
+                    comp_op1=_op_name(comp_op1, "alu", "comp_op1", loc), bound0=_tensor(bound0, "bound0", loc),
+                    bound1=_tensor(bound1, "bound1", loc),
+                    reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
+                    reduce_res=reduce_res,
+                    reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc) if reduce_op is not None else "maximum",
+                    range_start=float(range_start), on_false_value=float(on_false_value))
 
 
 @_checked
@@ -357,8 +359,8 @@ def tensor_tensor_scan(dst: NkiTensor, data0: NkiTensor, data1: NkiTensor, initi
                        name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "tensor_tensor_scan", name, dst=_tensor(dst, "dst", loc), data0=_tensor(data0, "data0", loc),
-             data1=_tensor(data1, "data1", loc), initial=initial, op0=_op_name(op0, "alu", "op0", loc),
-             op1=_op_name(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
+                    data1=_tensor(data1, "data1", loc), initial=initial, op0=_op_name(op0, "alu", "op0", loc),
+                    op1=_op_name(op1, "alu", "op1", loc), reverse0=bool(reverse0), reverse1=bool(reverse1))
 
 
 @_checked
@@ -368,10 +370,12 @@ def tensor_scalar_reduce(dst: NkiTensor, data: NkiTensor, op0: _t.OpLike, operan
                          reduce_res_negate: bool = False, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "tensor_scalar_reduce", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
-             op0=_op_name(op0, "alu", "op0", loc), operand0=operand0,
-             reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res, reverse0=bool(reverse0),
-             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_init=reduce_init,
-             reduce_res_negate=bool(reduce_res_negate))
+                    op0=_op_name(op0, "alu", "op0", loc), operand0=operand0,
+                    reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
+                    reverse0=bool(reverse0),
+                    reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
+                    reduce_init=reduce_init,
+                    reduce_res_negate=bool(reduce_res_negate))
 
 
 @_checked
@@ -382,8 +386,9 @@ def exponential(dst: NkiTensor, src: NkiTensor, max_value: _t.Operand = 0.0, red
     Vector Engine accumulators (reduce_cmd) and reading them into reduce_res."""
     loc = user_location()
     return _emit_at(loc, "exponential", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             max_value=max_value, reduce_res=reduce_res,
-             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc), reduce_init=reduce_init)
+                    max_value=max_value, reduce_res=reduce_res,
+                    reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc),
+                    reduce_init=reduce_init)
 
 
 @_checked
@@ -395,8 +400,8 @@ def tensor_scalar_cumulative(dst: NkiTensor, src: NkiTensor, op0: _t.OpLike, op1
     (load_reduce), and ends in the Vector Engine accumulator."""
     loc = user_location()
     return _emit_at(loc, "tensor_scalar_cumulative", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             op0=_op_name(op0, "alu", "op0", loc), op1=_op_name(op1, "alu", "op1", loc), imm0=imm0, imm1=imm1,
-             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
+                    op0=_op_name(op0, "alu", "op0", loc), op1=_op_name(op1, "alu", "op1", loc), imm0=imm0, imm1=imm1,
+                    reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
 
 
 @_checked
@@ -406,8 +411,8 @@ def nc_match_replace8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, imm: flo
     value: dst = data with those positions set to imm; dst_idx = the positions (all ones if absent)."""
     loc = user_location()
     return _emit_at(loc, "nc_match_replace8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
-             vals=_tensor(vals, "vals", loc), imm=float(imm),
-             dst_idx=None if dst_idx is None else _tensor(dst_idx, "dst_idx", loc))
+                    vals=_tensor(vals, "vals", loc), imm=float(imm),
+                    dst_idx=None if dst_idx is None else _tensor(dst_idx, "dst_idx", loc))
 
 
 @_checked
@@ -417,7 +422,7 @@ def nonzero_with_count(dst: NkiTensor, src: NkiTensor, index_offset: int = 0, pa
     (+ index_offset), then padding_val, then their count in dst's last column."""
     loc = user_location()
     return _emit_at(loc, "nonzero_with_count", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             index_offset=int(index_offset), padding_val=int(padding_val))
+                    index_offset=int(index_offset), padding_val=int(padding_val))
 
 
 @_checked
@@ -426,7 +431,7 @@ def sequence_bounds(dst: NkiTensor, segment_ids: NkiTensor, name: str | None = N
     segment ids (n and -1 for the padding id 0)."""
     loc = user_location()
     return _emit_at(loc, "sequence_bounds", name, dst=_tensor(dst, "dst", loc),
-             segment_ids=_tensor(segment_ids, "segment_ids", loc))
+                    segment_ids=_tensor(segment_ids, "segment_ids", loc))
 
 
 @_checked
@@ -434,8 +439,9 @@ def topk(val_dst: NkiTensor, idx_dst: NkiTensor, src: NkiTensor, n: int, name: s
     """GpSimd: per 16-partition group, the K = val_dst.shape[1] largest of the n bf16 values snaked
     over the group (position s at partition s % 16, column s // 16), ascending, and their positions."""
     loc = user_location()
-    return _emit_at(loc, "topk", name, val_dst=_tensor(val_dst, "val_dst", loc), idx_dst=_tensor(idx_dst, "idx_dst", loc),
-             src=_tensor(src, "src", loc), n=int(n))
+    return _emit_at(loc, "topk", name, val_dst=_tensor(val_dst, "val_dst", loc),
+                    idx_dst=_tensor(idx_dst, "idx_dst", loc),
+                    src=_tensor(src, "src", loc), n=int(n))
 
 
 @_checked
@@ -448,10 +454,11 @@ def activate2(dst: NkiTensor, op: _t.OpLike, data: NkiTensor, imm0: _t.Operand, 
     accumulators (reduce_cmd) and read into reduce_res."""
     loc = user_location()
     return _emit_at(loc, "activate2", name, dst=_tensor(dst, "dst", loc), op=_op_name(op, "act", "op", loc),
-             data=_tensor(data, "data", loc), imm0=imm0, imm1=imm1, op0=_op_name(op0, "alu", "op0", loc),
-             op1=_op_name(op1, "alu", "op1", loc), relu_param=relu_param, reverse0=bool(reverse0),
-             reverse1=bool(reverse1), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc), reduce_res=reduce_res,
-             reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
+                    data=_tensor(data, "data", loc), imm0=imm0, imm1=imm1, op0=_op_name(op0, "alu", "op0", loc),
+                    op1=_op_name(op1, "alu", "op1", loc), relu_param=relu_param, reverse0=bool(reverse0),
+                    reverse1=bool(reverse1), reduce_op=_op_name(reduce_op, "alu", "reduce_op", loc),
+                    reduce_res=reduce_res,
+                    reduce_cmd=_enum_name(reduce_cmd, globals()["reduce_cmd"], "reduce_cmd", loc))
 
 
 @_checked
@@ -476,7 +483,7 @@ def max8(dst: NkiTensor, src: NkiTensor, name: str | None = None) -> NkiInstruct
 def nc_find_index8(dst: NkiTensor, data: NkiTensor, vals: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "nc_find_index8", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
-             vals=_tensor(vals, "vals", loc))
+                    vals=_tensor(vals, "vals", loc))
 
 
 @_checked
@@ -493,7 +500,7 @@ def local_gather(dst: NkiTensor, src_buffer: NkiTensor, index: NkiTensor, num_el
 def nc_n_gather(dst: NkiTensor, data: NkiTensor, indices: NkiTensor, name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "nc_n_gather", name, dst=_tensor(dst, "dst", loc), data=_tensor(data, "data", loc),
-             indices=_tensor(indices, "indices", loc))
+                    indices=_tensor(indices, "indices", loc))
 
 
 @_checked
@@ -501,7 +508,7 @@ def nc_stream_shuffle(dst: NkiTensor, src: NkiTensor, shuffle_mask: Sequence[int
                       name: str | None = None) -> NkiInstruction:
     loc = user_location()
     return _emit_at(loc, "nc_stream_shuffle", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             shuffle_mask=[int(m) for m in shuffle_mask])
+                    shuffle_mask=[int(m) for m in shuffle_mask])
 
 
 # ---- random numbers (nki-0.6-additions.md §1.2, §1.6-§1.11; generator: docs/architecture.md) ------
@@ -510,7 +517,7 @@ def rng(dst: NkiTensor, engine: _Engine = engine.vector, name: str | None = None
     """dst = the low bits of one 32-bit draw per element from `engine`'s generator (integer dst)."""
     loc = user_location()
     return _emit_at(loc, "rng", name, dst=_tensor(dst, "dst", loc),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -525,7 +532,7 @@ def rand_set_state(src_seeds: NkiTensor, engine: _Engine = engine.gpsimd, name: 
     """Row p of src_seeds (uint32, 6 words; 24 for the trn3 Vector Engine) becomes lane p's state."""
     loc = user_location()
     return _emit_at(loc, "rand_set_state", name, src_seeds=_tensor(src_seeds, "src_seeds", loc),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -533,7 +540,7 @@ def rand_get_state(dst: NkiTensor, engine: _Engine = engine.gpsimd, name: str | 
     """Row p of dst (uint32) receives lane p's generator state."""
     loc = user_location()
     return _emit_at(loc, "rand_get_state", name, dst=_tensor(dst, "dst", loc),
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -565,9 +572,9 @@ def dma_compute(dst: NkiTensor, srcs: Sequence[NkiTensor], reduce_op: _t.OpLike 
         raise user_error("operand", "srcs must be a non-empty list of tensors", loc)
     views = [_tensor(s, f"srcs[{k}]", loc)._view for k, s in enumerate(srcs)]
     return _emit_at(loc, "dma_compute", name, dst=_tensor(dst, "dst", loc), srcs=views,
-             reduce_op=_op_name(reduce_op if reduce_op is not None else _OPS["add"], "alu", "reduce_op", loc),
-             scales=[float(x) for x in (scales or [])], unique_indices=bool(unique_indices),
-             oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
+                    reduce_op=_op_name(reduce_op if reduce_op is not None else _OPS["add"], "alu", "reduce_op", loc),
+                    scales=[float(x) for x in (scales or [])], unique_indices=bool(unique_indices),
+                    oob_mode=_enum_name(oob_mode, globals()["oob_mode"], "oob_mode", loc))
 
 
 # ---- registers (nki-api.md §3.7) ----------------------------------------------------------------
@@ -630,7 +637,7 @@ def quantize_mx(dst: NkiTensor, src: NkiTensor, dst_scale: NkiTensor, name: str 
     """trn3: src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words + dst_scale [P/8, F/4] e8m0 scales."""
     loc = user_location()
     return _emit_at(loc, "quantize_mx", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             dst_scale=_tensor(dst_scale, "dst_scale", loc))
+                    dst_scale=_tensor(dst_scale, "dst_scale", loc))
 
 
 @_checked
@@ -666,7 +673,7 @@ def core_barrier(data: NkiTensor, cores: Sequence[int], engine: _Engine = engine
     instances of a kernel launched on a grid (kernel[2](...)); rank = nl.program_id(0)."""
     loc = user_location()
     return _emit_at(loc, "core_barrier", name, data=_tensor(data, "data", loc), cores=[int(c) for c in cores],
-             engine=_enum_name(engine, globals()["engine"], "engine", loc))
+                    engine=_enum_name(engine, globals()["engine"], "engine", loc))
 
 
 @_checked
@@ -676,7 +683,7 @@ def sendrecv(src: NkiTensor, dst: NkiTensor, send_to_rank: int, recv_from_rank: 
     into `dst`; the partner core calls sendrecv with the ranks swapped and the same pipe_id."""
     loc = user_location()
     return _emit_at(loc, "sendrecv", name, dst=_tensor(dst, "dst", loc), src=_tensor(src, "src", loc),
-             send_to_rank=int(send_to_rank), recv_from_rank=int(recv_from_rank), pipe_id=int(pipe_id))
+                    send_to_rank=int(send_to_rank), recv_from_rank=int(recv_from_rank), pipe_id=int(pipe_id))
 
 
 # ---- names NKI removed ----------------------------------------------------------------------------

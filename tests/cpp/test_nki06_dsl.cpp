@@ -118,7 +118,9 @@ TEST_CASE("activate2 runs its tensor-scalar stage, prelu and a max into the accu
       [](nl::tensor x, nl::tensor c) {
         auto y = nl::ndarray({2, 3}, nl::float32), res = nl::ndarray({2, 1}, nl::float32);
         isa::activate2(y, nl::prelu, sbuf_copy(x), 2.0, sbuf_copy(c), nl::multiply, nl::subtract,
-                       {.relu_param = 0.1, .reduce_op = nl::maximum, .reduce_res = res,
+                       {.relu_param = 0.1,
+                        .reduce_op = nl::maximum,
+                        .reduce_res = res,
                         .reduce_cmd = ir::ReduceCmd::reset_reduce});
         return std::make_tuple(output_copy(y), output_copy(res));
       },

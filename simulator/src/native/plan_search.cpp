@@ -40,7 +40,9 @@ const char* plan_match(Planner& p, RowKind kind, const View& out, const NcMatchR
 }  // namespace
 
 // dst only; with dst_idx NativeExecutor::run_match_replace8 runs the match_index8 kind into it too.
-const char* plan_op(Planner& p, const NcMatchReplace8& op) { return plan_match(p, RowKind::match_replace8, op.dst, op); }
+const char* plan_op(Planner& p, const NcMatchReplace8& op) {
+  return plan_match(p, RowKind::match_replace8, op.dst, op);
+}
 
 // Both outputs read data and vals as the instruction found them: dst_idx is written first, as dst
 // may be data itself (in place); when dst_idx shares a tensor with an input, dst goes first.
