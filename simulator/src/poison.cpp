@@ -100,8 +100,8 @@ int Machine::poison_origin_of(const Tile& t, int64_t i, bool never_written) {
   return at->second;
 }
 
-void Machine::report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc) {
-  if (options_.uninitialized == Uninitialized::report) runtime_error(loc, rule, message);
+void Machine::report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc, bool warn_only) {
+  if (options_.uninitialized == Uninitialized::report && !warn_only) runtime_error(loc, rule, message);
   const std::string text = format_diagnostic("warning", rule, message, loc);
   warnings_.push_back(text);
   if (options_.on_warning) options_.on_warning(text);
@@ -171,15 +171,20 @@ void Machine::check_outputs_defined() {
     const int64_t byte = mem.poison.size() ? mem.poison.first_set() : -1;
     if (byte < 0) continue;
     const TensorDecl& t = kernel_.tensor(id);
+    // A device_print tensor (python/knit/language.py names them so) only shows the poison: NKI's
+    // simulator prints the NaN / 4 fill and goes on, so it is a warning, never an error.
+    const bool printed = t.name.rfind("device_print:", 0) == 0;
     const int origin = static_cast<size_t>(id) < tensor_origin_.size() ? tensor_origin_[id] : -1;
+    const std::string what = printed ? "nl.device_print(\"" + t.name.substr(13) + "\")"
+                                     : "kernel output '" + t.name + "'";
     report_poison("uninitialized-output",
-                  "kernel output '" + t.name + "' element " + element_index(t.shape, byte / dtype_size(t.dtype)) +
+                  what + " element " + element_index(t.shape, byte / dtype_size(t.dtype)) +
                       " holds a value computed from never-written memory (NaN / 4 in the simulator, undefined on "
                       "hardware)" +
                       poison_origin(origin) +
                       ". Write that memory before using it (e.g. with nisa.memset), or keep what is computed "
                       "from it out of the outputs",
-                  origin >= 0 ? origins_[static_cast<size_t>(origin)].loc : t.loc);
+                  origin >= 0 ? origins_[static_cast<size_t>(origin)].loc : t.loc, printed);
   }
 }
 

@@ -129,6 +129,28 @@ def test_correct_kernels_with_never_written_lanes_run_and_match_numpy(backend):
     np.testing.assert_array_equal(run(overwritten_before_output, backend, w), want)
 
 
+def test_device_print_of_a_partly_written_tile_warns_and_prints_the_fill(capsys):
+    """NKI's simulator prints the NaN fill of never-written lanes and goes on: printing poison is a
+    warning, not an error, and the kernel's real output is still checked."""
+    @knit.jit
+    def show_partial(x):
+        n = x.shape[0]
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((4, x.shape[1]), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[0:n, :], src=x)
+        nisa.activation(dst=t, op=nl.exp, data=t)
+        nl.device_print("whole", t)
+        nisa.dma_copy(dst=out, src=t[0:n, :])
+        return out
+
+    x = randn(2, 3)
+    got = show_partial(x)
+    np.testing.assert_allclose(got, np.exp(x), rtol=1e-5)
+    printed = capsys.readouterr().out
+    assert 'warning: [uninitialized-output] nl.device_print("whole") element [2, 0]' in printed, printed
+    assert "whole:" in printed and "nan" in printed
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_masked_legacy_store_of_a_partly_loaded_tile_runs(backend):
     """The legacy (G1) pattern: a masked load, math on the whole tile, a masked store."""
