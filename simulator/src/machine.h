@@ -121,8 +121,7 @@ class Machine : public ExecState {
   bool is_poison_sink(const Tile& t) const;
   [[noreturn]] void strict_uninitialized_read(const Tile& t, int64_t i) const;
   // An error in the default mode (a warning with KNIT_UNINITIALIZED=warn, or when warn_only).
-  void report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc,
-                     bool warn_only = false);
+  void report_poison(const std::string& rule, const std::string& message, const SourceLoc& loc, bool warn_only = false);
   std::string poison_origin(int origin) const;
   // After inst ran: its outputs' elements computed from the poisoned reads become poison.
   void propagate_poison(const ir::Instruction& inst);
