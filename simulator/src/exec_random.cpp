@@ -14,18 +14,6 @@ namespace knit::sim {
 
 using namespace knit::ir;
 
-bool uses_generators(Opcode op) {
-  switch (op) {
-    case Opcode::rng:
-    case Opcode::set_rng_seed:
-    case Opcode::rand_set_state:
-    case Opcode::rand_get_state:
-    case Opcode::rand2:
-    case Opcode::dropout: return true;
-    default: return false;
-  }
-}
-
 CoreGenerators& ExecState::generators() {
   auto it = generators_.find(core());
   if (it == generators_.end()) {

@@ -12,9 +12,6 @@
 
 namespace knit::sim {
 
-// The instructions that draw from or set the generators (exec_random.cpp).
-bool uses_generators(ir::Opcode op);
-
 using XorwowState = std::array<uint32_t, 6>;  // [x, y, z, w, v, d]
 
 // Advances `s` one step and returns its 32-bit draw.

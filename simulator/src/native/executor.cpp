@@ -188,7 +188,7 @@ bool NativeExecutor::run(const Instruction& inst) {
   }
   // The random-number instructions advance each lane's generator one draw at a time: the
   // reference executors run them on every backend (plan_random.cpp), so both give the same bytes.
-  if (uses_generators(inst.opcode())) {
+  if (ir::draws_random(inst.opcode())) {
     ++interpreted;
     return false;
   }

@@ -86,6 +86,10 @@ struct OpTraits {
   Required<bool> writes_whole_dst;
   OpCost cost;  // its rule is required, so a row cannot leave the cost out
   PoisonRule poison = PoisonRule::whole;
+  // Draws from or sets the engines' random-number generators (simulator/src/random.h): its
+  // result depends on the order of every earlier such instruction, so it runs on the reference
+  // executors under every backend.
+  bool draws_random = false;
 };
 
 // The engine an instruction names (its engine= operand), or unknown.
@@ -103,7 +107,9 @@ constexpr BlockPart no_block = BlockPart::none, open = BlockPart::open, middle =
 constexpr OpCost sequencer{C::none};
 constexpr EngineRule by_opcode = nullptr;
 constexpr PoisonRule elementwise = PoisonRule::elementwise, by_row = PoisonRule::row, by_column = PoisonRule::column,
-                     contract = PoisonRule::contract, transposed = PoisonRule::transpose;
+                     contract = PoisonRule::contract, transposed = PoisonRule::transpose,
+                     poison_all = PoisonRule::whole;
+constexpr bool rng_state = true;  // draws_random
 
 // clang-format off
 inline constexpr OpTraits kTable[] = {
@@ -152,12 +158,12 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::quantize_mx,             compute,   vector,     by_opcode,               no_block, false, {C::stream, 1, 4}},
   {Opcode::nc_matmul_mx,            compute,   tensor,     by_opcode,               no_block, false, {C::matmul}, contract},
   {Opcode::exponential,             compute,   vector,     by_opcode,               no_block, true,  {C::stream}, elementwise},
-  {Opcode::rng,                     compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::set_rng_seed,            compute,   vector,     by_opcode,               no_block, false, {C::stream}},
-  {Opcode::rand_set_state,          compute,   pool,       by_opcode,               no_block, false, {C::stream}},
-  {Opcode::rand_get_state,          compute,   pool,       by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::rand2,                   compute,   vector,     by_opcode,               no_block, true,  {C::stream}},
-  {Opcode::dropout,                 compute,   vector,     by_opcode,               no_block, true,  {C::stream}, elementwise},
+  {Opcode::rng,                     compute,   vector,     by_opcode,               no_block, true,  {C::stream}, poison_all, rng_state},
+  {Opcode::set_rng_seed,            compute,   vector,     by_opcode,               no_block, false, {C::stream}, poison_all, rng_state},
+  {Opcode::rand_set_state,          compute,   pool,       by_opcode,               no_block, false, {C::stream}, poison_all, rng_state},
+  {Opcode::rand_get_state,          compute,   pool,       by_opcode,               no_block, true,  {C::stream}, poison_all, rng_state},
+  {Opcode::rand2,                   compute,   vector,     by_opcode,               no_block, true,  {C::stream}, poison_all, rng_state},
+  {Opcode::dropout,                 compute,   vector,     by_opcode,               no_block, true,  {C::stream}, elementwise, rng_state},
   {Opcode::tensor_scalar_cumulative, compute,  vector,     by_opcode,               no_block, true,  {C::stream}, by_row},
   {Opcode::nc_match_replace8,       compute,   vector,     by_opcode,               no_block, true,  {C::stream}, by_row},
   {Opcode::nonzero_with_count,      compute,   pool,       by_opcode,               no_block, false, {C::index_stream}, by_row},
@@ -193,5 +199,6 @@ constexpr CostRule cost_rule(Opcode op) { return op_traits(op).cost.rule; }
 constexpr bool is_dma(Opcode op) { return op_traits(op).role == OpRole::dma; }
 constexpr bool is_core_sync(Opcode op) { return op_traits(op).role == OpRole::core_sync; }
 constexpr bool is_block(Opcode op) { return op_traits(op).role == OpRole::block; }
+constexpr bool draws_random(Opcode op) { return op_traits(op).draws_random; }
 
 }  // namespace knit::ir
