@@ -82,9 +82,10 @@ void add_backward_edges(const Kernel& k, const std::vector<Queue>& queues, std::
                      "second: issue the producer first, or put them on different engines");
     if (graph.reaches(c, p))
       user_error(consumer.loc, "schedule",
-                 pair + "; the second depends on the first (through the data they access, the queue order or "
-                        "other scheduling edges), so waiting for it would deadlock: drop the edge or issue the "
-                        "producer first");
+                 pair +
+                     "; the second depends on the first (through the data they access, the queue order or "
+                     "other scheduling edges), so waiting for it would deadlock: drop the edge or issue the "
+                     "producer first");
     graph.add(p, c);
     deps.push_back({p, c, Dependence::Kind::order});
   }
