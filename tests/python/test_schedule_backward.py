@@ -3,8 +3,9 @@ an instruction to run after one issued later. Legal between independent instruct
 different engine queues: the engine program makes the earlier call's queue wait, the timing
 model shows it starting after the later call ends, and the results stay program order's
 (checked against NumPy under every queue interleaving of the functional simulator). Rejected,
-naming both lines, on one queue (in order) and when the later instruction depends on the
-earlier one (directly, through queue order, or through another edge): waiting would deadlock."""
+naming both lines, on one queue (in order), across a device loop, and when the later
+instruction depends on the earlier one (directly, through queue order, or through another
+edge): waiting would deadlock."""
 import numpy as np
 import pytest
 
@@ -74,6 +75,24 @@ def test_backward_edge_that_cannot_be_honoured_is_rejected(kind, edges, why):
 
 
 A_CALL = 't[:, 0, :], name="A"'
+def test_backward_edge_across_a_device_loop_is_rejected():
+    """A loop between the two drains every queue: the earlier call cannot wait past it."""
+    def kernel(ab):
+        t = nl.ndarray((P, 2, 64), nl.float32)
+        nisa.dma_copy(t, ab[:, :, 0:64])
+        ra = nl.ndarray((P, 64), nl.float32)
+        rb = nl.ndarray((P, 64), nl.float32)
+        nisa.activation(ra, nl.exp, t[:, 0, :], name="A")
+        nl.fori_loop(0, 2, lambda i: nisa.tensor_scalar(ra, ra, nl.add, 1.0, engine=nisa.engine.gpsimd))
+        nisa.tensor_scalar(rb, t[:, 1, :], nl.multiply, 2.0, engine=nisa.engine.vector, name="B")
+        out = nl.ndarray((P, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(out, rb)
+        return out
+
+    with pytest.raises(NkiValidationError, match=r"run after .* between them drains every engine queue"):
+        knit.jit(kernel).with_schedule([("A", "B")])(inputs())
+
+
 B_CALLS = {"reads_a": 'ra, nl.multiply, 2.0, name="B"', "same_queue": 'nl.exp, t[:, 1, :], name="B"',
            "via_queue": 'engine=nisa.engine.vector, name="B"', "via_edge": 'engine=nisa.engine.vector, name="B"'}
 
