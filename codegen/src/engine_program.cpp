@@ -2,6 +2,7 @@
 // engine_program_text.cpp).
 #include "knit/codegen/engine_program.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -24,6 +25,24 @@ const char* queue_name(Queue q) {
 }
 
 bool is_barrier(const Instruction& inst) { return !moves_tensor_data(inst.opcode()); }
+
+std::vector<uint32_t> issue_order(const Region& region) {
+  std::array<size_t, kNumQueues> head{};
+  std::vector<uint32_t> order;
+  for (;;) {
+    int pick = -1;
+    for (int q = 0; q < kNumQueues; ++q) {
+      if (head[q] >= region.queues[q].size()) continue;
+      const EngineInstr& e = region.queues[q][head[q]];
+      const bool ready = std::all_of(e.waits.begin(), e.waits.end(), [&](const Wait& w) {
+        return head[static_cast<int>(w.queue)] >= static_cast<size_t>(w.count);
+      });
+      if (ready && (pick < 0 || e.ir < region.queues[pick][head[pick]].ir)) pick = q;
+    }
+    if (pick < 0) return order;
+    order.push_back(region.queues[pick][head[pick]++].ir);
+  }
+}
 
 void index_regions(EngineProgram& p) {
   p.region_at.assign(p.kernel.body.size(), -1);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <queue>
 #include <sstream>
 
 #include "knit/codegen/access.h"
@@ -165,7 +166,7 @@ std::vector<Dependence> dependences(const Kernel& k, const MemoryPlan& plan, con
       region_begin = i + 1;
       continue;
     }
-    for (uint32_t before : k.body[i].after)
+    for (uint32_t before : k.body[i].after)  // (a later `before`: add_backward_edges, below)
       if (before >= region_begin && before < i && queues[before] != queues[i] && !is_barrier(k.body[before]))
         out.push_back({before, static_cast<uint32_t>(i), Dependence::Kind::order});
     const int q = static_cast<int>(queues[i]);
@@ -189,6 +190,7 @@ std::vector<Dependence> dependences(const Kernel& k, const MemoryPlan& plan, con
       if (latest[other] >= 0)
         out.push_back({static_cast<uint32_t>(latest[other]), static_cast<uint32_t>(i), kind[other]});
   }
+  add_backward_edges(k, queues, out);
   return out;
 }
 
@@ -200,6 +202,36 @@ void join(QueueCounts& into, const QueueCounts& other) {
   for (int q = 0; q < kNumQueues; ++q) into[q] = std::max(into[q], other[q]);
 }
 
+// The region's instructions in an order where each follows its queue predecessor and every
+// instruction it depends on: body order, except that an instruction a backward scheduling edge
+// holds back moves after its producer (the lowest ready body index goes first).
+std::vector<uint32_t> issue_order(const Region& r, const std::vector<std::vector<uint32_t>>& deps_of) {
+  std::vector<int> missing(r.end - r.begin, 0);
+  std::vector<std::vector<uint32_t>> next(r.end - r.begin);
+  for (const auto& queue : r.queues)
+    for (size_t n = 0; n < queue.size(); ++n) {
+      const uint32_t i = queue[n].ir;
+      if (n > 0) next[queue[n - 1].ir - r.begin].push_back(i);
+      missing[i - r.begin] += (n > 0) + static_cast<int>(deps_of[i].size());
+      for (uint32_t from : deps_of[i]) next[from - r.begin].push_back(i);
+    }
+  std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> ready;
+  for (const auto& queue : r.queues)
+    if (!queue.empty() && missing[queue[0].ir - r.begin] == 0) ready.push(queue[0].ir);
+  std::vector<uint32_t> order;
+  while (!ready.empty()) {
+    const uint32_t i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (uint32_t s : next[i - r.begin])
+      if (--missing[s - r.begin] == 0) ready.push(s);
+  }
+  size_t total = 0;
+  for (const auto& queue : r.queues) total += queue.size();
+  if (order.size() != total) internal_error("build_program: the dependences of a region form a cycle");
+  return order;
+}
+
 }  // namespace
 
 EngineProgram build_program(const Kernel& k, MemoryPlan plan, const std::vector<Queue>& queues,
@@ -209,53 +241,55 @@ EngineProgram build_program(const Kernel& k, MemoryPlan plan, const std::vector<
   p.plan = std::move(plan);
   std::vector<std::vector<uint32_t>> deps_of(k.body.size());
   for (const Dependence& d : deps) deps_of[d.to].push_back(d.from);
-  // Per body index: position in its queue, and what is known complete once it completes.
+  // Regions, and each instruction's position in its queue (queues run in body order).
   std::vector<int32_t> pos(k.body.size(), 0);
-  std::vector<QueueCounts> known(k.body.size());
-  Region* region = nullptr;
-  QueueCounts last{};  // per queue: body index + 1 of its latest instruction in the region
+  bool open = false;
   for (size_t i = 0; i < k.body.size(); ++i) {
     if (is_barrier(k.body[i])) {
-      region = nullptr;
+      open = false;
       continue;
     }
-    if (!region) {
-      p.regions.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(i), {}});
-      region = &p.regions.back();
-      last.fill(0);
-    }
-    region->end = static_cast<uint32_t>(i + 1);
-    const int q = static_cast<int>(queues[i]);
-    auto& queue = region->queues[q];
+    if (!open) p.regions.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(i), {}});
+    open = true;
+    Region& region = p.regions.back();
+    region.end = static_cast<uint32_t>(i + 1);
+    auto& queue = region.queues[static_cast<int>(queues[i])];
     pos[i] = static_cast<int32_t>(queue.size());
-    QueueCounts vc{};
-    if (last[q]) vc = known[last[q] - 1];
-    // Needed count per other queue, then the waits that are not implied by the rest.
-    QueueCounts need{};
-    for (uint32_t from : deps_of[i]) {
-      const int fq = static_cast<int>(queues[from]);
-      need[fq] = std::max(need[fq], pos[from] + 1);
-    }
-    std::vector<Wait> waits;
-    for (int o = 0; o < kNumQueues; ++o)
-      if (need[o] > vc[o]) waits.push_back({static_cast<Queue>(o), need[o]});
-    auto after = [&](const Wait& w) -> const QueueCounts& {
-      return known[region->queues[static_cast<int>(w.queue)][w.count - 1].ir];
-    };
-    for (size_t w = 0; w < waits.size();) {
-      QueueCounts others = vc;
-      for (size_t o = 0; o < waits.size(); ++o)
-        if (o != w) join(others, after(waits[o]));
-      if (others[static_cast<int>(waits[w].queue)] >= waits[w].count) waits.erase(waits.begin() + static_cast<long>(w));
-      else ++w;
-    }
-    for (const Wait& w : waits) join(vc, after(w));
-    vc[q] = pos[i] + 1;
-    known[i] = vc;
-    p.dependences += static_cast<int64_t>(deps_of[i].size());
-    queue.push_back({static_cast<uint32_t>(i), queues[i], std::move(waits)});
-    last[q] = static_cast<int32_t>(i + 1);
+    queue.push_back({static_cast<uint32_t>(i), queues[i], {}});
   }
+  // Waits, in issue order: per instruction, what is known complete once it completes.
+  std::vector<QueueCounts> known(k.body.size());
+  for (Region& region : p.regions)
+    for (uint32_t i : issue_order(region, deps_of)) {
+      const int q = static_cast<int>(queues[i]);
+      QueueCounts vc{};
+      if (pos[i] > 0) vc = known[region.queues[q][pos[i] - 1].ir];
+      // Needed count per other queue, then the waits that are not implied by the rest.
+      QueueCounts need{};
+      for (uint32_t from : deps_of[i]) {
+        const int fq = static_cast<int>(queues[from]);
+        need[fq] = std::max(need[fq], pos[from] + 1);
+      }
+      std::vector<Wait> waits;
+      for (int o = 0; o < kNumQueues; ++o)
+        if (need[o] > vc[o]) waits.push_back({static_cast<Queue>(o), need[o]});
+      auto after = [&](const Wait& w) -> const QueueCounts& {
+        return known[region.queues[static_cast<int>(w.queue)][w.count - 1].ir];
+      };
+      for (size_t w = 0; w < waits.size();) {
+        QueueCounts others = vc;
+        for (size_t o = 0; o < waits.size(); ++o)
+          if (o != w) join(others, after(waits[o]));
+        if (others[static_cast<int>(waits[w].queue)] >= waits[w].count)
+          waits.erase(waits.begin() + static_cast<long>(w));
+        else ++w;
+      }
+      for (const Wait& w : waits) join(vc, after(w));
+      vc[q] = pos[i] + 1;
+      known[i] = vc;
+      p.dependences += static_cast<int64_t>(deps_of[i].size());
+      region.queues[q][pos[i]].waits = std::move(waits);
+    }
   index_regions(p);
   return p;
 }

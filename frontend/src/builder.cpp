@@ -63,9 +63,9 @@ void Builder::append(ir::Instruction inst) {
 }
 
 void Builder::add_order(size_t consumer, size_t producer, const SourceLoc& loc) {
-  if (consumer >= kernel_.body.size() || producer >= consumer)
+  if (consumer >= kernel_.body.size() || producer >= kernel_.body.size() || producer == consumer)
     user_error(loc, "schedule",
-               "a scheduling edge must order an instruction after an earlier one (body index " +
+               "a scheduling edge must order an instruction after another issued one (body index " +
                    std::to_string(consumer) + " after " + std::to_string(producer) + ")");
   std::vector<uint32_t>& after = kernel_.body[consumer].after;
   const auto p = static_cast<uint32_t>(producer);

@@ -10,9 +10,11 @@ namespace {
 constexpr Engine none = Engine::unknown, vector = Engine::vector, scalar = Engine::scalar, gpsimd = Engine::gpsimd;
 
 // nki-0.6-additions.md §5.2. Extra rules beyond operand and engine (matmul dtypes and
-// tile_position, ScalarE's PSUM scatter, tensor_scalar's integer form) are in verify_indirect.cpp.
+// tile_position, nc_matmul_mx's data/scale pairs, ScalarE's PSUM scatter, tensor_scalar's integer
+// form) are in verify_indirect.cpp.
 constexpr IndirectOperands kIndirectTable[] = {
     {Opcode::nc_matmul, {"dst", "stationary", "moving"}, {none, none, none}},
+    {Opcode::nc_matmul_mx, {"dst", "stationary", "moving", "stationary_scale", "moving_scale"}, {none, none, none}},
     {Opcode::tensor_tensor, {"dst", "data1"}, {vector, gpsimd, none}},
     {Opcode::tensor_scalar, {"dst", "data"}, {vector, scalar, gpsimd}},
     {Opcode::tensor_reduce, {"dst", "data"}, {none, none, none}},
@@ -68,8 +70,13 @@ std::string indirect_capable_list() {
   return out;
 }
 
+int64_t index_rows_per_partition(Opcode op, std::string_view operand) {
+  const bool scale = operand == "stationary_scale" || operand == "moving_scale";
+  return op == Opcode::nc_matmul_mx && scale ? kMxScaleRows : 1;
+}
+
 void check_column_index(const TensorDecl& t, const View& v, const TensorDecl& index_t, const View& index,
-                        const std::string& what, const SourceLoc& loc) {
+                        const std::string& what, const SourceLoc& loc, int64_t rows_per_partition) {
   auto fail = [&](const std::string& message) { user_error(loc, "indirect", what + ": " + message); };
   if (!is_on_chip(t.buffer))
     fail(".indirect() gathers columns of an SBUF or PSUM tensor; '" + t.name + "' is in " +
@@ -80,9 +87,13 @@ void check_column_index(const TensorDecl& t, const View& v, const TensorDecl& in
     fail("the index tile has dtype " + std::string(to_string(index.dtype)) + "; use uint16, uint32 or int32");
   if (!index.is_static()) fail("the index tile's view must itself be static (no register offset, not indirect)");
   const int64_t P = view_partitions(t, v), index_p = view_partitions(index_t, index);
-  if (index_p != P)
+  const bool either = rows_per_partition == 0;
+  if (either ? index_p != P && index_p != kMxScaleRows * P : index_p != rows_per_partition * P)
     fail("the index tile has " + std::to_string(index_p) + " partitions but the indirected view has " +
-         std::to_string(P) + "; they must match");
+         std::to_string(P) + "; they must match" +
+         (either || rows_per_partition == kMxScaleRows ? " (an nc_matmul_mx scale instead takes its data's index, " +
+                                                             std::to_string(kMxScaleRows) + " times its partitions)"
+                                                       : std::string()));
 }
 
 }  // namespace knit::ir

@@ -29,6 +29,7 @@ class Parser {
       else if (lex_.accept_word("return")) break;
       else instruction();
     }
+    check_later_edges();
     if (lex_.peek() == '%') {
       do k_.outputs.push_back(tensor_ref());
       while (lex_.accept(','));
@@ -251,17 +252,27 @@ class Parser {
     }
   }
 
-  // after=[i,j,...]: body indices of earlier instructions (scheduling edges).
+  // after=[i,j,...]: body indices of other instructions (scheduling edges; a later one is a
+  // backward with_schedule edge, checked against the body's size when the body is complete).
   void after_edges(Instruction& inst) {
     lex_.expect('[');
     do {
       const int64_t i = lex_.integer();
-      if (i < 0 || i >= static_cast<int64_t>(k_.body.size()))
+      if (i < 0 || i == static_cast<int64_t>(k_.body.size()))
         lex_.fail("after=[...] names body index " + std::to_string(i) +
-                  "; an instruction runs after earlier ones only");
+                  "; name another instruction's index (counting from 0)");
       inst.after.push_back(static_cast<uint32_t>(i));
     } while (lex_.accept(','));
     lex_.expect(']');
+  }
+
+  void check_later_edges() const {
+    for (size_t n = 0; n < k_.body.size(); ++n)
+      for (uint32_t i : k_.body[n].after)
+        if (i >= k_.body.size())
+          user_error(k_.body[n].loc, "ir-parse",
+                     "after=[...] names body index " + std::to_string(i) + ", but the kernel has " +
+                         std::to_string(k_.body.size()) + " instructions");
   }
 
   void instruction() {

@@ -2,6 +2,7 @@
 // operands accept one is the table in indirect.cpp; the rules of one view, then those between
 // the operands of one instruction (partition alignment, §5.3), are here.
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "knit/ir/indirect.h"
@@ -69,8 +70,10 @@ void check_one(const Checker& c, const Instruction& inst, std::string_view name,
     c.fail("indirect", "with an .indirect() operand it runs on " + engines_text(*row) + ", not the " +
                            std::string(to_string(e)) + " engine");
   const View& index = *v.index_view();
-  check_column_index(c.tensor(v), v, c.tensor(index), index, std::string(inst.opcode_name()) + ": " + what, inst.loc);
-  const int64_t G = indirect_group(inst.opcode()), P = c.partitions(v), K = c.free_size(index), n = c.free_size(v);
+  check_column_index(c.tensor(v), v, c.tensor(index), index, std::string(inst.opcode_name()) + ": " + what, inst.loc,
+                     index_rows_per_partition(inst.opcode(), name));
+  // Groups count index rows (data partitions, for an MX scale reading its data's index).
+  const int64_t G = indirect_group(inst.opcode()), P = c.partitions(index), K = c.free_size(index), n = c.free_size(v);
   if (n > G * K)
     c.fail("indirect", what + ": num_elem " + std::to_string(n) + " exceeds G*K = " + std::to_string(G * K) +
                            " (this engine reads offsets per group of G = " + std::to_string(G) +
@@ -91,6 +94,13 @@ void check_one(const Checker& c, const Instruction& inst, std::string_view name,
            "scatter into SBUF (tensor_copy and tensor_scalar may also run on the vector engine)");
 }
 
+// A matmul with an .indirect() operand uses the whole PE array (§5.2).
+void check_whole_array(const Checker& c, const IntList& tile_position) {
+  const bool whole_array = tile_position.empty() ||
+                           (tile_position.size() == 2 && tile_position[0] == 0 && tile_position[1] == 0);
+  if (!whole_array) c.fail("indirect", "with an .indirect() operand, tile_position must be (0, 0) or unset");
+}
+
 // nc_matmul's extra rules (§5.2): 16-bit or fp8 indirect inputs, a plain moving when transposing,
 // the whole PE array.
 void check_matmul(const Checker& c, const NcMatmul& op) {
@@ -100,9 +110,25 @@ void check_matmul(const Checker& c, const NcMatmul& op) {
                  {DType::float16, DType::bfloat16, DType::float8_e4m3, DType::float8_e5m2, DType::float8_e4m3fn});
   if (op.is_transpose && op.moving.indexes_columns())
     c.fail("indirect", "moving cannot be an .indirect() view when is_transpose=True");
-  const bool whole_array = op.tile_position.empty() ||
-                           (op.tile_position.size() == 2 && op.tile_position[0] == 0 && op.tile_position[1] == 0);
-  if (!whole_array) c.fail("indirect", "with an .indirect() operand, tile_position must be (0, 0) or unset");
+  check_whole_array(c, op.tile_position);
+}
+
+// nc_matmul_mx's extra rules (§5.2): each data operand and its scale are both .indirect() views
+// of one index (the same tile and slice: the scale's columns follow its data's) or neither; the
+// whole PE array.
+void check_matmul_mx(const Checker& c, const NcMatmulMx& op) {
+  for (const auto& [name, data, scale] :
+       {std::tuple{"stationary", &op.stationary, &op.stationary_scale}, {"moving", &op.moving, &op.moving_scale}}) {
+    const std::string pair = std::string(name) + " and " + name + "_scale";
+    if (data->indexes_columns() != scale->indexes_columns())
+      c.fail("indirect", pair + " must both be .indirect() views (of the same index) or neither; only " +
+                             (data->indexes_columns() ? std::string(name) : std::string(name) + "_scale") + " is one");
+    if (data->indexes_columns() && !(*data->index_view() == *scale->index_view()))
+      c.fail("indirect", pair +
+                             " are .indirect() views of different index tiles (or slices of one); pass the "
+                             "same index to both, as each scale column must follow its data column");
+  }
+  check_whole_array(c, op.tile_position);
 }
 
 // §5.3, with every tensor's partition known (an address= pin, or partition 0 where Knit's
@@ -152,6 +178,7 @@ void check_column_indirection(const Checker& c, const Instruction& inst) {
     }
   if (!any) return;
   if (const auto* mm = std::get_if<NcMatmul>(&inst.op)) check_matmul(c, *mm);
+  if (const auto* mx = std::get_if<NcMatmulMx>(&inst.op)) check_matmul_mx(c, *mx);
   auto word = [](DType t) { return t == DType::int32 || t == DType::uint32; };
   if (const auto* ts = std::get_if<TensorScalar>(&inst.op); ts && (word(ts->dst.dtype) || word(ts->data.dtype)))
     c.fail("indirect", "the int32/uint32 (address arithmetic) form of tensor_scalar takes no .indirect() view");

@@ -444,7 +444,7 @@ View make_column_indirect(const TensorDecl& t, const View& v, const TensorDecl& 
     user_error(loc, "indirect",
                ".indirect() on a view that is already indirect (a register offset, vector_offset or .indirect()); "
                "an indirect view cannot be indirected again");
-  check_column_index(t, v, index_t, index, ".indirect()", loc);
+  check_column_index(t, v, index_t, index, ".indirect()", loc, 0);
   const int64_t n = num_elem.value_or(index.num_elements());
   if (n < 1) user_error(loc, "indirect", ".indirect(): num_elem must be at least 1, got " + std::to_string(n));
   View r = v;

@@ -6,10 +6,16 @@ the IR, printed as ``after=[...]``). Data dependences are unaffected: the codege
 between instructions on different engine queues of one region into a semaphore wait, so the
 timing model honours it; on one queue (in order) or across a barrier it already holds.
 
-DESIGN CHOICE (the docs leave the checks open): Knit issues instructions in program order and
-never reorders them, so an edge must name a producer issued before its consumer; an edge
-against program order, an unknown name and a cycle are errors, a name labelling several
-instructions a warning (each consumer then follows the latest such producer issued before it).
+DESIGN CHOICE (the docs leave the checks open): an unknown name and a cycle are errors, a name
+labelling several instructions a warning (each consumer then follows the latest such producer
+issued before it, or else the first issued after it). A with_schedule edge may name a producer
+issued *after* its consumer (NKI's scheduler would reorder them): the functional run keeps
+program order, and the engine program makes the consumer's queue wait for the producer. Lowering
+accepts it only when the two run on different engine queues of one region and the producer does
+not depend on the consumer (through data, queue order or other edges, transitively), so the two
+are independent and the results equal program order's; otherwise it is a ``schedule`` error
+naming both lines (codegen's add_backward_edges). ``depends_on`` handles still need a producer
+issued first.
 """
 from __future__ import annotations
 
@@ -158,15 +164,14 @@ def apply(trace: _trace.Trace, edges: Edges, loc: object) -> None:
                              loc)
         if len(where[name]) > 1:
             message = (f"with_schedule: name {name!r} labels {len(where[name])} instructions; each consumer of that "
-                       "name follows the latest producer issued before it")
+                       "name follows the latest producer issued before it (or else the first issued after it)")
             file, line = (loc[0], loc[1]) if isinstance(loc, tuple) else ("<unknown>", 0)
             warnings.warn_explicit(ScheduleWarning(message), ScheduleWarning, file, line)
     for consumer, producers in edges:
         for c in where[consumer]:
             for producer in producers:
                 earlier = [p for p in where[producer] if p < c]
-                if not earlier:
-                    raise user_error("schedule", f"with_schedule: {consumer!r} is issued before {producer!r}, and Knit "
-                                     "issues instructions in program order (it never reorders them); move the call "
-                                     f"named {producer!r} before the one named {consumer!r}", loc)
-                _trace.core_call(trace.builder.add_order, c, earlier[-1], loc)
+                later = [p for p in where[producer] if p > c]
+                if not earlier and not later:
+                    raise user_error("schedule", f"with_schedule: {consumer!r} cannot run after itself", loc)
+                _trace.core_call(trace.builder.add_order, c, earlier[-1] if earlier else later[0], loc)

@@ -212,9 +212,12 @@ void Machine::column_offsets(const View& v, const char* what, Tile& tile) {
   const int64_t part_bytes = t.partition_elements() * dtype_size(t.dtype);
   const Tile index = this->tile(*v.index_view(), "indirect_index");
   const int64_t G = indirect_group(current_->opcode()), size = gather_size(v.gather);
+  // An nc_matmul_mx scale reads its data's index: scale partition p serves data partitions
+  // rows*p .. rows*p+rows-1, all in one group (indirect.h, index_rows_per_partition).
+  const int64_t rows = index.P / tile.P;
   for (int64_t p = 0; p < tile.P; ++p)
     for (int64_t i = 0; i < tile.F; ++i) {
-      const IndexCell cell = indirect_cell(p, i, G);
+      const IndexCell cell = indirect_cell(p * rows, i, G);
       const int64_t o = index.read_int(index.at(cell.row, cell.col));
       if (o < 0 || o >= size)
         fail("indirect-out-of-bounds", std::string(current_->opcode_name()) + " operand " + what + ": partition " +

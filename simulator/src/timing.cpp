@@ -85,6 +85,8 @@ struct InstrTable {
   std::vector<InstrCost> costs;
   std::vector<codegen::Queue> queue_of;
   std::vector<uint32_t> position;  // index in its queue
+  // Per region, the order its waits allow (codegen::issue_order) when that is not body order.
+  std::vector<std::vector<uint32_t>> reordered;
 };
 
 // Programs with at least this many instructions cost them on every thread of the pool.
@@ -108,6 +110,13 @@ const InstrTable& instruction_table(const codegen::EngineProgram& program, const
           table->position[e.ir] = static_cast<uint32_t>(j);
           costed.push_back(e.ir);
         }
+    table->reordered.resize(program.regions.size());
+    for (size_t r = 0; r < program.regions.size(); ++r) {
+      std::vector<uint32_t> order = codegen::issue_order(program.regions[r]);
+      if (!std::is_sorted(order.begin(), order.end()) ||
+          order.size() != program.regions[r].end - program.regions[r].begin)
+        table->reordered[r] = std::move(order);
+    }
     // The costs are independent of one another: a large program's are computed in parts on the
     // worker pool (each part writes its own entries).
     auto cost_part = [&](size_t begin, size_t end) {
@@ -169,8 +178,13 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       continue;
     }
     const codegen::Region& region = program.regions[x.region];
-    // Body order is a topological order of the waits (the sync pass built them that way).
-    for (uint32_t i = region.begin; i < region.end; ++i) {
+    // Start each instruction after those it waits for: body order, or the order backward
+    // scheduling edges give (lower.h, add_backward_edges).
+    const std::vector<uint32_t>& reordered = table.reordered[x.region];
+    if (!reordered.empty() && reordered.size() != region.end - region.begin)
+      internal_error("timing: the waits of region " + std::to_string(x.region) + " deadlock");
+    for (uint32_t n = 0; n < region.end - region.begin; ++n) {
+      const uint32_t i = reordered.empty() ? region.begin + n : reordered[n];
       const int q = static_cast<int>(queue_of[i]);
       const InstrCost& cost = costs[i];
       const codegen::EngineInstr& e = region.queues[q][position[i]];

@@ -75,9 +75,9 @@ nl::tensor data_ops_kernel(nl::tensor a, nl::tensor b) {
   auto p = nl::ndarray({128, 64}, nl::bfloat16, nl::psum, "p", std::array<int64_t, 2>{0, 2048});
   isa::nc_transpose(p, bt, isa::engine::tensor);
   auto m = nl::ndarray({128, 64}, nl::int32, nl::sbuf, "mask");
-  isa::memset(m, -3, isa::engine::gpsimd);
+  isa::memset(m, -3, isa::engine::gpsimd, "fill mask");  // name= on a call without an options struct
   isa::tensor_copy(s(nl::all, nl::ds(0, 32)), p(nl::all, nl::ds(32, 32)), isa::engine::vector);
-  isa::tensor_copy_predicated(s, 2.5, m.view_as(nl::float32), true);
+  isa::tensor_copy_predicated(s, 2.5, m.view_as(nl::float32), true, "pick");
   auto st = nl::ndarray({64, 64}, nl::bfloat16, nl::sbuf, "st");
   auto mv = nl::ndarray({64, 512}, nl::bfloat16, nl::sbuf, "mv");
   isa::memset(st, 0.1);
@@ -105,10 +105,11 @@ TEST_CASE("C++ DSL kernels round-trip through the text form", "[core][ir-text]")
     CHECK(text.find("dge_mode=swdge engine=sync name=\"load a\" @ ") != std::string::npos);
     CHECK(text.find("oob_mode=skip") != std::string::npos);
     CHECK(text.find("engine=tensor") != std::string::npos);
-    CHECK(text.find("value=-3 engine=gpsimd") != std::string::npos);
+    CHECK(text.find("value=-3 engine=gpsimd name=\"fill mask\"") != std::string::npos);
     CHECK(text.find("value=0.1 @") != std::string::npos);
     CHECK(text.find("value=-1.5e-07 @") != std::string::npos);
-    CHECK(text.find("src=2.5 predicate=%6:float32@0[[64,128],[1,64]] reverse_pred=true") != std::string::npos);
+    CHECK(text.find("src=2.5 predicate=%6:float32@0[[64,128],[1,64]] reverse_pred=true name=\"pick\"") !=
+          std::string::npos);
     CHECK(text.find("accumulate=off tile_position=[64,0] tile_size=[64,64] name=\"mm\"") != std::string::npos);
     CHECK(text.find("axes=[1,0] dge_mode=swdge") != std::string::npos);
     CHECK(text.find("dst=%2@8128[[-64,128],[1,64]] src=%3@0[[64,128],[1,64]]") != std::string::npos);

@@ -105,8 +105,9 @@ inline void nc_matmul(const nl::tensor& dst, const nl::tensor& stationary, const
   detail::emit(std::move(op), o.name, l);
 }
 
-inline void nc_transpose(const nl::tensor& dst, const nl::tensor& data, engine e = engine::unknown, KNIT_HERE) {
-  detail::emit(ir::NcTranspose{dst.view(), data.view(), e}, "", l);
+inline void nc_transpose(const nl::tensor& dst, const nl::tensor& data, engine e = engine::unknown,
+                         const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::NcTranspose{dst.view(), data.view(), e}, name, l);
 }
 
 struct ActivationOptions {
@@ -138,8 +139,8 @@ inline void activation_reduce(const nl::tensor& dst, const nl::Op& op, const nl:
 }
 
 inline void tensor_tensor(const nl::tensor& dst, const nl::tensor& data1, const nl::tensor& data2, const nl::Op& op,
-                          engine e = engine::unknown, KNIT_HERE) {
-  detail::emit(ir::TensorTensor{dst.view(), data1.view(), data2.view(), detail::alu(op, l), e}, "", l);
+                          engine e = engine::unknown, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::TensorTensor{dst.view(), data1.view(), data2.view(), detail::alu(op, l), e}, name, l);
 }
 
 struct TensorScalarOptions {
@@ -178,26 +179,29 @@ inline void tensor_reduce(const nl::tensor& dst, const nl::Op& op, const nl::ten
                o.name, l);
 }
 
-inline void tensor_partition_reduce(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data, KNIT_HERE) {
-  detail::emit(ir::TensorPartitionReduce{dst.view(), detail::alu(op, l), data.view()}, "", l);
+inline void tensor_partition_reduce(const nl::tensor& dst, const nl::Op& op, const nl::tensor& data,
+                                    const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::TensorPartitionReduce{dst.view(), detail::alu(op, l), data.view()}, name, l);
 }
 
-inline void tensor_copy(const nl::tensor& dst, const nl::tensor& src, engine e = engine::unknown, KNIT_HERE) {
-  detail::emit(ir::TensorCopy{dst.view(), src.view(), e}, "", l);
+inline void tensor_copy(const nl::tensor& dst, const nl::tensor& src, engine e = engine::unknown,
+                        const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::TensorCopy{dst.view(), src.view(), e}, name, l);
 }
 
 inline void tensor_copy_predicated(const nl::tensor& dst, operand src, const nl::tensor& predicate,
-                                   bool reverse_pred = false, KNIT_HERE) {
-  detail::emit(ir::TensorCopyPredicated{dst.view(), src.value, predicate.view(), reverse_pred}, "", l);
+                                   bool reverse_pred = false, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::TensorCopyPredicated{dst.view(), src.value, predicate.view(), reverse_pred}, name, l);
 }
 
-inline void memset(const nl::tensor& dst, double value, engine e = engine::unknown, KNIT_HERE) {
-  detail::emit(ir::Memset{dst.view(), value, e}, "", l);
+inline void memset(const nl::tensor& dst, double value, engine e = engine::unknown, const std::string& name = "",
+                   KNIT_HERE) {
+  detail::emit(ir::Memset{dst.view(), value, e}, name, l);
 }
 
 inline void iota(const nl::tensor& dst, std::vector<ir::ApDim> pattern, int64_t offset = 0,
-                 int64_t channel_multiplier = 0, KNIT_HERE) {
-  detail::emit(ir::Iota{dst.view(), std::move(pattern), offset, channel_multiplier}, "", l);
+                 int64_t channel_multiplier = 0, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::Iota{dst.view(), std::move(pattern), offset, channel_multiplier}, name, l);
 }
 
 struct AffineSelectOptions {
@@ -245,8 +249,8 @@ inline void range_select(const nl::tensor& dst, const nl::tensor& on_true_tile, 
                o.name, l);
 }
 
-inline void reciprocal(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
-  detail::emit(ir::Reciprocal{dst.view(), data.view()}, "", l);
+inline void reciprocal(const nl::tensor& dst, const nl::tensor& data, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::Reciprocal{dst.view(), data.view()}, name, l);
 }
 
 inline void tensor_tensor_scan(const nl::tensor& dst, const nl::tensor& data0, const nl::tensor& data1, operand initial,
@@ -301,24 +305,27 @@ inline void tensor_scalar_cumulative(const nl::tensor& dst, const nl::tensor& sr
 
 // vals' 8 slots (last first) claim positions of data: dst = data with them set to imm, dst_idx = where.
 inline void nc_match_replace8(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& vals, double imm,
-                              const std::optional<nl::tensor>& dst_idx = std::nullopt, KNIT_HERE) {
-  detail::emit(ir::NcMatchReplace8{dst.view(), data.view(), vals.view(), imm, detail::view_or_none(dst_idx)}, "", l);
+                              const std::optional<nl::tensor>& dst_idx = std::nullopt, const std::string& name = "",
+                              KNIT_HERE) {
+  detail::emit(ir::NcMatchReplace8{dst.view(), data.view(), vals.view(), imm, detail::view_or_none(dst_idx)}, name, l);
 }
 
 // GpSimd (trn2+): nonzero positions, padding and count in partitions 0, 16, .., 112.
 inline void nonzero_with_count(const nl::tensor& dst, const nl::tensor& src, int64_t index_offset = 0,
-                               int64_t padding_val = -1, KNIT_HERE) {
-  detail::emit(ir::NonzeroWithCount{dst.view(), src.view(), index_offset, padding_val}, "", l);
+                               int64_t padding_val = -1, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::NonzeroWithCount{dst.view(), src.view(), index_offset, padding_val}, name, l);
 }
 
 // GpSimd: run starts and exclusive ends of segment ids [1, n] into dst [1, 2, n].
-inline void sequence_bounds(const nl::tensor& dst, const nl::tensor& segment_ids, KNIT_HERE) {
-  detail::emit(ir::SequenceBounds{dst.view(), segment_ids.view()}, "", l);
+inline void sequence_bounds(const nl::tensor& dst, const nl::tensor& segment_ids, const std::string& name = "",
+                            KNIT_HERE) {
+  detail::emit(ir::SequenceBounds{dst.view(), segment_ids.view()}, name, l);
 }
 
 // GpSimd: the K largest of n snake values per 16-partition group, ascending, and their positions.
-inline void topk(const nl::tensor& val_dst, const nl::tensor& idx_dst, const nl::tensor& src, int64_t n, KNIT_HERE) {
-  detail::emit(ir::Topk{val_dst.view(), idx_dst.view(), src.view(), n}, "", l);
+inline void topk(const nl::tensor& val_dst, const nl::tensor& idx_dst, const nl::tensor& src, int64_t n,
+                 const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::Topk{val_dst.view(), idx_dst.view(), src.view(), n}, name, l);
 }
 
 // Scalar Engine (trn3): dst = op(op1(op0(data, imm0), imm1)), relu_param the nl::prelu slope.
@@ -338,54 +345,58 @@ inline void activate2(const nl::tensor& dst, const nl::Op& op, const nl::tensor&
                o.name, l);
 }
 
-inline void bn_stats(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
-  detail::emit(ir::BnStats{dst.view(), data.view()}, "", l);
+inline void bn_stats(const nl::tensor& dst, const nl::tensor& data, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::BnStats{dst.view(), data.view()}, name, l);
 }
-inline void bn_aggr(const nl::tensor& dst, const nl::tensor& data, KNIT_HERE) {
-  detail::emit(ir::BnAggr{dst.view(), data.view()}, "", l);
+inline void bn_aggr(const nl::tensor& dst, const nl::tensor& data, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::BnAggr{dst.view(), data.view()}, name, l);
 }
-inline void max8(const nl::tensor& dst, const nl::tensor& src, KNIT_HERE) {
-  detail::emit(ir::Max8{dst.view(), src.view()}, "", l);
+inline void max8(const nl::tensor& dst, const nl::tensor& src, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::Max8{dst.view(), src.view()}, name, l);
 }
-inline void nc_find_index8(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& vals, KNIT_HERE) {
-  detail::emit(ir::NcFindIndex8{dst.view(), data.view(), vals.view()}, "", l);
+inline void nc_find_index8(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& vals,
+                           const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::NcFindIndex8{dst.view(), data.view(), vals.view()}, name, l);
 }
 // Random numbers (generator: docs/architecture.md "Random numbers").
 // dst = the low bits of one 32-bit draw per element from `e`'s generator (integer dst).
-inline void rng(const nl::tensor& dst, engine e = engine::vector, KNIT_HERE) {
-  detail::emit(ir::Rng{dst.view(), e}, "", l);
+inline void rng(const nl::tensor& dst, engine e = engine::vector, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::Rng{dst.view(), e}, name, l);
 }
 // Seeds the Vector Engine generator from the 32-bit value of a [1, 1] tile.
-inline void set_rng_seed(const nl::tensor& src_seeds, KNIT_HERE) {
-  detail::emit(ir::SetRngSeed{src_seeds.view()}, "", l);
+inline void set_rng_seed(const nl::tensor& src_seeds, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::SetRngSeed{src_seeds.view()}, name, l);
 }
 // Row p of src_seeds (uint32: 6 words per state, 24 for the trn3 Vector Engine) becomes lane p's state.
-inline void rand_set_state(const nl::tensor& src_seeds, engine e = engine::gpsimd, KNIT_HERE) {
-  detail::emit(ir::RandSetState{src_seeds.view(), e}, "", l);
+inline void rand_set_state(const nl::tensor& src_seeds, engine e = engine::gpsimd, const std::string& name = "",
+                           KNIT_HERE) {
+  detail::emit(ir::RandSetState{src_seeds.view(), e}, name, l);
 }
-inline void rand_get_state(const nl::tensor& dst, engine e = engine::gpsimd, KNIT_HERE) {
-  detail::emit(ir::RandGetState{dst.view(), e}, "", l);
+inline void rand_get_state(const nl::tensor& dst, engine e = engine::gpsimd, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::RandGetState{dst.view(), e}, name, l);
 }
 // dst = uniform samples in [min, max] (fp32 scalars or [P, 1] tiles) on the Vector Engine (trn3).
-inline void rand2(const nl::tensor& dst, operand min, operand max, KNIT_HERE) {
-  detail::emit(ir::Rand2{dst.view(), min.value, max.value}, "", l);
+inline void rand2(const nl::tensor& dst, operand min, operand max, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::Rand2{dst.view(), min.value, max.value}, name, l);
 }
 // dst = data with each element zeroed with probability prob (scalar or [P, 1] tile); no rescaling.
-inline void dropout(const nl::tensor& dst, const nl::tensor& data, operand prob, KNIT_HERE) {
-  detail::emit(ir::Dropout{dst.view(), data.view(), prob.value}, "", l);
+inline void dropout(const nl::tensor& dst, const nl::tensor& data, operand prob, const std::string& name = "",
+                    KNIT_HERE) {
+  detail::emit(ir::Dropout{dst.view(), data.view(), prob.value}, name, l);
 }
 inline void local_gather(const nl::tensor& dst, const nl::tensor& src_buffer, const nl::tensor& index,
                          int64_t num_elem_per_idx = 1, int64_t num_valid_indices = -1, KNIT_HERE) {
   detail::emit(ir::LocalGather{dst.view(), src_buffer.view(), index.view(), num_elem_per_idx, num_valid_indices}, "",
                l);
 }
-inline void nc_n_gather(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& indices, KNIT_HERE) {
-  detail::emit(ir::NcNGather{dst.view(), data.view(), indices.view()}, "", l);
+inline void nc_n_gather(const nl::tensor& dst, const nl::tensor& data, const nl::tensor& indices,
+                        const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::NcNGather{dst.view(), data.view(), indices.view()}, name, l);
 }
 
 inline void nc_stream_shuffle(const nl::tensor& dst, const nl::tensor& src, std::vector<int64_t> shuffle_mask,
-                              KNIT_HERE) {
-  detail::emit(ir::NcStreamShuffle{dst.view(), src.view(), std::move(shuffle_mask)}, "", l);
+                              const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::NcStreamShuffle{dst.view(), src.view(), std::move(shuffle_mask)}, name, l);
 }
 
 // trn3 MX (docs/architecture.md, "MX data"): src [P, F] fp16/bf16 -> dst [P, F/4] fp8 x4 words,
@@ -428,33 +439,33 @@ inline ir::Reg target(const reg& r, const char* what, const SourceLoc& loc) {
 }  // namespace detail
 
 // A new register, set to `init` (an int or a reg) when given.
-inline reg register_alloc(std::optional<reg> init = std::nullopt, KNIT_HERE) {
+inline reg register_alloc(std::optional<reg> init = std::nullopt, const std::string& name = "", KNIT_HERE) {
   const SourceLoc loc = loc_of(l);
   const int id = knit::detail::new_register(loc);
-  if (init) detail::emit(ir::RegisterMove{ir::Reg{id}, init->operand(loc)}, "", l);
+  if (init) detail::emit(ir::RegisterMove{ir::Reg{id}, init->operand(loc)}, name, l);
   return reg::of(id);
 }
 // dst = src (an int or a reg).
-inline void register_move(const reg& dst, const reg& src, KNIT_HERE) {
+inline void register_move(const reg& dst, const reg& src, const std::string& name = "", KNIT_HERE) {
   const SourceLoc loc = loc_of(l);
-  detail::emit(ir::RegisterMove{detail::target(dst, "dst", loc), src.operand(loc)}, "", l);
+  detail::emit(ir::RegisterMove{detail::target(dst, "dst", loc), src.operand(loc)}, name, l);
 }
 // dst = the single element of the integer tensor `src`.
-inline void register_load(const reg& dst, const nl::tensor& src, KNIT_HERE) {
-  detail::emit(ir::RegisterLoad{detail::target(dst, "dst", loc_of(l)), src.view()}, "", l);
+inline void register_load(const reg& dst, const nl::tensor& src, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::RegisterLoad{detail::target(dst, "dst", loc_of(l)), src.view()}, name, l);
 }
 // The single element of the integer tensor `dst` = src (an int or a reg; an expression is
 // computed into a register first).
-inline void register_store(const nl::tensor& dst, const reg& src, KNIT_HERE) {
-  detail::emit(ir::RegisterStore{dst.view(), ir::Reg{src.materialize(loc_of(l))}}, "", l);
+inline void register_store(const nl::tensor& dst, const reg& src, const std::string& name = "", KNIT_HERE) {
+  detail::emit(ir::RegisterStore{dst.view(), ir::Reg{src.materialize(loc_of(l))}}, name, l);
 }
 // The NkiScalar (G3) spelling: a new register holding the single element of `src`, and its store.
 inline reg scalar_load(const nl::tensor& src, KNIT_HERE) {
   const reg r = reg::of(knit::detail::new_register(loc_of(l)));
-  register_load(r, src, l);
+  register_load(r, src, "", l);
   return r;
 }
-inline void scalar_store(const nl::tensor& dst, const reg& value, KNIT_HERE) { register_store(dst, value, l); }
+inline void scalar_store(const nl::tensor& dst, const reg& value, KNIT_HERE) { register_store(dst, value, "", l); }
 
 #undef KNIT_HERE
 

@@ -119,6 +119,11 @@ bool is_barrier(const ir::Instruction& inst);
 // body order; internal error otherwise (a hand-built or decoded program is checked with it).
 void check_structure(const EngineProgram& p);
 
+// The region's instructions in the order one issuer starts them when it always takes the ready
+// queue head (its waits met) with the lowest body index: body order, unless a wait names a later
+// instruction (a backward with_schedule edge). Shorter than the region when its waits deadlock.
+std::vector<uint32_t> issue_order(const Region& region);
+
 // Rebuilds `region_at` from `regions`.
 void index_regions(EngineProgram& p);
 

@@ -45,15 +45,24 @@ std::vector<Queue> assign_engines(const ir::Kernel& kernel);
 // read, write after write). Only the latest conflicting instruction per queue is kept (queues
 // are in order). Placing a tensor at its first use counts as writing its whole allocation.
 // A scheduling edge (Instruction::after) between queues of one region is a dependence of kind
-// `order` (same queue: queue order implies it; across a barrier: the barrier does).
+// `order` (same queue: queue order implies it; across a barrier: the barrier does). An edge to a
+// later instruction (a backward with_schedule edge) is added by add_backward_edges.
 struct Dependence {
-  uint32_t from = 0, to = 0;  // body indices
+  uint32_t from = 0, to = 0;  // body indices; from > to for a backward scheduling edge
   enum class Kind : uint8_t { raw, war, waw, order } kind = Kind::raw;
 };
 std::vector<Dependence> dependences(const ir::Kernel& kernel, const MemoryPlan& plan, const std::vector<Queue>& queues);
 
+// Scheduling edges that make an instruction wait for one issued after it (schedule_edges.cpp):
+// each becomes an `order` dependence from the later instruction, legal only when the two are in
+// one region, on different queues, and the later one does not depend on the earlier (through
+// `deps`, queue order or the edges added before it); otherwise a `schedule` user error naming
+// both lines. Legal edges never change results: the two are independent.
+void add_backward_edges(const ir::Kernel& kernel, const std::vector<Queue>& queues, std::vector<Dependence>& deps);
+
 // synchronize + engine program: regions, queues in order, and the fewest waits that enforce
-// every dependence (a wait is dropped when earlier waits already imply it).
+// every dependence (a wait is dropped when earlier waits already imply it). Waits are computed
+// in issue order (body order, unless a backward edge makes an instruction follow a later one).
 EngineProgram build_program(const ir::Kernel& kernel, MemoryPlan plan, const std::vector<Queue>& queues,
                             const std::vector<Dependence>& deps);
 

@@ -23,8 +23,9 @@ class Builder {
                  std::optional<std::array<int64_t, 2>> address, SourceLoc loc);
   // Verifies and appends one instruction.
   void append(ir::Instruction inst);
-  // Scheduling edge: body instruction `consumer` runs after `producer` (an earlier body index);
-  // a bad index is a user error at `loc`. Repeated edges are kept once.
+  // Scheduling edge: body instruction `consumer` runs after `producer` (another body index; a
+  // later one is checked by lowering, codegen's add_backward_edges); a bad index is a user error
+  // at `loc`. Repeated edges are kept once.
   void add_order(size_t consumer, size_t producer, const SourceLoc& loc);
   // The kernel's results. `share_private_hbm` (G1 kernels, whose outputs were private HBM before
   // NKI 0.3 required shared_hbm): a result declared in private HBM becomes shared_hbm.

@@ -42,7 +42,7 @@ int64_t gather_offset(const Pattern& gather, int64_t o);
 // operand lists none). Adding an instruction that accepts them is one row in indirect.cpp.
 struct IndirectOperands {
   Opcode op;
-  std::array<std::string_view, 3> operands;
+  std::array<std::string_view, 5> operands;
   std::array<Engine, 3> engines;
   bool accepts(std::string_view operand) const;
 };
@@ -51,9 +51,16 @@ const IndirectOperands* indirect_operands(Opcode op);
 // "dst, data1" style list of the instructions that accept them, for messages.
 std::string indirect_capable_list();
 
+// How many index rows serve one partition of an .indirect() view: 1, except for nc_matmul_mx's
+// scale operands, which read the index of their data (nki-0.6-additions.md §5.2: the pair shares
+// one index), one scale partition per kMxScaleRows data partitions.
+inline constexpr int64_t kMxScaleRows = 8;
+int64_t index_rows_per_partition(Opcode op, std::string_view operand);
+
 // The index rules of an .indirect() view `v` of tensor `t` (shared by make_column_indirect and
-// the verifier): on-chip data, an SBUF index of an accepted dtype, static, with v's partitions.
+// the verifier): on-chip data, an SBUF index of an accepted dtype, static, with v's partitions
+// times `rows_per_partition` (0: either 1 or kMxScaleRows, when the instruction is not known yet).
 void check_column_index(const TensorDecl& t, const View& v, const TensorDecl& index_t, const View& index,
-                        const std::string& what, const SourceLoc& loc);
+                        const std::string& what, const SourceLoc& loc, int64_t rows_per_partition);
 
 }  // namespace knit::ir
