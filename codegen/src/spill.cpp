@@ -6,6 +6,7 @@
 #include "knit/codegen/allocate.h"
 #include "knit/ir/liveness.h"
 #include "knit/ir/op_traits.h"
+#include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
 
 namespace knit::codegen {
@@ -69,8 +70,8 @@ struct Victim {
   size_t last_before = 0, next_after = 0;  // T's uses around the over-full point
 };
 
-// Picks the tile to spill where `failing` starts, among the PSUM tensors `alive` there; when none
-// qualifies, `why` says for each candidate what kept it.
+// Picks the tile to spill where `failing` starts, among the tensors `alive` there (all in its
+// buffer); when none qualifies, `why` says for each candidate what kept it.
 Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRange>& live, int failing,
                      const std::vector<int>& alive, std::string& why) {
   const auto at = static_cast<size_t>(live[failing].first);
@@ -89,13 +90,14 @@ Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRa
       reasons << "\n    " << name << " is live from the same point (a loop or branch around both)";
       continue;
     }
-    if (next == at_list.begin() || next == at_list.end()) continue;  // not live across `at`
-    if (*next == at) {
-      reasons << "\n    " << name << " is used by the same instruction";
-      continue;
-    }
+    if (next == at_list.begin()) continue;  // first used after `at` (a pin's bytes held early)
     if (std::any_of(at_list.begin(), at_list.end(), [&](size_t i) { return uses.in_block[i]; })) {
       reasons << "\n    " << name << " is used inside a loop or branch (only straight-line tiles are spilled)";
+      continue;
+    }
+    if (next == at_list.end()) continue;  // not live across `at`
+    if (*next == at) {
+      reasons << "\n    " << name << " is used by the same instruction";
       continue;
     }
     const size_t before = *(next - 1), after = *next;
@@ -152,6 +154,28 @@ void insert_spill(Kernel& k, const Victim& v) {
                 copy_instruction<TensorCopy>(k, spill, v.tensor, store_at));
 }
 
+// SBUF victim: its value goes to a private HBM tensor `<name>.spill` by DMA after its last use
+// before the over-full point and comes back by DMA into a fresh SBUF tensor (its name and line)
+// before its next use, which replaces it from there on.
+void insert_sbuf_spill(Kernel& k, const Victim& v) {
+  const int spill = static_cast<int>(k.tensors.size()), reloaded = spill + 1;
+  TensorDecl s = k.tensor(v.tensor);
+  s.name += ".spill";
+  s.buffer = Buffer::hbm;
+  s.address.reset();
+  s.is_param = false;
+  s.spill_of = v.tensor;
+  TensorDecl t2 = k.tensor(v.tensor);
+  k.tensors.push_back(std::move(s));
+  k.tensors.push_back(std::move(t2));
+  for (size_t i = v.next_after; i < k.body.size(); ++i) rename(k.body[i], v.tensor, reloaded);
+  const SourceLoc reload_at = k.body[v.next_after].loc, store_at = k.body[v.last_before].loc;
+  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.next_after),
+                copy_instruction<DmaCopy>(k, reloaded, spill, reload_at));
+  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.last_before + 1),
+                copy_instruction<DmaCopy>(k, spill, v.tensor, store_at));
+}
+
 // The body index of the one instruction that writes (or reads) tensor t.
 size_t only_access(const Kernel& k, int t, bool write) {
   for (size_t i = 0; i < k.body.size(); ++i) {
@@ -199,31 +223,41 @@ int sbuf_spill_among(const Kernel& k, const std::vector<int>& alive) {
   return -1;
 }
 
+// Spills one SBUF tensor where `failure.tensor` does not fit, or moves a PSUM tile's SBUF spill
+// to HBM; throws the capacity error when neither is possible.
+void relieve_sbuf(Kernel& k, const std::vector<LiveRange>& live, const AllocationFailure& failure) {
+  std::vector<int> here = failure.alive;
+  here.push_back(failure.tensor);
+  if (const int s = sbuf_spill_among(k, here); s >= 0) {
+    move_spill_to_hbm(k, s);
+    return;
+  }
+  std::string why;
+  const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
+  if (v.tensor >= 0) {
+    insert_sbuf_spill(k, v);
+    return;
+  }
+  allocate(k, live,
+           why.empty() ? ""
+                       : "SBUF is over-subscribed and none of the tensors live here can be spilled to HBM:" + why +
+                             "\n  Use smaller tiles, or let tensors die earlier (allocate them inside the loop that "
+                             "uses them, or load them again where they are needed).");
+}
+
 }  // namespace
 
-Kernel spill_psum(Kernel k) {
+Kernel spill_to_fit(Kernel k) {
   const size_t limit = 4 * k.body.size() + 64;  // each spill shortens a live range; this is a backstop
   for (size_t round = 0;; ++round) {
     const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
     AllocationFailure failure;
     try_allocate(k, live, failure);
     if (failure.tensor < 0) return k;
-    if (k.tensor(failure.tensor).buffer == Buffer::sbuf && round < limit) {
-      std::vector<int> here = failure.alive;
-      here.push_back(failure.tensor);
-      if (const int s = sbuf_spill_among(k, here); s >= 0) {
-        move_spill_to_hbm(k, s);
-        continue;
-      }
-    }
-    if (k.tensor(failure.tensor).buffer != Buffer::psum || round >= limit) {
-      const bool spilled = std::any_of(k.tensors.begin(), k.tensors.end(),
-                                       [](const TensorDecl& t) { return t.spill_of; });
-      allocate(k, live,
-               spilled ? "PSUM was over-subscribed, so PSUM tiles were spilled ('.spill' tensors, through '.stage' "
-                         "tiles when in HBM), and SBUF has no room left for them: use smaller tiles or fewer tiles "
-                         "live at once."
-                       : "");
+    if (round >= limit) allocate(k, live, "");
+    if (k.tensor(failure.tensor).buffer == Buffer::sbuf) {
+      relieve_sbuf(k, live, failure);
+      continue;
     }
     std::string why;
     const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
@@ -247,12 +281,23 @@ std::vector<std::string> spill_warnings(const Kernel& k) {
         if (v.tensor != static_cast<int>(s)) return;
         (is_write(name) ? out_at : in_at) = inst.loc;
       });
+    const int64_t bytes = victim.partition_elements() * dtype_size(victim.dtype);  // HBM has no partitions
     std::ostringstream msg;
+    if (victim.buffer == Buffer::sbuf) {
+      msg << "SBUF tensor '" << victim.name << "' (" << line_of(victim.loc)
+          << ") is spilled: the SBUF tensors live at once need more than SBUF's "
+          << target_info(k.target).sbuf_partition_bytes << " bytes per partition on " << to_string(k.target)
+          << ", so its value is copied to HBM after line " << out_at.line << " and back to SBUF before line "
+          << in_at.line << " (" << bytes
+          << " bytes per partition each way, by DMA, timed like the DMAs they are); keep fewer SBUF tensors live "
+             "to avoid it";
+      out.push_back(format_diagnostic("warning", "sbuf-spill", msg.str(), victim.loc));
+      continue;
+    }
     msg << "PSUM tensor '" << victim.name << "' (" << line_of(victim.loc)
         << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to "
         << (k.tensors[s].buffer == Buffer::hbm ? "HBM (through SBUF: SBUF is full)" : "SBUF") << " after line "
-        << out_at.line << " and back to PSUM before line " << in_at.line << " ("
-        << k.tensors[s].partition_elements() * dtype_size(k.tensors[s].dtype)
+        << out_at.line << " and back to PSUM before line " << in_at.line << " (" << bytes
         << " bytes per partition each way, timed like the copies they are); keep fewer PSUM tiles live to avoid it";
     out.push_back(format_diagnostic("warning", "psum-spill", msg.str(), victim.loc));
   }
