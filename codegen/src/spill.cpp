@@ -75,6 +75,13 @@ struct Victim {
 Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRange>& live, int failing,
                      const std::vector<int>& alive, std::string& why) {
   const auto at = static_cast<size_t>(live[failing].first);
+  // The failing tile's next use after `at`: a victim needed again by that same instruction would
+  // come back while the failing tile holds its bytes, and the two would evict each other in turn.
+  // (A victim needed earlier comes back once the failing tile, then farther from its next use,
+  // can go out in its place.)
+  const auto& failing_uses = uses.at[failing];
+  const auto failing_next_it = std::upper_bound(failing_uses.begin(), failing_uses.end(), at);
+  const size_t failing_next = failing_next_it == failing_uses.end() ? at : *failing_next_it;
   Victim best;
   std::ostringstream reasons;
   for (int t : alive) {
@@ -110,6 +117,11 @@ Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRa
       reasons << "\n    " << name << " has not been written whole yet";
       continue;
     }
+    if (after == failing_next) {
+      reasons << "\n    " << name << " is needed again at " << line_of(k.body[after].loc) << " together with '"
+              << k.tensor(failing).name << "'";
+      continue;
+    }
     if (best.tensor < 0 || after > best.next_after) best = {t, before, after};
   }
   why = reasons.str();
@@ -135,11 +147,16 @@ void rename(Instruction& inst, int from, int to) {
   });
 }
 
-void insert_spill(Kernel& k, const Victim& v) {
+// Spills victim v to a new tensor `<name>.spill` in buffer `to` (spill_of = v), copied out by a
+// `Copy` after v's last use before the over-full point and back by a `Copy` into a fresh tensor
+// (v's name and line) before v's next use, which replaces v from there on. PSUM victims go to SBUF
+// by tensor_copy; SBUF victims go to a private HBM tensor by dma_copy.
+template <class Copy>
+void insert_spill(Kernel& k, const Victim& v, Buffer to) {
   const int spill = static_cast<int>(k.tensors.size()), reloaded = spill + 1;
   TensorDecl s = k.tensor(v.tensor);
   s.name += ".spill";
-  s.buffer = Buffer::sbuf;
+  s.buffer = to;
   s.address.reset();
   s.is_param = false;
   s.spill_of = v.tensor;
@@ -149,31 +166,9 @@ void insert_spill(Kernel& k, const Victim& v) {
   for (size_t i = v.next_after; i < k.body.size(); ++i) rename(k.body[i], v.tensor, reloaded);
   const SourceLoc reload_at = k.body[v.next_after].loc, store_at = k.body[v.last_before].loc;
   k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.next_after),
-                copy_instruction<TensorCopy>(k, reloaded, spill, reload_at));
+                copy_instruction<Copy>(k, reloaded, spill, reload_at));
   k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.last_before + 1),
-                copy_instruction<TensorCopy>(k, spill, v.tensor, store_at));
-}
-
-// SBUF victim: its value goes to a private HBM tensor `<name>.spill` by DMA after its last use
-// before the over-full point and comes back by DMA into a fresh SBUF tensor (its name and line)
-// before its next use, which replaces it from there on.
-void insert_sbuf_spill(Kernel& k, const Victim& v) {
-  const int spill = static_cast<int>(k.tensors.size()), reloaded = spill + 1;
-  TensorDecl s = k.tensor(v.tensor);
-  s.name += ".spill";
-  s.buffer = Buffer::hbm;
-  s.address.reset();
-  s.is_param = false;
-  s.spill_of = v.tensor;
-  TensorDecl t2 = k.tensor(v.tensor);
-  k.tensors.push_back(std::move(s));
-  k.tensors.push_back(std::move(t2));
-  for (size_t i = v.next_after; i < k.body.size(); ++i) rename(k.body[i], v.tensor, reloaded);
-  const SourceLoc reload_at = k.body[v.next_after].loc, store_at = k.body[v.last_before].loc;
-  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.next_after),
-                copy_instruction<DmaCopy>(k, reloaded, spill, reload_at));
-  k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.last_before + 1),
-                copy_instruction<DmaCopy>(k, spill, v.tensor, store_at));
+                copy_instruction<Copy>(k, spill, v.tensor, store_at));
 }
 
 // The body index of the one instruction that writes (or reads) tensor t.
@@ -235,7 +230,7 @@ void relieve_sbuf(Kernel& k, const std::vector<LiveRange>& live, const Allocatio
   std::string why;
   const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
   if (v.tensor >= 0) {
-    insert_sbuf_spill(k, v);
+    insert_spill<DmaCopy>(k, v, Buffer::hbm);
     return;
   }
   allocate(k, live,
@@ -266,7 +261,7 @@ Kernel spill_to_fit(Kernel k) {
                "PSUM is over-subscribed and none of these tiles can be spilled to SBUF here:" + why +
                    "\n  Finish each matmul accumulation group before starting the next (the K loop innermost), "
                    "or keep fewer PSUM tiles live at once.");
-    insert_spill(k, v);
+    insert_spill<TensorCopy>(k, v, Buffer::sbuf);
   }
 }
 
