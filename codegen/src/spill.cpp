@@ -218,8 +218,8 @@ int sbuf_spill_among(const Kernel& k, const std::vector<int>& alive) {
   return -1;
 }
 
-// Spills one SBUF tensor where `failure.tensor` does not fit, or moves a PSUM tile's SBUF spill
-// to HBM; throws the capacity error when neither is possible.
+// Where SBUF tensor `failure.tensor` does not fit and no SBUF tensor could be spilled: moves a
+// PSUM tile's SBUF spill to HBM, or throws the capacity error saying why nothing can go.
 void relieve_sbuf(Kernel& k, const std::vector<LiveRange>& live, const AllocationFailure& failure) {
   std::vector<int> here = failure.alive;
   here.push_back(failure.tensor);
@@ -227,17 +227,48 @@ void relieve_sbuf(Kernel& k, const std::vector<LiveRange>& live, const Allocatio
     move_spill_to_hbm(k, s);
     return;
   }
-  std::string why;
-  const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
-  if (v.tensor >= 0) {
-    insert_spill<DmaCopy>(k, v, Buffer::hbm);
-    return;
-  }
+  std::string why;  // the one-pass search found no victim here; say why
+  choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
   allocate(k, live,
            why.empty() ? ""
                        : "SBUF is over-subscribed and none of the tensors live here can be spilled to HBM:" + why +
                              "\n  Use smaller tiles, or let tensors die earlier (allocate them inside the loop that "
                              "uses them, or load them again where they are needed).");
+}
+
+// Spills each of `victims` (distinct SBUF tensors, found in one allocation pass) to HBM; each
+// spill's two inserted instructions shift the body indices of those not yet inserted.
+void insert_sbuf_spills(Kernel& k, std::vector<Victim> victims) {
+  for (size_t i = 0; i < victims.size(); ++i) {
+    const Victim v = victims[i];
+    insert_spill<DmaCopy>(k, v, Buffer::hbm);
+    const auto shift = [&](size_t at) { return at + (at >= v.next_after) + (at >= v.last_before + 1); };
+    for (size_t j = i + 1; j < victims.size(); ++j) {
+      victims[j].last_before = shift(victims[j].last_before);
+      victims[j].next_after = shift(victims[j].next_after);
+    }
+  }
+}
+
+// One allocation pass that, where an SBUF tensor does not fit, takes out the SBUF tensors
+// choose_victim picks (as many as it takes) and goes on, so that one pass finds the spills of
+// many over-full points. Returns them; `failure` is the pass's first unresolved failure.
+std::vector<Victim> sbuf_victims_in_one_pass(const Kernel& k, const std::vector<LiveRange>& live,
+                                             AllocationFailure& failure) {
+  const Uses uses = find_uses(k);
+  std::vector<Victim> victims;
+  const Evict evict = [&](int failing, const std::vector<int>& alive) {
+    if (k.tensor(failing).buffer != Buffer::sbuf) return -1;
+    std::vector<int> here = alive;
+    here.push_back(failing);
+    if (sbuf_spill_among(k, here) >= 0) return -1;  // relieve_sbuf moves it to HBM first
+    std::string why;
+    const Victim v = choose_victim(k, uses, live, failing, alive, why);
+    if (v.tensor >= 0) victims.push_back(v);
+    return v.tensor;
+  };
+  try_allocate(k, live, failure, evict);
+  return victims;
 }
 
 }  // namespace
@@ -247,7 +278,11 @@ Kernel spill_to_fit(Kernel k) {
   for (size_t round = 0;; ++round) {
     const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
     AllocationFailure failure;
-    try_allocate(k, live, failure);
+    if (std::vector<Victim> victims = sbuf_victims_in_one_pass(k, live, failure); !victims.empty()) {
+      if (round >= limit) allocate(k, live, "");
+      insert_sbuf_spills(k, std::move(victims));
+      continue;
+    }
     if (failure.tensor < 0) return k;
     if (round >= limit) allocate(k, live, "");
     if (k.tensor(failure.tensor).buffer == Buffer::sbuf) {
