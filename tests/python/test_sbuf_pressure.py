@@ -266,6 +266,7 @@ def test_batched_softmax_layout_spills_score_blocks_and_matches_numpy(capsys):
     assert c.stats["sbuf_high_water"] <= SBUF_BYTES
 
 
+@pytest.mark.slow
 def test_batched_softmax_layout_compiles_at_its_published_shape():
     """NKIBench bmm_softmax_B16_K64_M4096_N4096: 512 KiB of scores per batch. Placeholders: the
     kernel is traced, spilled and lowered (timing only), not run."""

@@ -47,7 +47,7 @@ MemoryPlan allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live,
 
 // The same placement, but running out of space is reported in `failure` (tensor >= 0: the first
 // tensor that did not fit, the size it wanted and the tensors alive in its buffer then) with the
-// plan as far as it got, instead of thrown. PSUM spilling (spill.h) uses it to find where to spill.
+// plan as far as it got, instead of thrown. Spilling (spill.h) uses it to find where to spill.
 struct AllocationFailure {
   int tensor = -1;
   Allocation want;
