@@ -1,6 +1,8 @@
 #include "knit/codegen/spill.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <sstream>
 
 #include "knit/codegen/allocate.h"
@@ -23,10 +25,12 @@ bool is_write(std::string_view operand) {
 struct Uses {
   std::vector<std::vector<size_t>> at;
   std::vector<bool> in_block;
+  std::vector<std::optional<size_t>> whole_at;  // written_whole_at, computed when first asked
 };
 
 Uses find_uses(const Kernel& k) {
-  Uses u{std::vector<std::vector<size_t>>(k.tensors.size()), std::vector<bool>(k.body.size(), false)};
+  Uses u{std::vector<std::vector<size_t>>(k.tensors.size()), std::vector<bool>(k.body.size(), false),
+         std::vector<std::optional<size_t>>(k.tensors.size())};
   int depth = 0;
   for (size_t i = 0; i < k.body.size(); ++i) {
     const BlockPart part = op_traits(k.body[i].opcode()).block;
@@ -41,14 +45,39 @@ Uses find_uses(const Kernel& k) {
   return u;
 }
 
-// The instruction writes all of tensor t through one static view.
-bool writes_whole(const Kernel& k, const Instruction& inst, int t) {
-  bool whole = false;
-  for_each_view(inst, [&](const char* name, const View& v) {
-    if (v.tensor == t && is_write(name) && v.is_static() && v.num_elements() == k.tensor(t).num_elements())
-      whole = true;
-  });
-  return whole;
+// Marks in `done` the elements of tensor t that static view v writes; returns how many were new.
+int64_t mark_written(const TensorDecl& t, const View& v, std::vector<bool>& done) {
+  if (!v.is_static() || dtype_size(v.dtype) != dtype_size(t.dtype)) return 0;  // not countable here
+  int64_t fresh = 0;
+  std::vector<int64_t> idx(v.dims.size(), 0);
+  for (int64_t n = v.num_elements(); n > 0; --n) {
+    int64_t at = v.offset;
+    for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * v.dims[d].step;
+    if (at >= 0 && at < static_cast<int64_t>(done.size()) && !done[static_cast<size_t>(at)]) {
+      done[static_cast<size_t>(at)] = true;
+      ++fresh;
+    }
+    for (size_t d = idx.size(); d-- > 0;) {  // next index, last dim fastest
+      if (++idx[d] < v.dims[d].num) break;
+      idx[d] = 0;
+    }
+  }
+  return fresh;
+}
+
+// The first body index by which static writes have covered every element of tensor t (a tile
+// may be filled in parts, e.g. one transposed block at a time); SIZE_MAX when they never do.
+size_t written_whole_at(const Kernel& k, const std::vector<size_t>& at_list, int t) {
+  const TensorDecl& d = k.tensor(t);
+  std::vector<bool> done(static_cast<size_t>(d.num_elements()), false);
+  int64_t left = d.num_elements();
+  for (size_t i : at_list) {
+    for_each_view(k.body[i], [&](const char* name, const View& v) {
+      if (v.tensor == t && is_write(name)) left -= mark_written(d, v, done);
+    });
+    if (left == 0) return i;
+  }
+  return SIZE_MAX;
 }
 
 // A matmul that adds into tensor t (accumulate auto or on): t's matmul-written flags matter to it.
@@ -72,7 +101,7 @@ struct Victim {
 
 // Picks the tile to spill where `failing` starts, among the tensors `alive` there (all in its
 // buffer); when none qualifies, `why` says for each candidate what kept it.
-Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRange>& live, int failing,
+Victim choose_victim(const Kernel& k, Uses& uses, const std::vector<LiveRange>& live, int failing,
                      const std::vector<int>& alive, std::string& why) {
   const auto at = static_cast<size_t>(live[failing].first);
   // The failing tile's next use after `at`: a victim needed again by that same instruction would
@@ -113,7 +142,9 @@ Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRa
               << line_of(k.body[after].loc) << " adds into it)";
       continue;
     }
-    if (std::none_of(at_list.begin(), next, [&](size_t i) { return writes_whole(k, k.body[i], t); })) {
+    auto& whole_at = uses.whole_at[static_cast<size_t>(t)];
+    if (!whole_at) whole_at = written_whole_at(k, at_list, t);
+    if (*whole_at >= at) {
       reasons << "\n    " << name << " has not been written whole yet";
       continue;
     }
@@ -228,7 +259,8 @@ void relieve_sbuf(Kernel& k, const std::vector<LiveRange>& live, const Allocatio
     return;
   }
   std::string why;  // the one-pass search found no victim here; say why
-  choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
+  Uses uses = find_uses(k);
+  choose_victim(k, uses, live, failure.tensor, failure.alive, why);
   allocate(k, live,
            why.empty() ? ""
                        : "SBUF is over-subscribed and none of the tensors live here can be spilled to HBM:" + why +
@@ -255,7 +287,7 @@ void insert_sbuf_spills(Kernel& k, std::vector<Victim> victims) {
 // many over-full points. Returns them; `failure` is the pass's first unresolved failure.
 std::vector<Victim> sbuf_victims_in_one_pass(const Kernel& k, const std::vector<LiveRange>& live,
                                              AllocationFailure& failure) {
-  const Uses uses = find_uses(k);
+  Uses uses = find_uses(k);
   std::vector<Victim> victims;
   const Evict evict = [&](int failing, const std::vector<int>& alive) {
     if (k.tensor(failing).buffer != Buffer::sbuf) return -1;
@@ -290,7 +322,8 @@ Kernel spill_to_fit(Kernel k) {
       continue;
     }
     std::string why;
-    const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
+    Uses uses = find_uses(k);
+    const Victim v = choose_victim(k, uses, live, failure.tensor, failure.alive, why);
     if (v.tensor < 0)
       allocate(k, live,
                "PSUM is over-subscribed and none of these tiles can be spilled to SBUF here:" + why +

@@ -43,14 +43,18 @@ def _line_of(fn, marker):
 # ---- straight-line phases: one big tile kept across another's use -------------------------------
 
 
-def _phases(reload_a):
+def _phases(reload_a, in_parts=False):
     """out = a * rowsum(b * rowsum(a)): `a` is needed before and after `b` is. Kept in SBUF across
-    `b`, 256 KiB are live at once; with `reload_a`, `a` is loaded again instead."""
+    `b`, 256 KiB are live at once; with `reload_a`, `a` is loaded again instead. With `in_parts`,
+    `a` is loaded into its tile in four column blocks (a tile filled in parts can be spilled too)."""
 
     def kernel(a, b):
         out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
         x = nl.ndarray((128, BIG), nl.float32, buffer=nl.sbuf)  # kept across phase 2
-        nisa.dma_copy(dst=x, src=a)
+        parts = 4 if in_parts else 1
+        for j in range(parts):
+            cols = slice(j * BIG // parts, (j + 1) * BIG // parts)
+            nisa.dma_copy(dst=x[:, cols], src=a[:, cols])
         sa = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=sa, op=nl.add, data=x, axis=1)
         y = nl.ndarray((128, BIG), nl.float32, buffer=nl.sbuf)
@@ -65,7 +69,7 @@ def _phases(reload_a):
         nisa.dma_copy(dst=out, src=x)
         return out
 
-    kernel.__name__ = "phases_reload" if reload_a else "phases"
+    kernel.__name__ = "phases_reload" if reload_a else ("phases_in_parts" if in_parts else "phases")
     return knit.jit(kernel)
 
 
@@ -74,9 +78,10 @@ def _phases_inputs():
     return [rng.standard_normal((128, BIG)).astype(np.float32) for _ in range(2)]
 
 
-def test_tile_kept_across_a_phase_is_spilled_and_matches(capsys):
+@pytest.mark.parametrize("in_parts", [False, True], ids=["one_load", "four_loads"])
+def test_tile_kept_across_a_phase_is_spilled_and_matches(capsys, in_parts):
     a, b = _phases_inputs()
-    spilling, fitting = _phases(False), _phases(True)
+    spilling, fitting = _phases(False, in_parts), _phases(True)
     c = knit.compile(spilling, a, b, target=TARGET)
     got = c(a, b)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
