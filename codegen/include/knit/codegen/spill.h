@@ -18,11 +18,12 @@ namespace knit::codegen {
 // and renames T to T' from there on. A spill of an SBUF tensor is the same with a private HBM
 // tensor S and `dma_copy` both ways. Victim: among the tiles of the buffer live where a tile does
 // not fit, not used there, not pinned, used only outside blocks (loops, branches), already written
-// whole (by static writes that together cover it), and (PSUM) whose next use is not a matmul that accumulates into it
-// (an open accumulation group, whose matmul-written flags a copy would clear), the one whose next use is farthest. When
-// SBUF is full and a PSUM spill S is live there, S moves to HBM (through SBUF staging tiles)
-// before any SBUF tensor is spilled. When no tile qualifies, the kernel's capacity error stands,
-// saying why. A kernel that fits is returned unchanged.
+// whole (by static writes that together cover it), not needed again by the instruction that next
+// uses the failing tile, and (PSUM) whose next use is not a matmul that accumulates into it (an
+// open accumulation group, whose matmul-written flags a copy would clear), the one whose next use
+// is farthest. When SBUF is full and a PSUM spill S is live there, S moves to HBM (through SBUF
+// staging tiles) before any SBUF tensor is spilled. When no tile qualifies, the kernel's capacity
+// error stands, saying why. A kernel that fits is returned unchanged.
 ir::Kernel spill_to_fit(ir::Kernel kernel);
 
 // One `psum-spill` or `sbuf-spill` warning per spill in a kernel spill_to_fit returned, naming
