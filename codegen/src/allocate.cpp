@@ -35,6 +35,23 @@ int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
   user_error(t.loc, "capacity", msg.str());
 }
 
+// The first offset where `a` overlaps none of `same`, trying the start and just past each of
+// them, those at or after `cursor` first (next fit); -1 when none is below `capacity`.
+int64_t first_fit(const Allocation& a, const std::vector<int>& same, const MemoryPlan& plan, int64_t cursor,
+                  int64_t align, int64_t capacity) {
+  std::vector<int64_t> candidates{0, cursor};
+  for (int o : same) candidates.push_back(align_up(plan.tensors[o]->offset + plan.tensors[o]->bytes, align));
+  std::sort(candidates.begin(), candidates.end());
+  std::stable_partition(candidates.begin(), candidates.end(), [&](int64_t off) { return off >= cursor; });
+  for (int64_t off : candidates) {
+    Allocation trial = a;
+    trial.offset = off;
+    if (off + a.bytes > capacity) continue;
+    if (std::none_of(same.begin(), same.end(), [&](int o) { return plan.tensors[o]->overlaps(trial); })) return off;
+  }
+  return -1;
+}
+
 }  // namespace
 
 MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live, const std::string& hint) {
@@ -49,7 +66,8 @@ MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live, const s
   return plan;
 }
 
-MemoryPlan try_allocate(const Kernel& k, const std::vector<LiveRange>& live, AllocationFailure& failure) {
+MemoryPlan try_allocate(const Kernel& k, const std::vector<LiveRange>& live, AllocationFailure& failure,
+                        const Evict& evict) {
   failure = {};
   const TargetInfo info = target_info(k.target);
   MemoryPlan plan;
@@ -99,21 +117,13 @@ MemoryPlan try_allocate(const Kernel& k, const std::vector<LiveRange>& live, All
       // at or after where the previous tensor of this buffer ended, else the first from the
       // start. Not reusing the bytes just freed lets the next tile's load overlap the last use
       // of the previous one (rotating buffers) instead of waiting for it.
-      std::vector<int64_t> candidates{0};
-      for (int o : same) candidates.push_back(align_up(plan.tensors[o]->offset + plan.tensors[o]->bytes, align));
       const int64_t cursor = align_up(next_fit[{t.buffer == Buffer::sbuf, a.core}], align);
-      candidates.push_back(cursor);
-      std::sort(candidates.begin(), candidates.end());
-      std::stable_partition(candidates.begin(), candidates.end(), [&](int64_t off) { return off >= cursor; });
-      a.offset = -1;
-      for (int64_t off : candidates) {
-        Allocation trial = a;
-        trial.offset = off;
-        if (off + a.bytes > capacity) continue;
-        if (std::none_of(same.begin(), same.end(), [&](int o) { return plan.tensors[o]->overlaps(trial); })) {
-          a.offset = off;
-          break;
-        }
+      a.offset = first_fit(a, same, plan, cursor, align, capacity);
+      // Each tensor `evict` names leaves the rest of this placement; try again without it.
+      for (int out; a.offset < 0 && evict && (out = evict(id, same)) >= 0;) {
+        std::erase(same, out);
+        std::erase(alive, out);
+        a.offset = first_fit(a, same, plan, cursor, align, capacity);
       }
       next_fit[{t.buffer == Buffer::sbuf, a.core}] = a.offset + a.bytes;
       if (a.offset < 0) {

@@ -75,7 +75,7 @@ EngineProgram lower(const Kernel& input, const LowerOptions& options) {
   verify(input);
   if (dump.on()) dump("verify", print(input));
 
-  Kernel k = spill_psum(legalize(input, options.target.value_or(input.target)));
+  Kernel k = spill_to_fit(legalize(input, options.target.value_or(input.target)));
   if (dump.on()) dump("legalize", print(k));
 
   const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));

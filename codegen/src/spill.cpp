@@ -1,11 +1,14 @@
 #include "knit/codegen/spill.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <sstream>
 
 #include "knit/codegen/allocate.h"
 #include "knit/ir/liveness.h"
 #include "knit/ir/op_traits.h"
+#include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
 
 namespace knit::codegen {
@@ -22,10 +25,12 @@ bool is_write(std::string_view operand) {
 struct Uses {
   std::vector<std::vector<size_t>> at;
   std::vector<bool> in_block;
+  std::vector<std::optional<size_t>> whole_at;  // written_whole_at, computed when first asked
 };
 
 Uses find_uses(const Kernel& k) {
-  Uses u{std::vector<std::vector<size_t>>(k.tensors.size()), std::vector<bool>(k.body.size(), false)};
+  Uses u{std::vector<std::vector<size_t>>(k.tensors.size()), std::vector<bool>(k.body.size(), false),
+         std::vector<std::optional<size_t>>(k.tensors.size())};
   int depth = 0;
   for (size_t i = 0; i < k.body.size(); ++i) {
     const BlockPart part = op_traits(k.body[i].opcode()).block;
@@ -40,14 +45,39 @@ Uses find_uses(const Kernel& k) {
   return u;
 }
 
-// The instruction writes all of tensor t through one static view.
-bool writes_whole(const Kernel& k, const Instruction& inst, int t) {
-  bool whole = false;
-  for_each_view(inst, [&](const char* name, const View& v) {
-    if (v.tensor == t && is_write(name) && v.is_static() && v.num_elements() == k.tensor(t).num_elements())
-      whole = true;
-  });
-  return whole;
+// Marks in `done` the elements of tensor t that static view v writes; returns how many were new.
+int64_t mark_written(const TensorDecl& t, const View& v, std::vector<bool>& done) {
+  if (!v.is_static() || dtype_size(v.dtype) != dtype_size(t.dtype)) return 0;  // not countable here
+  int64_t fresh = 0;
+  std::vector<int64_t> idx(v.dims.size(), 0);
+  for (int64_t n = v.num_elements(); n > 0; --n) {
+    int64_t at = v.offset;
+    for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * v.dims[d].step;
+    if (at >= 0 && at < static_cast<int64_t>(done.size()) && !done[static_cast<size_t>(at)]) {
+      done[static_cast<size_t>(at)] = true;
+      ++fresh;
+    }
+    for (size_t d = idx.size(); d-- > 0;) {  // next index, last dim fastest
+      if (++idx[d] < v.dims[d].num) break;
+      idx[d] = 0;
+    }
+  }
+  return fresh;
+}
+
+// The first body index by which static writes have covered every element of tensor t (a tile
+// may be filled in parts, e.g. one transposed block at a time); SIZE_MAX when they never do.
+size_t written_whole_at(const Kernel& k, const std::vector<size_t>& at_list, int t) {
+  const TensorDecl& d = k.tensor(t);
+  std::vector<bool> done(static_cast<size_t>(d.num_elements()), false);
+  int64_t left = d.num_elements();
+  for (size_t i : at_list) {
+    for_each_view(k.body[i], [&](const char* name, const View& v) {
+      if (v.tensor == t && is_write(name)) left -= mark_written(d, v, done);
+    });
+    if (left == 0) return i;
+  }
+  return SIZE_MAX;
 }
 
 // A matmul that adds into tensor t (accumulate auto or on): t's matmul-written flags matter to it.
@@ -69,11 +99,18 @@ struct Victim {
   size_t last_before = 0, next_after = 0;  // T's uses around the over-full point
 };
 
-// Picks the tile to spill where `failing` starts, among the PSUM tensors `alive` there; when none
-// qualifies, `why` says for each candidate what kept it.
-Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRange>& live, int failing,
+// Picks the tile to spill where `failing` starts, among the tensors `alive` there (all in its
+// buffer); when none qualifies, `why` says for each candidate what kept it.
+Victim choose_victim(const Kernel& k, Uses& uses, const std::vector<LiveRange>& live, int failing,
                      const std::vector<int>& alive, std::string& why) {
   const auto at = static_cast<size_t>(live[failing].first);
+  // The failing tile's next use after `at`: a victim needed again by that same instruction would
+  // come back while the failing tile holds its bytes, and the two would evict each other in turn.
+  // (A victim needed earlier comes back once the failing tile, then farther from its next use,
+  // can go out in its place.)
+  const auto& failing_uses = uses.at[failing];
+  const auto failing_next_it = std::upper_bound(failing_uses.begin(), failing_uses.end(), at);
+  const size_t failing_next = failing_next_it == failing_uses.end() ? at : *failing_next_it;
   Victim best;
   std::ostringstream reasons;
   for (int t : alive) {
@@ -89,13 +126,14 @@ Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRa
       reasons << "\n    " << name << " is live from the same point (a loop or branch around both)";
       continue;
     }
-    if (next == at_list.begin() || next == at_list.end()) continue;  // not live across `at`
-    if (*next == at) {
-      reasons << "\n    " << name << " is used by the same instruction";
-      continue;
-    }
+    if (next == at_list.begin()) continue;  // first used after `at` (a pin's bytes held early)
     if (std::any_of(at_list.begin(), at_list.end(), [&](size_t i) { return uses.in_block[i]; })) {
       reasons << "\n    " << name << " is used inside a loop or branch (only straight-line tiles are spilled)";
+      continue;
+    }
+    if (next == at_list.end()) continue;  // not live across `at`
+    if (*next == at) {
+      reasons << "\n    " << name << " is used by the same instruction";
       continue;
     }
     const size_t before = *(next - 1), after = *next;
@@ -104,8 +142,15 @@ Victim choose_victim(const Kernel& k, const Uses& uses, const std::vector<LiveRa
               << line_of(k.body[after].loc) << " adds into it)";
       continue;
     }
-    if (std::none_of(at_list.begin(), next, [&](size_t i) { return writes_whole(k, k.body[i], t); })) {
+    auto& whole_at = uses.whole_at[static_cast<size_t>(t)];
+    if (!whole_at) whole_at = written_whole_at(k, at_list, t);
+    if (*whole_at >= at) {
       reasons << "\n    " << name << " has not been written whole yet";
+      continue;
+    }
+    if (after == failing_next) {
+      reasons << "\n    " << name << " is needed again at " << line_of(k.body[after].loc) << " together with '"
+              << k.tensor(failing).name << "'";
       continue;
     }
     if (best.tensor < 0 || after > best.next_after) best = {t, before, after};
@@ -133,11 +178,16 @@ void rename(Instruction& inst, int from, int to) {
   });
 }
 
-void insert_spill(Kernel& k, const Victim& v) {
+// Spills victim v to a new tensor `<name>.spill` in buffer `to` (spill_of = v), copied out by a
+// `Copy` after v's last use before the over-full point and back by a `Copy` into a fresh tensor
+// (v's name and line) before v's next use, which replaces v from there on. PSUM victims go to SBUF
+// by tensor_copy; SBUF victims go to a private HBM tensor by dma_copy.
+template <class Copy>
+void insert_spill(Kernel& k, const Victim& v, Buffer to) {
   const int spill = static_cast<int>(k.tensors.size()), reloaded = spill + 1;
   TensorDecl s = k.tensor(v.tensor);
   s.name += ".spill";
-  s.buffer = Buffer::sbuf;
+  s.buffer = to;
   s.address.reset();
   s.is_param = false;
   s.spill_of = v.tensor;
@@ -147,9 +197,9 @@ void insert_spill(Kernel& k, const Victim& v) {
   for (size_t i = v.next_after; i < k.body.size(); ++i) rename(k.body[i], v.tensor, reloaded);
   const SourceLoc reload_at = k.body[v.next_after].loc, store_at = k.body[v.last_before].loc;
   k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.next_after),
-                copy_instruction<TensorCopy>(k, reloaded, spill, reload_at));
+                copy_instruction<Copy>(k, reloaded, spill, reload_at));
   k.body.insert(k.body.begin() + static_cast<std::ptrdiff_t>(v.last_before + 1),
-                copy_instruction<TensorCopy>(k, spill, v.tensor, store_at));
+                copy_instruction<Copy>(k, spill, v.tensor, store_at));
 }
 
 // The body index of the one instruction that writes (or reads) tensor t.
@@ -199,40 +249,87 @@ int sbuf_spill_among(const Kernel& k, const std::vector<int>& alive) {
   return -1;
 }
 
+// Where SBUF tensor `failure.tensor` does not fit and no SBUF tensor could be spilled: moves a
+// PSUM tile's SBUF spill to HBM, or throws the capacity error saying why nothing can go.
+void relieve_sbuf(Kernel& k, const std::vector<LiveRange>& live, const AllocationFailure& failure) {
+  std::vector<int> here = failure.alive;
+  here.push_back(failure.tensor);
+  if (const int s = sbuf_spill_among(k, here); s >= 0) {
+    move_spill_to_hbm(k, s);
+    return;
+  }
+  std::string why;  // the one-pass search found no victim here; say why
+  Uses uses = find_uses(k);
+  choose_victim(k, uses, live, failure.tensor, failure.alive, why);
+  allocate(k, live,
+           why.empty() ? ""
+                       : "SBUF is over-subscribed and none of the tensors live here can be spilled to HBM:" + why +
+                             "\n  Use smaller tiles, or let tensors die earlier (allocate them inside the loop that "
+                             "uses them, or load them again where they are needed).");
+}
+
+// Spills each of `victims` (distinct SBUF tensors, found in one allocation pass) to HBM; each
+// spill's two inserted instructions shift the body indices of those not yet inserted.
+void insert_sbuf_spills(Kernel& k, std::vector<Victim> victims) {
+  for (size_t i = 0; i < victims.size(); ++i) {
+    const Victim v = victims[i];
+    insert_spill<DmaCopy>(k, v, Buffer::hbm);
+    const auto shift = [&](size_t at) { return at + (at >= v.next_after) + (at >= v.last_before + 1); };
+    for (size_t j = i + 1; j < victims.size(); ++j) {
+      victims[j].last_before = shift(victims[j].last_before);
+      victims[j].next_after = shift(victims[j].next_after);
+    }
+  }
+}
+
+// One allocation pass that, where an SBUF tensor does not fit, takes out the SBUF tensors
+// choose_victim picks (as many as it takes) and goes on, so that one pass finds the spills of
+// many over-full points. Returns them; `failure` is the pass's first unresolved failure.
+std::vector<Victim> sbuf_victims_in_one_pass(const Kernel& k, const std::vector<LiveRange>& live,
+                                             AllocationFailure& failure) {
+  Uses uses = find_uses(k);
+  std::vector<Victim> victims;
+  const Evict evict = [&](int failing, const std::vector<int>& alive) {
+    if (k.tensor(failing).buffer != Buffer::sbuf) return -1;
+    std::vector<int> here = alive;
+    here.push_back(failing);
+    if (sbuf_spill_among(k, here) >= 0) return -1;  // relieve_sbuf moves it to HBM first
+    std::string why;
+    const Victim v = choose_victim(k, uses, live, failing, alive, why);
+    if (v.tensor >= 0) victims.push_back(v);
+    return v.tensor;
+  };
+  try_allocate(k, live, failure, evict);
+  return victims;
+}
+
 }  // namespace
 
-Kernel spill_psum(Kernel k) {
+Kernel spill_to_fit(Kernel k) {
   const size_t limit = 4 * k.body.size() + 64;  // each spill shortens a live range; this is a backstop
   for (size_t round = 0;; ++round) {
     const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
     AllocationFailure failure;
-    try_allocate(k, live, failure);
-    if (failure.tensor < 0) return k;
-    if (k.tensor(failure.tensor).buffer == Buffer::sbuf && round < limit) {
-      std::vector<int> here = failure.alive;
-      here.push_back(failure.tensor);
-      if (const int s = sbuf_spill_among(k, here); s >= 0) {
-        move_spill_to_hbm(k, s);
-        continue;
-      }
+    if (std::vector<Victim> victims = sbuf_victims_in_one_pass(k, live, failure); !victims.empty()) {
+      if (round >= limit) allocate(k, live, "");
+      insert_sbuf_spills(k, std::move(victims));
+      continue;
     }
-    if (k.tensor(failure.tensor).buffer != Buffer::psum || round >= limit) {
-      const bool spilled = std::any_of(k.tensors.begin(), k.tensors.end(),
-                                       [](const TensorDecl& t) { return t.spill_of; });
-      allocate(k, live,
-               spilled ? "PSUM was over-subscribed, so PSUM tiles were spilled ('.spill' tensors, through '.stage' "
-                         "tiles when in HBM), and SBUF has no room left for them: use smaller tiles or fewer tiles "
-                         "live at once."
-                       : "");
+    if (failure.tensor < 0) return k;
+    if (round >= limit) allocate(k, live, "");
+    if (k.tensor(failure.tensor).buffer == Buffer::sbuf) {
+      relieve_sbuf(k, live, failure);
+      continue;
     }
     std::string why;
-    const Victim v = choose_victim(k, find_uses(k), live, failure.tensor, failure.alive, why);
+    Uses uses = find_uses(k);
+    const Victim v = choose_victim(k, uses, live, failure.tensor, failure.alive, why);
     if (v.tensor < 0)
       allocate(k, live,
                "PSUM is over-subscribed and none of these tiles can be spilled to SBUF here:" + why +
                    "\n  Finish each matmul accumulation group before starting the next (the K loop innermost), "
                    "or keep fewer PSUM tiles live at once.");
-    insert_spill(k, v);
+    insert_spill<TensorCopy>(k, v, Buffer::sbuf);
   }
 }
 
@@ -247,12 +344,23 @@ std::vector<std::string> spill_warnings(const Kernel& k) {
         if (v.tensor != static_cast<int>(s)) return;
         (is_write(name) ? out_at : in_at) = inst.loc;
       });
+    const int64_t bytes = victim.partition_elements() * dtype_size(victim.dtype);  // HBM has no partitions
     std::ostringstream msg;
+    if (victim.buffer == Buffer::sbuf) {
+      msg << "SBUF tensor '" << victim.name << "' (" << line_of(victim.loc)
+          << ") is spilled: the SBUF tensors live at once need more than SBUF's "
+          << target_info(k.target).sbuf_partition_bytes << " bytes per partition on " << to_string(k.target)
+          << ", so its value is copied to HBM after line " << out_at.line << " and back to SBUF before line "
+          << in_at.line << " (" << bytes
+          << " bytes per partition each way, by DMA, timed like the DMAs they are); keep fewer SBUF tensors live "
+             "to avoid it";
+      out.push_back(format_diagnostic("warning", "sbuf-spill", msg.str(), victim.loc));
+      continue;
+    }
     msg << "PSUM tensor '" << victim.name << "' (" << line_of(victim.loc)
         << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to "
         << (k.tensors[s].buffer == Buffer::hbm ? "HBM (through SBUF: SBUF is full)" : "SBUF") << " after line "
-        << out_at.line << " and back to PSUM before line " << in_at.line << " ("
-        << k.tensors[s].partition_elements() * dtype_size(k.tensors[s].dtype)
+        << out_at.line << " and back to PSUM before line " << in_at.line << " (" << bytes
         << " bytes per partition each way, timed like the copies they are); keep fewer PSUM tiles live to avoid it";
     out.push_back(format_diagnostic("warning", "psum-spill", msg.str(), victim.loc));
   }

@@ -583,7 +583,7 @@ std::vector<bool> Machine::params_written() const {
 
 RunResult interpret(const Kernel& kernel, std::vector<HostTensor>& args, const InterpretOptions& options) {
   verify(kernel);  // spilling needs a well-formed body; lower() spills the same way
-  const Kernel spilled = codegen::spill_psum(kernel);
+  const Kernel spilled = codegen::spill_to_fit(kernel);
   Machine machine(spilled, args, options);
   return machine.run();
 }

@@ -38,13 +38,13 @@ std::string fill_then_read(int n) {
 
 TEST_CASE("a kernel whose PSUM fits is not changed by spill_psum", "[spill]") {
   const ir::Kernel k = ir::parse(fill_then_read(8));
-  CHECK(codegen::spill_psum(k) == k);
+  CHECK(codegen::spill_to_fit(k) == k);
   CHECK(codegen::spill_warnings(k).empty());
 }
 
 TEST_CASE("spill_psum copies out the live tile used last and back in before its use", "[spill]") {
   const ir::Kernel k = ir::parse(fill_then_read(9));
-  const ir::Kernel s = codegen::spill_psum(k);
+  const ir::Kernel s = codegen::spill_to_fit(k);
   // t8's memset (body 8) finds t0..t7 in the 8 banks; of those, t7 is read last (body 16):
   // it goes out right after its memset (body 7) and comes back before its read.
   REQUIRE(s.tensors.size() == k.tensors.size() + 2);

@@ -187,3 +187,50 @@ def gqa(dynamic):
         return out
 
     return knit.jit(gqa_kernel)
+
+
+def batched_softmax_phases():
+    """The batched softmax benchmark as its published NKI kernel is laid out (legacy API, block
+    tensors, loops unrolled): out[b] = softmax(A[b] @ B[b]) over its last dim, A given as
+    aT [Bt, K, M]. Every score tile of a batch ([M / 128, N / 512] blocks of [128, 512]) is
+    copied to one SBUF block tensor in phase 1 (row maxima), exponentiated in place in phase 2
+    (row sums) and normalized in phase 3: M * N * 4 / 128 bytes per partition are live from
+    phase 1 to phase 3 (512 KiB at M = N = 4096), more than SBUF holds."""
+    import numpy as np
+
+    import knit.legacy as legacy
+    import knit.legacy.isa as lnisa
+    import knit.legacy.language as lnl
+
+    def bmm_softmax_phases(aT, b):
+        Bt, K, M = aT.shape
+        N = b.shape[2]
+        rows, cols = M // P, N // BANK_N
+        out = lnl.ndarray((Bt, M, N), dtype=np.float32, buffer=lnl.shared_hbm)
+        for i in lnl.affine_range(Bt):
+            scores = lnl.ndarray((rows, cols, lnl.par_dim(P), BANK_N), dtype=np.float32, buffer=lnl.sbuf)
+            bs = [lnl.load(b[i, :, c * BANK_N:(c + 1) * BANK_N]) for c in range(cols)]
+            neg_max = []
+            for m in lnl.affine_range(rows):
+                at = lnl.load(aT[i, :, m * P:(m + 1) * P])
+                row_max = None
+                for c in lnl.affine_range(cols):
+                    scores[m, c] = lnl.copy(lnisa.nc_matmul(at, bs[c]))
+                    cm = lnl.max(scores[m, c], axis=1)
+                    row_max = cm if row_max is None else lnl.maximum(row_max, cm)
+                neg_max.append(lnl.negative(row_max))
+            inv = []
+            for m in lnl.affine_range(rows):
+                total = None
+                for c in lnl.affine_range(cols):
+                    scores[m, c] = lnl.exp(lnl.add(scores[m, c], neg_max[m]))
+                    s = lnl.sum(scores[m, c], axis=1)
+                    total = s if total is None else lnl.add(total, s)
+                inv.append(lnl.reciprocal(total))
+            for m in lnl.affine_range(rows):
+                for c in lnl.affine_range(cols):
+                    lnl.store(out[i, m * P:(m + 1) * P, c * BANK_N:(c + 1) * BANK_N],
+                              value=lnl.multiply(scores[m, c], inv[m]))
+        return out
+
+    return legacy.jit(bmm_softmax_phases)

@@ -333,14 +333,19 @@ def test_asm_matmul_waits_for_the_dma_loads_it_consumes():
 
 @knit.jit
 def sbuf_hog(a, n):
-    """n live [128, 20000] float32 tiles (80000 bytes per partition each), summed at the end."""
+    """n live [128, 20000] float32 tiles (80000 bytes per partition each), summed at the end in a
+    device loop of one iteration: tiles used in a device loop are never spilled to HBM."""
     tiles = []
     for i in range(n):
         t = nl.ndarray((128, 20000), nl.float32, buffer=nl.sbuf, name=f"big{i}")  # HOG_TILE
         nisa.dma_copy(dst=t, src=a)
         tiles.append(t)
-    for t in tiles[1:]:
-        nisa.tensor_tensor(dst=tiles[0], data1=tiles[0], data2=t, op=nl.add)
+
+    def add_all(_):
+        for t in tiles[1:]:
+            nisa.tensor_tensor(dst=tiles[0], data1=tiles[0], data2=t, op=nl.add)
+
+    nl.fori_loop(0, 1, add_all)
     out = nl.ndarray((128, 20000), nl.float32, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=tiles[0])
     return out

@@ -4,6 +4,7 @@
 // through a pin is the kernel's explicit choice).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,12 +47,18 @@ MemoryPlan allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live,
 
 // The same placement, but running out of space is reported in `failure` (tensor >= 0: the first
 // tensor that did not fit, the size it wanted and the tensors alive in its buffer then) with the
-// plan as far as it got, instead of thrown. PSUM spilling (spill.h) uses it to find where to spill.
+// plan as far as it got, instead of thrown. Spilling (spill.h) uses it to find where to spill.
 struct AllocationFailure {
   int tensor = -1;
   Allocation want;
   std::vector<int> alive;
 };
-MemoryPlan try_allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live, AllocationFailure& failure);
+// `evict`, when set, is asked for a tensor to take out of the placement each time a tensor does
+// not fit (the failing tensor, the tensors alive in its buffer): it returns one of them, which no
+// later placement then avoids, or -1 to report the failure. Spilling uses it to find several
+// spills in one pass.
+using Evict = std::function<int(int failing, const std::vector<int>& alive)>;
+MemoryPlan try_allocate(const ir::Kernel& k, const std::vector<ir::LiveRange>& live, AllocationFailure& failure,
+                        const Evict& evict = {});
 
 }  // namespace knit::codegen

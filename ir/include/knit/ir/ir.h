@@ -82,8 +82,8 @@ struct TensorDecl {
   bool is_param = false;
   std::optional<std::array<int64_t, 2>> address;  // (partition, byte offset) pin, on-chip only
   SourceLoc loc;
-  // Set on the SBUF tensor codegen's PSUM spilling made (codegen/spill.h): the PSUM tensor whose
-  // value it holds while that tensor's banks serve others.
+  // Set on the SBUF (or HBM) tensor codegen's spilling made (codegen/spill.h): the tensor whose
+  // value it holds while that tensor's bytes serve others.
   std::optional<int> spill_of;
 
   int64_t num_elements() const;
