@@ -333,36 +333,77 @@ Kernel spill_to_fit(Kernel k) {
   }
 }
 
+namespace {
+
+// One spill's warning: its rule, its text and the victim's declaration.
+struct SpillNote {
+  const char* rule;
+  std::string text;
+  SourceLoc at;
+  int64_t count = 1;
+};
+
+// Where spill tensor s is written (the copy out) and read (the copy back).
+struct SpillCopies {
+  SourceLoc out_at, in_at;
+};
+
+// The copies of every spill tensor, found in one walk of the body.
+std::vector<SpillCopies> spill_copies(const Kernel& k) {
+  std::vector<SpillCopies> copies(k.tensors.size());
+  for (const Instruction& inst : k.body)
+    for_each_view(inst, [&](const char* name, const View& v) {
+      if (v.tensor < 0 || !k.tensors[static_cast<size_t>(v.tensor)].spill_of) return;
+      SpillCopies& c = copies[static_cast<size_t>(v.tensor)];
+      (is_write(name) ? c.out_at : c.in_at) = inst.loc;
+    });
+  return copies;
+}
+
+SpillNote spill_note(const Kernel& k, size_t s, const SpillCopies& copies) {
+  const TensorDecl& victim = k.tensor(*k.tensors[s].spill_of);
+  const SourceLoc &out_at = copies.out_at, &in_at = copies.in_at;
+  const int64_t bytes = victim.partition_elements() * dtype_size(victim.dtype);  // HBM has no partitions
+  std::ostringstream msg;
+  if (victim.buffer == Buffer::sbuf) {
+    msg << "SBUF tensor '" << victim.name << "' (" << line_of(victim.loc)
+        << ") is spilled: the SBUF tensors live at once need more than SBUF's "
+        << target_info(k.target).sbuf_partition_bytes << " bytes per partition on " << to_string(k.target)
+        << ", so its value is copied to HBM after line " << out_at.line << " and back to SBUF before line "
+        << in_at.line << " (" << bytes
+        << " bytes per partition each way, by DMA, timed like the DMAs they are); keep fewer SBUF tensors live "
+           "to avoid it";
+    return {"sbuf-spill", msg.str(), victim.loc};
+  }
+  msg << "PSUM tensor '" << victim.name << "' (" << line_of(victim.loc)
+      << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to "
+      << (k.tensors[s].buffer == Buffer::hbm ? "HBM (through SBUF: SBUF is full)" : "SBUF") << " after line "
+      << out_at.line << " and back to PSUM before line " << in_at.line << " (" << bytes
+      << " bytes per partition each way, timed like the copies they are); keep fewer PSUM tiles live to avoid it";
+  return {"psum-spill", msg.str(), victim.loc};
+}
+
+}  // namespace
+
+// One warning per declaration line and kind: an unrolled loop's tiles share their line, and a big
+// kernel can spill thousands of them.
 std::vector<std::string> spill_warnings(const Kernel& k) {
-  std::vector<std::string> out;
+  std::vector<SpillNote> notes;
+  const std::vector<SpillCopies> copies = spill_copies(k);
   for (size_t s = 0; s < k.tensors.size(); ++s) {
     if (!k.tensors[s].spill_of) continue;
-    const TensorDecl& victim = k.tensor(*k.tensors[s].spill_of);
-    SourceLoc out_at, in_at;
-    for (const Instruction& inst : k.body)
-      for_each_view(inst, [&](const char* name, const View& v) {
-        if (v.tensor != static_cast<int>(s)) return;
-        (is_write(name) ? out_at : in_at) = inst.loc;
-      });
-    const int64_t bytes = victim.partition_elements() * dtype_size(victim.dtype);  // HBM has no partitions
-    std::ostringstream msg;
-    if (victim.buffer == Buffer::sbuf) {
-      msg << "SBUF tensor '" << victim.name << "' (" << line_of(victim.loc)
-          << ") is spilled: the SBUF tensors live at once need more than SBUF's "
-          << target_info(k.target).sbuf_partition_bytes << " bytes per partition on " << to_string(k.target)
-          << ", so its value is copied to HBM after line " << out_at.line << " and back to SBUF before line "
-          << in_at.line << " (" << bytes
-          << " bytes per partition each way, by DMA, timed like the DMAs they are); keep fewer SBUF tensors live "
-             "to avoid it";
-      out.push_back(format_diagnostic("warning", "sbuf-spill", msg.str(), victim.loc));
-      continue;
-    }
-    msg << "PSUM tensor '" << victim.name << "' (" << line_of(victim.loc)
-        << ") is spilled: more PSUM tiles are live than PSUM's 8 banks hold, so its value is copied to "
-        << (k.tensors[s].buffer == Buffer::hbm ? "HBM (through SBUF: SBUF is full)" : "SBUF") << " after line "
-        << out_at.line << " and back to PSUM before line " << in_at.line << " (" << bytes
-        << " bytes per partition each way, timed like the copies they are); keep fewer PSUM tiles live to avoid it";
-    out.push_back(format_diagnostic("warning", "psum-spill", msg.str(), victim.loc));
+    SpillNote note = spill_note(k, s, copies[s]);
+    auto same = std::find_if(notes.begin(), notes.end(), [&](const SpillNote& n) {
+      return n.rule == note.rule && n.at.file == note.at.file && n.at.line == note.at.line;
+    });
+    if (same != notes.end()) ++same->count;
+    else notes.push_back(std::move(note));
+  }
+  std::vector<std::string> out;
+  for (const SpillNote& n : notes) {
+    const std::string more =
+        n.count > 1 ? " (the first of " + std::to_string(n.count) + " spills of tensors declared on this line)" : "";
+    out.push_back(format_diagnostic("warning", n.rule, n.text + more, n.at));
   }
   return out;
 }
