@@ -103,14 +103,17 @@ void exec(ExecState& m, const Activation& op) {
     }
   Tile dst = m.tile(op.dst, "dst");
   dst.write_all(y);
-  std::vector<float> folds(P, 0.0f);
-  if (activation_folds(op))
-    for (int64_t p = 0; p < P; ++p) folds[p] = alu_fold(op.reduce_op, &y[p * F], F);
+  const std::vector<float> folds = folds_rows(op.reduce_cmd) ? row_folds(op.reduce_op, y, P, F)
+                                                             : std::vector<float>(P, 0.0f);
   finish_activation(m, op, folds.data(), P);
 }
 
-bool activation_folds(const Activation& op) {
-  return op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
+bool folds_rows(ReduceCmd cmd) { return cmd == ReduceCmd::reset_reduce || cmd == ReduceCmd::reduce; }
+
+std::vector<float> row_folds(AluOp op, const std::vector<float>& values, int64_t P, int64_t F) {
+  std::vector<float> rows(static_cast<size_t>(P));
+  for (int64_t p = 0; p < P; ++p) rows[p] = alu_fold(op, &values[p * F], F);
+  return rows;
 }
 
 void finish_activation(ExecState& m, const Activation& op, const float* folds, int64_t P) {
@@ -369,14 +372,9 @@ void exec(ExecState& m, const Activate2& op) {
     }
   Tile dst = m.tile(op.dst, "dst");
   dst.write_all(y);
-  std::vector<float> folds(P, 0.0f);
-  if (activate2_folds(op))
-    for (int64_t p = 0; p < P; ++p) folds[p] = alu_fold(op.reduce_op, &y[p * F], F);
+  const std::vector<float> folds = folds_rows(op.reduce_cmd) ? row_folds(op.reduce_op, y, P, F)
+                                                             : std::vector<float>(P, 0.0f);
   finish_activate2(m, op, folds.data(), P);
-}
-
-bool activate2_folds(const Activate2& op) {
-  return op.reduce_cmd == ReduceCmd::reset_reduce || op.reduce_cmd == ReduceCmd::reduce;
 }
 
 std::vector<float> activate2_slope(ExecState& m, const Activate2& op, int64_t P) {

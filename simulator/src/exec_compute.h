@@ -20,9 +20,14 @@ std::vector<uint32_t> scalar_column_bits(ExecState& m, const ir::Operand& o, ir:
 // tensor_tensor on GpSimd's exact int32/uint32 path (rules in exec_compute.cpp).
 bool exact_int_path(ExecState& m, const ir::TensorTensor& op);
 
-// activation's row reduction: whether its reduce_cmd folds the row, and the accumulator update
-// and reduce_res read-out once the per-partition folds of the fp32 results are known.
-bool activation_folds(const ir::Activation& op);
+// Each partition's alu_fold of its row of the fp32 results (P x F, partition-major), before any
+// rounding to dst's dtype.
+std::vector<float> row_folds(ir::AluOp op, const std::vector<float>& values, int64_t P, int64_t F);
+// Whether an accumulating instruction's reduce_cmd folds its rows into the accumulators
+// (reset_reduce or reduce), for the instructions without a load_reduce seed.
+bool folds_rows(ir::ReduceCmd cmd);
+// activation's accumulator update and reduce_res read-out once the per-partition folds of the
+// fp32 results are known.
 // activation_reduce is activation with reduce_cmd=reset_reduce: the instruction as that.
 ir::Activation as_activation(const ir::ActivationReduce& op);
 void finish_activation(ExecState& m, const ir::Activation& op, const float* folds, int64_t P);
@@ -38,10 +43,9 @@ void finish_exponential(ExecState& m, const ir::Exponential& op, const float* fo
 // accumulator or imm1, per reduce_cmd), and the accumulator update from each row's last value.
 std::vector<float> cumulative_start(ExecState& m, const ir::TensorScalarCumulative& op, int64_t P);
 void finish_cumulative(ExecState& m, const float* last, int64_t P);
-// activate2: whether it folds rows, prelu's slope per partition (zeros for other functions), its
+// activate2: prelu's slope per partition (zeros for other functions), its
 // tensor-scalar stage as activation's data * col[0] + col[1] (the same IEEE operations; the
 // native path runs it so), and its accumulator update and read-out.
-bool activate2_folds(const ir::Activate2& op);
 std::vector<float> activate2_slope(ExecState& m, const ir::Activate2& op, int64_t P);
 void activate2_affine(ExecState& m, const ir::Activate2& op, int64_t P, std::vector<float> (&col)[2]);
 void finish_activate2(ExecState& m, const ir::Activate2& op, const float* folds, int64_t P);

@@ -30,13 +30,6 @@ namespace {
 // Except under idle, reduce_res receives the registers. load_reduce needs a seed operand these
 // instructions lack; the verifier rejects it.
 
-// Each partition's row(p) of the fp32 results, before any rounding to dst's dtype.
-std::vector<float> row_folds(AluOp op, const std::vector<float>& values, int64_t P, int64_t F) {
-  std::vector<float> rows(static_cast<size_t>(P));
-  for (int64_t p = 0; p < P; ++p) rows[p] = alu_fold(op, &values[p * F], F);
-  return rows;
-}
-
 // ---- affine index generation (iota, affine_select) -------------------------------------------
 // value(p, j) = offset + p * channel_multiplier + sum_k i_k * step_k, where (i_0, ..., i_n) is
 // free element j decomposed over the pattern's nums (outermost first, row-major) and p counts

@@ -10,6 +10,7 @@ import pytest
 import knit as nki
 import knit.isa as nisa
 import knit.language as nl
+from nki06_support import to_hbm
 
 
 def offsets(index, P, n, G):
@@ -46,12 +47,6 @@ def sbuf(x, dtype=None):
     t = nl.ndarray(x.shape, dtype or x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
     return t
-
-
-def to_hbm(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 @pytest.fixture(params=["reference", "jit-strict"])

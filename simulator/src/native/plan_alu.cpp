@@ -28,7 +28,7 @@ const char* plan_activation(Planner& p, const Activation& act, const View& dst, 
   s.kind = MapKind::activation;
   s.op0 = static_cast<int32_t>(act.op);
   s.has_bias = !act.bias.is_none();
-  s.fold_op = activation_folds(act) ? static_cast<int32_t>(act.reduce_op) : -1;
+  s.fold_op = folds_rows(act.reduce_cmd) ? static_cast<int32_t>(act.reduce_op) : -1;
   s.alpha = static_cast<float>(act.alpha);
   return p.map(s, dst, &data, nullptr);
 }
@@ -114,7 +114,7 @@ const char* plan_op(Planner& p, const Activate2& op) {
   s.kind = slope_tile ? MapKind::activation_slope : MapKind::activation;
   s.op0 = static_cast<int32_t>(op.op);
   s.has_bias = op.op0 == AluOp::add || op.op0 == AluOp::subtract || op.op1 != AluOp::bypass;
-  s.fold_op = activate2_folds(op) ? static_cast<int32_t>(op.reduce_op) : -1;
+  s.fold_op = folds_rows(op.reduce_cmd) ? static_cast<int32_t>(op.reduce_op) : -1;
   s.alpha = op.op == ActFunc::prelu ? static_cast<float>(op.relu_param.imm) : 0.0f;
   if (const char* why = p.map(s, op.dst, &op.data, nullptr)) return why;
   if (!slope_tile) return nullptr;
