@@ -46,18 +46,23 @@ int Builder::add_param(std::string name, ir::DType dtype, std::vector<int64_t> s
 int Builder::add_tensor(std::string name, ir::Buffer buffer, ir::DType dtype, std::vector<int64_t> shape,
                         std::optional<std::array<int64_t, 2>> address, SourceLoc loc) {
   ir::TensorDecl t;
-  t.name = std::move(name);
+  const bool automatic = name.empty();
+  t.name = automatic ? "t" + std::to_string(auto_names_ + 1) : std::move(name);
   t.buffer = buffer;
   t.dtype = dtype;
   t.shape = std::move(shape);
   t.address = address;
   t.loc = std::move(loc);
   ir::verify_tensor(kernel_, t);
+  ++auto_names_;
   kernel_.tensors.push_back(std::move(t));
+  auto_named_.resize(kernel_.tensors.size() - 1, false);
+  auto_named_.push_back(automatic);
   return static_cast<int>(kernel_.tensors.size()) - 1;
 }
 
 void Builder::append(ir::Instruction inst) {
+  if (!rolled_.empty() || !closed_tensor_.empty()) check_escapes(inst);
   ir::verify_instruction(kernel_, inst);
   kernel_.body.push_back(std::move(inst));
 }

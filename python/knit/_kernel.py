@@ -13,7 +13,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from . import _program_cache, _schedule, _trace
+from . import _program_cache, _rolled, _schedule, _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
 from ._source import user_location
 from ._tensor import NkiTensor
@@ -103,6 +103,10 @@ class Compiled:
     statistics (docs/codegen.md). Calling it runs the engine program on the simulator;
     ``.run(..., schedule=, seed=)`` picks the queue interleaving and ``.reference(...)`` runs the
     IR on the reference interpreter instead."""
+
+    # After a trace (not a disk-cache load): {"rolled_loops": affine loops traced once,
+    # "unrolled_loops": [(file, line)] of affine_range calls that had to unroll, "traces": count}.
+    trace_info: dict[str, Any] | None = None
 
     def __init__(self, kernel, core_kernel, trace, param_positions, target, num_outputs, single, output_shapes=None):
         self.kernel = kernel
@@ -252,6 +256,8 @@ class Kernel:
 
     # NKI 0.3 made shared_hbm the rule for outputs; G1 kernels (knit.legacy) return private HBM.
     _outputs_may_be_private_hbm = False
+    # Whether affine loops may be traced once (knit/_rolled.py).
+    _rolls_loops = True
 
     def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (), cache: dict | None = None,
                  **options: Any) -> None:
@@ -303,10 +309,46 @@ class Kernel:
     # Traces every launch-grid instance into one kernel: instances run in program order, and
     # shared_hbm tensors with the same name are one tensor across instances (NKI's LNC rule).
     def _trace(self, args, kwargs, target):
+        """Traces the kernel, again with more loops unrolled while a rolled loop cannot stay
+        rolled (knit/_rolled.py): each retrace unrolls at least one more loop call site."""
+        unroll: set = set()
+        rolls = self._rolls_loops
+        traces = 0
+        while True:
+            traces += 1
+            before = len(unroll)
+            trace = None
+            try:
+                trace = self._new_trace(target, rolls, unroll)
+                compiled = self._trace_once(trace, args, kwargs, target)
+                if trace.rolled_open:  # left by break / return: the loop was never expanded
+                    raise _rolled.cannot_roll(trace.rolled_open)
+                if len(unroll) == before:
+                    if trace.rolled_sites and _rolled.checking():
+                        _rolled.check_same(compiled.core, self._trace_once(self._new_trace(target, False, set()), args,
+                                                                           kwargs, target).core)
+                    compiled.trace_info = _rolled.summary(trace, traces)
+                    return compiled
+            except _rolled.RetraceUnrolled:
+                pass
+            except Exception:
+                if trace is None or not trace.rolled_open:
+                    raise
+                unroll.add(trace.rolled_sites[trace.rolled_open[-1]])  # the unrolled trace tells
+            if len(unroll) == before:
+                rolls = False  # no loop to blame: trace with none rolled
+
+    def _new_trace(self, target, rolls, unroll):
         count = 1
         for g in self.grid:
             count *= g
         trace = _trace.Trace(self.fn.__name__, target, num_programs=count, grid_ndim=len(self.grid), grid=self.grid)
+        trace.rolls = rolls and _rolled.enabled()
+        trace.unroll = unroll
+        return trace
+
+    def _trace_once(self, trace, args, kwargs, target):
+        count = trace.num_programs
         code = self.fn.__code__
         loc = (code.co_filename, code.co_firstlineno, 0)
         names = list(inspect.signature(self.fn).parameters)

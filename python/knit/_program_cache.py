@@ -16,7 +16,6 @@ import inspect
 import io
 import json
 import os
-import re
 import sys
 
 import numpy as np
@@ -163,7 +162,7 @@ def store(name, program, meta, constants):
         return
     text = program.to_text().encode()
     meta = dict(meta, program_bytes=len(text), constants=[tid for tid, _ in constants],
-                sources={p: _file_hash(p) for p in _sources(program.text)})
+                sources={p: _file_hash(p) for p in program.source_files})
     arrays = io.BytesIO()
     if constants:
         named = {f"c{i}": np.asarray(a) for i, (_, a) in enumerate(constants)}
@@ -178,11 +177,6 @@ def entries():
     if not (folder := directory()):
         return []
     return glob.glob(os.path.join(folder, "*" + _SUFFIX)) + glob.glob(os.path.join(folder, "*" + _SUFFIX + ".tmp.*"))
-
-
-def _sources(ir_text):
-    """The source files the trace's instructions and tensors come from."""
-    return sorted(set(re.findall(r'@ "([^"]+)":\d+', ir_text)))
 
 
 _hashes: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256

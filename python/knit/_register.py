@@ -10,11 +10,70 @@ use ``nl.if_else``, ``nl.while_loop``, ``nl.dynamic_range`` / ``nl.fori_loop``.
 """
 import numbers
 
-from . import _trace
+from . import _core, _trace
 from ._source import user_location
 
 _RUNTIME_HINT = ("its value exists only on the device, so Python control flow cannot use it; use "
                  "nl.if_else / nl.while_loop / nl.dynamic_range (nl.fori_loop) instead")
+
+
+def _symbol_loops(*values):
+    """Rolled loops (knit/_rolled.py) whose symbols appear in `values`."""
+    return [r - _core.ROLLED_SYMBOL_BASE for v in values if isinstance(v, RegExpr)
+            for r in v.terms if r >= _core.ROLLED_SYMBOL_BASE]
+
+
+def needs_value(*values):
+    """Called where a register expression's value would be needed while tracing: when it holds a
+    rolled loop's index, that loop is traced again unrolled (the index is then a Python int)."""
+    loops = _symbol_loops(*values)
+    if loops:
+        raise _trace.cannot_roll(loops)
+
+
+def _symbol_range(expr):
+    """(lowest, highest) value of `expr` over its rolled loops' iterations, or None when it holds
+    a device register too (its value is then unknown while tracing)."""
+    loops = _symbol_loops(expr)
+    if len(loops) != len(expr.terms):
+        return None
+    ranges = _trace.current().symbol_ranges
+    lo = hi = expr.const
+    for reg, coeff in expr.terms.items():
+        first, last = ranges[reg]
+        lo += coeff * (first if coeff > 0 else last)
+        hi += coeff * (last if coeff > 0 else first)
+    return lo, hi
+
+
+def check_subscript(expr, dim_size, extent):
+    """A subscript starting at `expr` (symbols and a constant) and `extent` long must lie inside a
+    dim of `dim_size` for every iteration, as the unrolled trace's static check would require;
+    otherwise the unrolled trace decides (an error, or Python's from-the-end rule)."""
+    loops = _symbol_loops(expr)
+    if not loops:
+        return
+    bounds = _symbol_range(expr)
+    if bounds is None or bounds[0] < 0 or bounds[1] + extent > dim_size:
+        raise _trace.cannot_roll(loops)
+
+
+_COMPARE = {"less": lambda lo, hi: (hi < 0, lo >= 0), "less_equal": lambda lo, hi: (hi <= 0, lo > 0),
+            "greater": lambda lo, hi: (lo > 0, hi <= 0), "greater_equal": lambda lo, hi: (lo >= 0, hi < 0),
+            "equal": lambda lo, hi: (lo == hi == 0, lo > 0 or hi < 0)}
+
+
+def _same_for_every_iteration(op, a, b):
+    """a `op` b (op a key of _COMPARE) for a rolled loop's index: the Python bool when it is the
+    same in every iteration (``min(128, rows - i * 128)`` with rows a multiple of 128), else the
+    loop is unrolled and the comparison made on ints."""
+    diff = RegExpr.of(a) - b
+    bounds = _symbol_range(diff)
+    if bounds is not None:
+        always, never = _COMPARE[op](*bounds)
+        if always or never:
+            return always
+    raise _trace.cannot_roll(_symbol_loops(a, b))
 
 
 def new_register():
@@ -67,6 +126,7 @@ class RegExpr:
     __rmul__ = __mul__
 
     def _alu(self, op, other, reverse=False):
+        needs_value(self, other)
         a, b = (RegExpr.of(other), self) if reverse else (self, RegExpr.of(other))
         dst = new_register()
         _emit("register_alu", dst=("reg", dst), a=a.operand(), op=op, b=b.operand())
@@ -84,12 +144,25 @@ class RegExpr:
     def __rxor__(self, o): return self._alu("bitwise_xor", o, True)
     def __lshift__(self, o): return self._alu("left_shift", o)
     def __rshift__(self, o): return self._alu("right_shift", o)
-    def __lt__(self, o): return self._alu("less", o)
-    def __le__(self, o): return self._alu("less_equal", o)
-    def __gt__(self, o): return self._alu("greater", o)
-    def __ge__(self, o): return self._alu("greater_equal", o)
+    def _compare(self, op, other):
+        if _symbol_loops(self, other):
+            return _same_for_every_iteration(op, self, other)
+        return self._alu(op, other)
+
+    def __lt__(self, o): return self._compare("less", o)
+    def __le__(self, o): return self._compare("less_equal", o)
+    def __gt__(self, o): return self._compare("greater", o)
+    def __ge__(self, o): return self._compare("greater_equal", o)
     # == / != stay Python identity (registers are used as dict keys by kernels' helpers); use
-    # nl.equal-style helpers or (a - b) for device comparisons.
+    # nl.equal-style helpers or (a - b) for device comparisons. A rolled loop's index compares
+    # by value in the unrolled trace instead.
+    def __eq__(self, other):
+        if _symbol_loops(self, other):
+            return _same_for_every_iteration("equal", self, other)
+        return self is other
+
+    def __ne__(self, other):
+        return not self == other
 
     __hash__ = object.__hash__
 
@@ -98,10 +171,12 @@ class RegExpr:
         """The value as an instruction operand: an int, or ("reg", id) (materialized if needed)."""
         if not self.terms:
             return self.const
+        needs_value(self)
         return ("reg", self.register())
 
     def register(self):
         """A register holding this value (emits register_alu for a non-trivial expression)."""
+        needs_value(self)
         if self.const == 0 and len(self.terms) == 1:
             (r, c), = self.terms.items()
             if c == 1:
@@ -118,14 +193,30 @@ class RegExpr:
 
     # ---- what cannot be done while tracing ----------------------------------------------------
     def __bool__(self):
+        if _symbol_loops(self):
+            return not _same_for_every_iteration("equal", self, 0)
         raise TypeError(f"the truth value of a register is not known while tracing: {_RUNTIME_HINT}")
 
     def __index__(self):
+        needs_value(self)
         raise TypeError(f"a register cannot be used as a Python int: {_RUNTIME_HINT}")
 
     __int__ = __index__
 
+    def __float__(self):
+        needs_value(self)
+        raise TypeError(f"a register cannot be used as a Python float: {_RUNTIME_HINT}")
+
+    def __format__(self, spec):
+        needs_value(self)
+        return format(repr(self), spec)
+
+    def __str__(self):
+        needs_value(self)
+        return repr(self)
+
     def __iter__(self):
+        needs_value(self)
         raise TypeError(f"a register is not iterable: {_RUNTIME_HINT}")
 
     def __repr__(self):

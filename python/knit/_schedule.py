@@ -39,16 +39,21 @@ class NkiInstruction:
     """The handle a knit.isa call returns (NKI's tracer frontend): ``c.depends_on(a, b)`` makes
     instruction c run after a and b (chainable: it returns c)."""
 
-    __slots__ = ("_trace", "index", "name", "_blocks")
+    __slots__ = ("_trace", "index", "name", "_blocks", "_rolled")
 
     def __init__(self, trace: _trace.Trace, index: int, name: str, blocks: tuple[int, ...]) -> None:
         self._trace = trace
         self.index = index  # body index in the traced kernel
         self.name = name
         self._blocks = blocks  # open device blocks (loops / branches) when it was issued
+        self._rolled = tuple(trace.rolled_open)  # rolled loops it was issued in (knit/_rolled.py)
 
     def depends_on(self, *producers: NkiInstruction) -> NkiInstruction:
         loc = user_location()
+        for handle in (self, *producers):
+            closed = [s for s in getattr(handle, "_rolled", ()) if s not in self._trace.rolled_open]
+            if closed:  # a rolled loop's traced iteration: later code means its last iteration
+                raise _trace.cannot_roll(closed)
         for p in producers:
             if not isinstance(p, NkiInstruction):
                 raise user_error("schedule", f"depends_on takes instruction handles (what a nisa call returns), got "

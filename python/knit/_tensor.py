@@ -15,7 +15,7 @@ from ._buffers import buffer_named, check_buffer, sbuf, shared_hbm
 from ._dtypes import ALL, storage_dtype, to_dtype
 from ._operators import OPS
 from ._promotion import promote, scalar_dtype
-from ._register import RegExpr, VirtualRegister, new_register
+from ._register import RegExpr, VirtualRegister, check_subscript, needs_value, new_register
 from ._source import user_location
 from .errors import user_error
 
@@ -43,9 +43,8 @@ def new_tensor(shape, dtype, buffer, name, address, loc):
         shared_key = (name or f"#{trace.shared_created}", tuple(shape), str(dtype))
     if shared_key in trace.shared_tensors:
         return NkiTensor(trace.builder.full_view(trace.shared_tensors[shared_key]))
-    trace.tensor_count += 1
     addr = None if address is None else [int(a) for a in address]
-    tid = _trace.core_call(trace.builder.add_tensor, name or f"t{trace.tensor_count}", buffer.name, str(dtype),
+    tid = _trace.core_call(trace.builder.add_tensor, name or "", buffer.name, str(dtype),
                            shape, addr, loc)
     if shared_key:
         trace.shared_tensors[shared_key] = tid
@@ -228,6 +227,9 @@ class NkiTensor:
         b = _trace.current().builder
         view = self._view
         for dim, expr in runtime:
+            if dim < len(view.shape):
+                sub = subscripts[dim]
+                check_subscript(expr, view.shape[dim], sub[2] if sub[0] == "slice" else 1)
             view = _with_runtime_offset(b, view, dim, expr, loc)
         return NkiTensor(_trace.core_call(_core.view_index, b, view, subscripts, loc))
 
@@ -257,6 +259,8 @@ class NkiTensor:
         if isinstance(index, RegExpr):
             loc = user_location()
             b = _trace.current().builder
+            if 0 <= int(dim) < self.ndim:
+                check_subscript(index, self.shape[int(dim)], 1)
             view = _with_runtime_offset(b, self._view, int(dim), index, loc)
             return NkiTensor(_trace.core_call(_core.view_select, b, view, int(dim), 0, loc))
         return self._derive(_core.view_select, int(dim), int(index))
@@ -304,6 +308,7 @@ class NkiTensor:
             if isinstance(scalar_offset, NkiTensor):
                 scalar_offset = load_scalar(scalar_offset, loc)
             expr = RegExpr.of(scalar_offset)
+            needs_value(expr)  # a rolled loop's index: unrolled (an ap offset has no bounds to check here)
             if not 0 <= dim < len(pattern):
                 raise user_error("view-ap", f"indirect_dim {dim} is not a dim of the {len(pattern)}-D pattern", loc)
             if expr.const:

@@ -21,10 +21,30 @@ class Trace:
         self.shared_created = 0  # shared_hbm tensors created by the current grid instance
         self.constants = []  # (tensor id, numpy array) for nl.shared_constant & co.
         self.prints = []  # (prefix, tensor id) for nl.device_print
-        self.tensor_count = 0
         self.shared_tensors = {}  # (name, shape, dtype) -> tensor id, shared across grid instances
         self.blocks = []  # body indices of the device blocks (loop / while / if) open now
         self.no_reorder_depth = 0  # nl.no_reorder() blocks open now
+        # Rolled loops (knit/_rolled.py): whether affine loops may roll, the call sites to unroll,
+        # each rolled loop's call site (by serial), the serials open now, symbol -> (first, last).
+        self.rolls = False
+        self.unroll = set()
+        self.rolled_sites = []
+        self.rolled_open = []
+        self.symbol_ranges = {}
+
+
+class RetraceUnrolled(BaseException):
+    """A rolled loop (knit/_rolled.py) cannot stay rolled: the kernel is traced again with it
+    unrolled. A BaseException, so a kernel's `except Exception` cannot swallow it."""
+
+
+def cannot_roll(loop_serials):
+    """Marks rolled loops (by serial) to be unrolled when the kernel is traced again; returns the
+    exception to raise."""
+    trace = current()
+    for s in loop_serials:
+        trace.unroll.add(trace.rolled_sites[s])
+    return RetraceUnrolled()
 
 
 def current():
@@ -59,4 +79,6 @@ def core_call(fn, *args):
     try:
         return fn(*args)
     except _core.KnitError as e:
+        if getattr(e, "rule", "") == _core.ROLLED_ESCAPE_RULE:
+            raise cannot_roll([int(e.message)]) from None
         raise public_error(e) from None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 import numpy as np
 
-from . import _core, _schedule, _trace, _types as _t, _wrappers, isa
+from . import _core, _rolled, _schedule, _trace, _types as _t, _wrappers, isa
 from ._buffers import (  # noqa: F401  (nl.hbm, ...)
     Buffer as _Buffer,  # noqa: F401
     buffer_named,
@@ -23,7 +23,7 @@ from ._keywords import checked as _checked_by
 from ._operators import Op as Op, operator_table
 from ._random import dropout, rand, random_seed  # noqa: F401  (nl.rand, ...)
 from ._register import NkiScalar, RegExpr, VirtualRegister, int_operand, is_runtime, new_register  # noqa: F401
-from ._source import user_location
+from ._source import user_frame, user_location
 from ._tensor import NkiTensor, ds as ds, new_tensor
 from ._wrappers import (  # noqa: F401  (the nl.* convenience wrappers)
     all,
@@ -55,7 +55,7 @@ from ._wrappers import (  # noqa: F401  (the nl.* convenience wrappers)
 from .errors import user_error
 
 if _TYPE_CHECKING:  # typing's names are not part of the module's API
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
     from typing import Any
 
 _checked = _checked_by("nl")  # unknown keyword arguments are errors (knit/_keywords.py)
@@ -219,9 +219,12 @@ def shared_identity_matrix(n: int, dtype: _t.DTypeLike = uint8, dst: object = No
 
 # ---- loops and SPMD ---------------------------------------------------------------------------
 @_checked
-def affine_range(start: int, stop: int | None = None, step: int = 1) -> range:
-    """A loop the tracer unrolls: Python's range (NKI 0.7: a deprecated alias of range)."""
-    return range(start) if stop is None else range(start, stop, step)
+def affine_range(start: int, stop: int | None = None, step: int = 1) -> Iterable[Any]:
+    """A host loop: Python's range (NKI 0.7: a deprecated alias of range). As the iterable of a
+    `for` statement it is traced once and expanded in C++ when it can be (knit/_rolled.py), with
+    the loop index a symbol; otherwise (or with KNIT_ROLL=0) it unrolls in Python."""
+    r = range(start) if stop is None else range(start, stop, step)
+    return _rolled.loop(r, user_frame()) if _rolled.enabled() else r
 
 
 sequential_range = static_range = affine_range

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -391,6 +392,17 @@ void bind_builder(py::module_& m) {
           "target", [](const codegen::EngineProgram& p) { return std::string(ir::to_string(p.kernel.target)); })
       .def_property_readonly("text", [](const codegen::EngineProgram& p) { return ir::print(p.kernel); })
       .def_property_readonly(
+          "source_files",
+          [](const codegen::EngineProgram& p) {
+            std::set<std::string> files;
+            for (const ir::TensorDecl& t : p.kernel.tensors)
+              if (t.loc.known()) files.insert(t.loc.file);
+            for (const ir::Instruction& inst : p.kernel.body)
+              if (inst.loc.known()) files.insert(inst.loc.file);
+            return std::vector<std::string>(files.begin(), files.end());
+          },
+          "The files the kernel's tensors and instructions come from, sorted")
+      .def_property_readonly(
           "source",
           [](const codegen::EngineProgram& p) {
             py::list source;
@@ -511,8 +523,16 @@ void bind_builder(py::module_& m) {
           "The name= label of every body instruction so far (\"\" when none)")
       .def("set_outputs", &frontend::Builder::set_outputs, py::arg("tensor_ids"), py::arg("share_private_hbm") = false)
       .def("new_register", &frontend::Builder::new_register)
+      .def("begin_rolled", &frontend::Builder::begin_rolled, py::arg("start"), py::arg("stop"), py::arg("step"),
+           "Opens a rolled host loop (builder.h); returns its symbol (a register id of view terms)")
+      .def("end_rolled", &frontend::Builder::end_rolled, "Expands the innermost rolled loop into its iterations")
+      .def("uses_tensor_since", &frontend::Builder::uses_tensor_since, py::arg("first"), py::arg("tensor"),
+           "Whether a body instruction at index `first` or later names the tensor in a view")
       .def("finish", &frontend::Builder::finish)
       .def("text", [](const frontend::Builder& b) { return ir::print(b.kernel()); });
+
+  m.attr("ROLLED_ESCAPE_RULE") = frontend::kRolledEscapeRule;
+  m.attr("ROLLED_SYMBOL_BASE") = frontend::kRolledSymbolBase;
 
   // View algebra: each takes the builder (for the tensor declaration), the view, its arguments
   // and the user's source location.

@@ -20,7 +20,8 @@ def _stub_names():
         elif isinstance(node, ast.FunctionDef):
             defined.add(node.name)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            stub_only.add(node.target.id)  # X: TypeAlias = ...
+            alias = isinstance(node.annotation, ast.Name) and node.annotation.id == "TypeAlias"
+            (stub_only if alias else defined).add(node.target.id)  # X: TypeAlias = ... | CONSTANT: int
     return defined, stub_only
 
 

@@ -18,7 +18,8 @@ class Builder {
 
   // Declares a kernel parameter (an HBM tensor supplied by the caller); returns its tensor id.
   int add_param(std::string name, ir::DType dtype, std::vector<int64_t> shape, SourceLoc loc);
-  // Declares a tensor (nl.ndarray); verified at once. Returns its tensor id.
+  // Declares a tensor (nl.ndarray); verified at once. Returns its tensor id. An empty name gets
+  // an automatic one, t<n> for the n-th add_tensor call (rolled loops' iterations included).
   int add_tensor(std::string name, ir::Buffer buffer, ir::DType dtype, std::vector<int64_t> shape,
                  std::optional<std::array<int64_t, 2>> address, SourceLoc loc);
   // Verifies and appends one instruction.
@@ -33,6 +34,22 @@ class Builder {
   // A fresh register id. Registers r0, r1, ... are numbered per kernel in the order the front
   // end asks for them, so both front ends number a kernel's registers alike.
   int new_register() { return register_count_++; }
+  // Rolled host loops (docs/architecture.md, "Rolled loops"): a front end traces the body of
+  // `for i in affine_range(start, stop, step)` once, between begin_rolled and end_rolled, with i
+  // a symbol: the returned id, used as a register term of views (RegTerm.reg, never a kernel
+  // register). end_rolled expands the body into every iteration, exactly the tensors,
+  // registers and instructions an unrolled trace would have produced, in the same order.
+  // A later instruction that uses what only the traced iteration made (a tensor declared in the
+  // body, the symbol) cannot be expanded faithfully: append then fails with rule
+  // kRolledEscapeRule, message = the loop's serial, and the front end traces again with that
+  // loop unrolled (it never reaches the user).
+  int begin_rolled(int64_t start, int64_t stop, int64_t step);
+  void end_rolled();
+  // Whether an instruction at body index `first` or later names tensor `id` in a view.
+  bool uses_tensor_since(size_t first, int id) const;
+  // Serial of a rolled loop's symbol (the loops' begin order), or -1 for a kernel register.
+  static int rolled_serial(int reg);
+
   const ir::Kernel& kernel() const { return kernel_; }
   const ir::TensorDecl& tensor(int id) const { return kernel_.tensor(id); }
   // Verifies the whole kernel and hands it over.
@@ -55,9 +72,29 @@ class Builder {
   };
 
  private:
+  struct RolledLoop {
+    int serial;
+    int64_t start, stop, step;
+    size_t first_instruction, first_tensor;
+    int first_register;
+  };
+  void check_escapes(const ir::Instruction& inst) const;
+
   ir::Kernel kernel_;
   int register_count_ = 0;
+  int auto_names_ = 0;
+  std::vector<bool> auto_named_;    // per tensor id: its name is an automatic one
+  std::vector<RolledLoop> rolled_;  // open rolled loops, innermost last
+  int rolled_serials_ = 0;
+  // Per tensor id / register id: 1 + serial of the closed rolled loop whose traced iteration
+  // made it (0: none). Empty until a loop with two or more iterations closes.
+  std::vector<int> closed_tensor_, closed_register_;
 };
+
+inline constexpr const char* kRolledEscapeRule = "rolled-loop-escape";
+// Rolled loops' symbols are register ids from here up, far above any kernel register (the
+// verifier allows r0..r65535), so a symbol that reaches a register operand is rejected.
+inline constexpr int kRolledSymbolBase = 1 << 28;
 
 // Appends `op` (one of ir::OpVariant's types), issued at the kernel line `loc`, to the current
 // builder's kernel. Defined for each op type in builder.cpp, not inline, so that a C++ kernel
