@@ -105,6 +105,8 @@ class RegExpr:
         raise TypeError(f"register arithmetic needs ints or registers, got {type(value).__name__}")
 
     def _affine(self, other, sign):
+        if not isinstance(other, (RegExpr, numbers.Integral)) or isinstance(other, bool):
+            return NotImplemented  # e.g. a legacy index expression: its reflected operator decides
         o = RegExpr.of(other)
         terms = dict(self.terms)
         for r, c in o.terms.items():
@@ -114,7 +116,10 @@ class RegExpr:
     def __add__(self, other): return self._affine(other, 1)
     def __radd__(self, other): return self._affine(other, 1)
     def __sub__(self, other): return self._affine(other, -1)
-    def __rsub__(self, other): return RegExpr.of(other)._affine(self, -1)
+    def __rsub__(self, other):
+        if not isinstance(other, (RegExpr, numbers.Integral)) or isinstance(other, bool):
+            return NotImplemented
+        return RegExpr.of(other)._affine(self, -1)
     def __neg__(self): return RegExpr(0)._affine(self, -1)
 
     def __mul__(self, other):

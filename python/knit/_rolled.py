@@ -23,7 +23,8 @@ with that loop unrolled (Python's range: i is an int). The rules, each checked:
   bound to something else (``acc = acc + x``, ``k0 += 128``) or a list / dict / set it holds
   changed (``tiles.append(t)``); only a variable rebound to a tensor of the same shape, dtype and
   buffer that the body never reads keeps the loop rolled. The trace's own tables (device prints,
-  constants, shared tensors) also must not grow.
+  constants, shared tensors, G1 deferred results) also must not change, nor the Python-side
+  state of an object that has some (``_rolled_state()``: a G1 PSUM tile's accumulation mode).
 * Later code uses a tensor, register or instruction handle the traced iteration made (it would
   mean the last iteration's), or the symbol itself: the builder reports it (rule
   ``_core.ROLLED_ESCAPE_RULE``; knit/_trace.py's core_call turns it into RetraceUnrolled).
@@ -141,13 +142,18 @@ def _rolled(trace: _trace.Trace, r: range, site: Any, frame: types.FrameType) ->
     _trace.core_call(builder.end_rolled)
 
 
-def _trace_tables(trace: _trace.Trace) -> tuple[int, ...]:
+def _trace_tables(trace: _trace.Trace) -> tuple[Any, ...]:
+    pending = trace.__dict__.get("_legacy_pending") or ()  # G1 results not emitted yet
     return (len(trace.constants), len(trace.prints), len(trace.shared_tensors), trace.shared_created,
-            len(trace.blocks), trace.no_reorder_depth)
+            len(trace.blocks), trace.no_reorder_depth, [id(p) for p in pending])
 
 
 def _contents(value: Any, depth: int = 2) -> Any:
-    """What a container holds, by identity, `depth` levels down (None for other objects)."""
+    """What a container holds, by identity, `depth` levels down; for an object with Python-side
+    trace state (a G1 PSUM tile's accumulation state), that state; None for other objects."""
+    state = getattr(value, "_rolled_state", None)
+    if state is not None:
+        return state()
     if depth == 0 or not isinstance(value, (list, dict, set, tuple, bytearray)):
         return None
     if isinstance(value, dict):

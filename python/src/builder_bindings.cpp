@@ -574,6 +574,16 @@ void bind_builder(py::module_& m) {
         [=](const frontend::Builder& b, const ir::View& v, int dim, int reg, int64_t coeff, const py::object& loc) {
           return ir::add_dynamic(decl(b, v), v, dim, reg, coeff, to_loc(loc));
         });
+  m.def("view_add_flat_dynamic",
+        [=](const frontend::Builder& b, const ir::View& v, int reg, int64_t coeff, const py::object& loc) {
+          // A rolled loop's symbol as a flat offset term (G1 index expressions): HBM views only,
+          // where a flat offset is just an address (on-chip it could cross partitions).
+          if (!ir::is_hbm(decl(b, v).buffer) || frontend::Builder::rolled_serial(reg) < 0)
+            internal_error("view_add_flat_dynamic: a rolled loop's symbol on an HBM view only");
+          ir::View r = v;
+          r.dynamic.push_back({reg, coeff});
+          return r;
+        });
   m.def("view_shift_dynamic",
         [=](const frontend::Builder& b, const ir::View& v, int dim, int64_t amount, const py::object& loc) {
           return ir::shift_dynamic(decl(b, v), v, dim, amount, to_loc(loc));

@@ -293,3 +293,45 @@ def test_a_mistake_in_a_rolled_body_is_reported_as_the_unrolled_trace_reports_it
         errors.append((str(e.value), e.value.line))
     assert errors[0] == errors[1]
     assert errors[0][1] > 0 and "rolled-loop" not in errors[0][0]
+
+
+# ---- the G1 facade ------------------------------------------------------------------------------
+def test_legacy_matmul_rolls_every_loop(monkeypatch):
+    """`k * TILE_K + i_k` index expressions, `psum += nisa.nc_matmul(...)`: all three loops of the
+    G1 tiled matmul stay rolled, with the unrolled trace's IR."""
+    monkeypatch.setenv("KNIT_ROLL", "check")
+    module = load_example("legacy/matmul.py")
+    rng = np.random.default_rng(4)
+    lhsT, rhs = rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((512, 1024)).astype(np.float32)
+    compiled = module.matmul_kernel.compile(lhsT, rhs)
+    assert compiled.trace_info == {"rolled_loops": 3, "unrolled_loops": [], "traces": 1}
+    np.testing.assert_allclose(compiled(lhsT, rhs), module.reference(lhsT, rhs), rtol=1e-4, atol=1e-4)
+
+
+def test_legacy_psum_read_inside_the_body_unrolls(monkeypatch):
+    """Reading a G1 PSUM accumulator inside the loop turns its later `+=` into accumulation onto
+    real contents: the body is not the same in every iteration (prefix sums of products)."""
+    import knit.legacy as lnki
+    import knit.legacy.isa as lisa
+    import knit.legacy.language as lnl
+
+    def prefix_products(lhsT, rhs):
+        out = lnl.ndarray((4, 128, 512), dtype=lnl.float32, buffer=lnl.shared_hbm)
+        i_k, i_m = lnl.mgrid[0:128, 0:128]
+        i_kn, i_n = lnl.mgrid[0:128, 0:512]
+        i_p, i_f = lnl.mgrid[0:128, 0:512]
+        acc = lnl.zeros((lnl.par_dim(128), 512), lnl.float32, buffer=lnl.psum)
+        for k in lnl.affine_range(4):
+            a = lnl.load(lhsT[k * 128 + i_k, i_m])
+            b = lnl.load(rhs[k * 128 + i_kn, i_n])
+            acc += lisa.nc_matmul(a, b)
+            lnl.store(out[k, i_p, i_f], value=lnl.copy(acc))
+        return out
+
+    rng = np.random.default_rng(5)
+    lhsT, rhs = rng.standard_normal((512, 128)).astype(np.float32), rng.standard_normal((512, 512)).astype(np.float32)
+    monkeypatch.setenv("KNIT_ROLL", "check")
+    compiled = lnki.jit(prefix_products).compile(lhsT, rhs)
+    assert compiled.trace_info["unrolled_loops"], compiled.trace_info
+    parts = [lhsT[k * 128:(k + 1) * 128].T.astype(np.float64) @ rhs[k * 128:(k + 1) * 128] for k in range(4)]
+    np.testing.assert_allclose(compiled(lhsT, rhs), np.cumsum(parts, axis=0), rtol=1e-4, atol=1e-3)

@@ -55,7 +55,6 @@ class LegacyKernel(_Kernel):
     ``kernel[d0, d1, ...]`` launches an SPMD grid (instances run in order)."""
 
     _outputs_may_be_private_hbm = True  # G1 outputs were HBM (nl.hbm) tensors
-    _rolls_loops = False  # G1 tiles keep Python-side state per iteration (PSUM accumulation)
 
     def __init__(self, fn, grid=(), **options):
         inner = fn._legacy_fn if isinstance(fn, _LegacyFn) else fn

@@ -12,6 +12,7 @@ import numbers
 from fractions import Fraction
 from math import ceil, floor
 
+from .._register import RegExpr, check_subscript
 from .._tensor import ds
 from ..errors import user_error
 
@@ -29,7 +30,8 @@ class IndexExpr:
     def __init__(self, sizes, coefs, const=0):
         self.sizes = tuple(int(s) for s in sizes)
         self.coefs = tuple(int(c) for c in coefs)
-        self.const = int(const)
+        # A rolled loop's index (knit/_rolled.py) keeps the constant symbolic: k * 128 + i_k.
+        self.const = const if isinstance(const, RegExpr) else int(const)
 
     # ---- shape -------------------------------------------------------------------------------
     @property
@@ -92,6 +94,8 @@ class IndexExpr:
             return x
         if _is_int(x):
             return IndexExpr((), (), int(x))
+        if isinstance(x, RegExpr):
+            return IndexExpr((), (), x)
         return None
 
     def _combine(self, other, sign):
@@ -306,8 +310,12 @@ def advanced_pattern(key, shape, steps, offset, on_chip, loc):
     grid_steps = [0] * rank
     base = offset
     # No bounds check here: a mask= may cut the out-of-range part off (G1's ragged last tile); the
-    # instruction that uses the view checks the part it really touches.
+    # instruction that uses the view checks the part it really touches. A rolled loop's index must
+    # stay in bounds in every iteration, or the loop is unrolled (then a mask may cut).
     for d, e in enumerate(exprs):
+        if isinstance(e.const, RegExpr):
+            lo, hi = e.min_max()
+            check_subscript(lo, shape[d], (hi - lo).const + 1)
         base += steps[d] * e.const
         for r, c in enumerate((0,) * (rank - e.ndim) + e.coefs):
             grid_steps[r] += steps[d] * c

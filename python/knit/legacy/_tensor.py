@@ -24,6 +24,7 @@ from .. import _core, _trace, isa as _isa, language as _nl
 from .._buffers import hbm, psum, sbuf, shared_hbm  # noqa: F401
 from .._dtypes import ALL, to_dtype
 from .._operators import OPS
+from .._register import RegExpr, needs_value
 from .._source import call_at, user_location
 from .._tensor import NkiTensor, _key, new_tensor
 from ..errors import user_error
@@ -120,6 +121,9 @@ class PsumState:
         """Records the elements of `view` (of this tensor) as matmul-written."""
         if self.mode != "lazy_zero" or self.written is True:
             return
+        if view.dynamic:  # a rolled loop's index: which elements differs per iteration
+            raise _trace.cannot_roll([r - _core.ROLLED_SYMBOL_BASE for r, _ in view.dynamic
+                                      if r >= _core.ROLLED_SYMBOL_BASE])
         if view.offset == 0 and list(view.pattern) == list(self.full.pattern):
             self.written = True  # the whole tensor: the common `psum += matmul` of a full tile
             return
@@ -137,6 +141,13 @@ class PsumState:
             idx = (idx[:, None] + step * np.arange(num, dtype=np.int64)[None, :]).reshape(-1)
         idx = idx[(idx >= 0) & (idx < n)]
         self.written[idx] = True
+
+    def rolled_state(self):
+        """What a rolled loop body must leave as it found it (knit/_rolled.py): the mode, which
+        decides how `+=` accumulates. `written` may change: a body marks the same elements in
+        every iteration (a view with a rolled loop's index unrolls the loop, mark_written), so the
+        first iteration's marks are all of them."""
+        return self.mode
 
     def materialize(self, loc):
         if self.mode != "lazy_zero":
@@ -210,6 +221,10 @@ class LegacyTensor(NkiTensor):
     def __init__(self, view, store=None):
         self._raw_view = view
         self._store = store
+
+    def _rolled_state(self):
+        """The Python-side state a rolled loop body must not change (knit/_rolled.py)."""
+        return None if self._store is None else self._store.rolled_state()
 
     # The storage view without side effects (views, metadata) ...
     @property
@@ -297,6 +312,13 @@ class LegacyTensor(NkiTensor):
             raw = self._raw
             pattern, off = _index.advanced_pattern(key, self.shape, [s for s, _ in raw.pattern], raw.offset,
                                                    self.buffer.on_chip, loc)
+            if isinstance(off, RegExpr):  # a rolled loop's index: a flat offset term per symbol
+                if self.buffer.on_chip:
+                    needs_value(off)  # on-chip, a flat offset may cross partitions: unroll
+                view = self._derive_at(loc, _core.view_ap, pattern, off.const, None)
+                for reg, coeff in off.terms.items():
+                    view = view._derive_at(loc, _core.view_add_flat_dynamic, reg, coeff)
+                return view
             return self._derive_at(loc, _core.view_ap, pattern, off, None)
         return self._derive_at(loc, _core.view_index, _key(key, self.ndim, loc))
 
