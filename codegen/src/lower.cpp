@@ -72,13 +72,16 @@ std::string annotated(const Kernel& k, Note&& note) {
 
 EngineProgram lower(const Kernel& input, const LowerOptions& options) {
   Dumper dump(input, options.debug_dir);
-  verify(input);
+  // legalize verifies (for the target); the input's own target first, so that an input that
+  // fails there fails as it would without a retarget.
+  const Target target = options.target.value_or(input.target);
+  if (target != input.target) verify(input);
   if (dump.on()) dump("verify", print(input));
 
-  Kernel k = spill_to_fit(legalize(input, options.target.value_or(input.target)));
+  std::vector<LiveRange> live;
+  Kernel k = spill_to_fit(legalize(input, target), &live);
   if (dump.on()) dump("legalize", print(k));
 
-  const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
   MemoryPlan plan = allocate(k, live);
   if (dump.on()) dump("allocate", plan_text(k, plan));
 
@@ -95,7 +98,7 @@ EngineProgram lower(const Kernel& input, const LowerOptions& options) {
     dump("dependences", annotated(k, [&](size_t i) { return notes[i]; }));
   }
 
-  EngineProgram program = build_program(k, std::move(plan), queues, deps);
+  EngineProgram program = build_program(std::move(k), std::move(plan), queues, deps);
   program.verified = true;  // k was verified by legalize; build_program makes the structure
   if (dump.on()) dump("program", program.disassemble());
   return program;
@@ -234,10 +237,11 @@ std::vector<uint32_t> issue_order(const Region& r, const std::vector<std::vector
 
 }  // namespace
 
-EngineProgram build_program(const Kernel& k, MemoryPlan plan, const std::vector<Queue>& queues,
+EngineProgram build_program(Kernel kernel, MemoryPlan plan, const std::vector<Queue>& queues,
                             const std::vector<Dependence>& deps) {
   EngineProgram p;
-  p.kernel = k;
+  p.kernel = std::move(kernel);
+  const Kernel& k = p.kernel;
   p.plan = std::move(plan);
   std::vector<std::vector<uint32_t>> deps_of(k.body.size());
   for (const Dependence& d : deps) deps_of[d.to].push_back(d.from);

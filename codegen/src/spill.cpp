@@ -305,17 +305,20 @@ std::vector<Victim> sbuf_victims_in_one_pass(const Kernel& k, const std::vector<
 
 }  // namespace
 
-Kernel spill_to_fit(Kernel k) {
+Kernel spill_to_fit(Kernel k, std::vector<LiveRange>* final_live) {
   const size_t limit = 4 * k.body.size() + 64;  // each spill shortens a live range; this is a backstop
   for (size_t round = 0;; ++round) {
-    const std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
+    std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
     AllocationFailure failure;
     if (std::vector<Victim> victims = sbuf_victims_in_one_pass(k, live, failure); !victims.empty()) {
       if (round >= limit) allocate(k, live, "");
       insert_sbuf_spills(k, std::move(victims));
       continue;
     }
-    if (failure.tensor < 0) return k;
+    if (failure.tensor < 0) {
+      if (final_live) *final_live = std::move(live);
+      return k;
+    }
     if (round >= limit) allocate(k, live, "");
     if (k.tensor(failure.tensor).buffer == Buffer::sbuf) {
       relieve_sbuf(k, live, failure);

@@ -97,6 +97,13 @@ def tensor_spec(x, loc):
     return None
 
 
+def _max_cached_instructions():
+    """Programs larger than this are not written to the disk cache: at about 180 bytes of text per
+    instruction, writing one and parsing it back cost as much as tracing (rolled loops) and
+    lowering it again (docs/jit.md)."""
+    return int(os.environ.get("KNIT_CACHE_MAX_INSTRUCTIONS", 250_000))
+
+
 class Compiled:
     """A traced, verified kernel for one set of argument shapes/dtypes/constants and a target.
     ``.ir`` is its IR text, ``.asm`` the engine program's disassembly and ``.stats`` its
@@ -137,6 +144,8 @@ class Compiled:
         the disk cache, so another process loads it instead of tracing and lowering)."""
         if self._program is None:
             self._program = _trace.core_call(self.core.lower)
+            if self.core.num_instructions > _max_cached_instructions():
+                return self._program
             _program_cache.store(self._disk_name, self._program, {
                 "positions": self._param_positions, "num_outputs": self._num_outputs, "single": self._single,
                 "prints": self._prints, "output_shapes": self._output_shapes}, self._constants)

@@ -335,3 +335,19 @@ def test_legacy_psum_read_inside_the_body_unrolls(monkeypatch):
     assert compiled.trace_info["unrolled_loops"], compiled.trace_info
     parts = [lhsT[k * 128:(k + 1) * 128].T.astype(np.float64) @ rhs[k * 128:(k + 1) * 128] for k in range(4)]
     np.testing.assert_allclose(compiled(lhsT, rhs), np.cumsum(parts, axis=0), rtol=1e-4, atol=1e-3)
+
+
+def test_programs_over_the_instruction_limit_skip_the_disk_cache(monkeypatch, tmp_path):
+    """KNIT_CACHE_MAX_INSTRUCTIONS: a larger program is rebuilt, never written; a smaller one is."""
+    from knit import _program_cache
+
+    a = np.random.default_rng(6).standard_normal((512, 64)).astype(np.float32)
+    monkeypatch.setenv("KNIT_CACHE_DIR", str(tmp_path))
+    for limit, stored in (("11", False), ("12", True)):  # tiled_copy here: 4 tiles x (load, exp, store)
+        monkeypatch.setenv("KNIT_CACHE_MAX_INSTRUCTIONS", limit)
+        for entry in _program_cache.entries():
+            os.remove(entry)
+        compiled = knit.jit(tiled_copy).compile(a)
+        np.testing.assert_allclose(compiled(a), np.exp(a), rtol=1e-6)
+        assert compiled.core.num_instructions == 12
+        assert bool(_program_cache.entries()) == stored

@@ -63,7 +63,7 @@ void add_backward_edges(const ir::Kernel& kernel, const std::vector<Queue>& queu
 // synchronize + engine program: regions, queues in order, and the fewest waits that enforce
 // every dependence (a wait is dropped when earlier waits already imply it). Waits are computed
 // in issue order (body order, unless a backward edge makes an instruction follow a later one).
-EngineProgram build_program(const ir::Kernel& kernel, MemoryPlan plan, const std::vector<Queue>& queues,
+EngineProgram build_program(ir::Kernel kernel, MemoryPlan plan, const std::vector<Queue>& queues,
                             const std::vector<Dependence>& deps);
 
 // Tensors whose live range starts at each body index (the reference interpreter and the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "knit/ir/ir.h"
+#include "knit/ir/liveness.h"
 
 namespace knit::codegen {
 
@@ -23,8 +24,9 @@ namespace knit::codegen {
 // open accumulation group, whose matmul-written flags a copy would clear), the one whose next use
 // is farthest. When SBUF is full and a PSUM spill S is live there, S moves to HBM (through SBUF
 // staging tiles) before any SBUF tensor is spilled. When no tile qualifies, the kernel's capacity
-// error stands, saying why. A kernel that fits is returned unchanged.
-ir::Kernel spill_to_fit(ir::Kernel kernel);
+// error stands, saying why. A kernel that fits is returned unchanged. `final_live`, when given,
+// receives the returned kernel's live ranges (so the caller need not compute them again).
+ir::Kernel spill_to_fit(ir::Kernel kernel, std::vector<ir::LiveRange>* final_live = nullptr);
 
 // One `psum-spill` or `sbuf-spill` warning per spill in a kernel spill_to_fit returned, naming
 // the spilled tensor, its declaration line and the lines where it is copied out and back in.
