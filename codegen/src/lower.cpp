@@ -71,15 +71,29 @@ std::string annotated(const Kernel& k, Note&& note) {
 }  // namespace
 
 EngineProgram lower(const Kernel& input, const LowerOptions& options) {
-  Dumper dump(input, options.debug_dir);
-  // legalize verifies (for the target); the input's own target first, so that an input that
-  // fails there fails as it would without a retarget.
-  const Target target = options.target.value_or(input.target);
-  if (target != input.target) verify(input);
-  if (dump.on()) dump("verify", print(input));
+  Kernel k = input;
+  return lower(std::move(k), options);
+}
 
+EngineProgram lower(Kernel&& input, const LowerOptions& options) {
+  Dumper dump(input, options.debug_dir);
+  // legalize: verified for the target (and for the input's own target first, so that an input
+  // that fails there fails as it would without a retarget). Until build_program takes it over,
+  // `input` is only read, so a user error (verifier, capacity) leaves it as it was.
+  const Target original = input.target, target = options.target.value_or(input.target);
+  if (target != original) verify(input);
+  if (dump.on()) dump("verify", print(input));
+  input.target = target;
   std::vector<LiveRange> live;
-  Kernel k = spill_to_fit(legalize(input, target), &live);
+  std::optional<Kernel> spilled;
+  try {
+    verify(input);
+    spilled = spilled_to_fit(input, &live);
+  } catch (...) {
+    input.target = original;
+    throw;
+  }
+  Kernel k = spilled ? std::move(*spilled) : std::move(input);
   if (dump.on()) dump("legalize", print(k));
 
   MemoryPlan plan = allocate(k, live);

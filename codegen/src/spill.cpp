@@ -305,6 +305,16 @@ std::vector<Victim> sbuf_victims_in_one_pass(const Kernel& k, const std::vector<
 
 }  // namespace
 
+std::optional<Kernel> spilled_to_fit(const Kernel& k, std::vector<LiveRange>* final_live) {
+  std::vector<LiveRange> live = live_ranges(k, match_blocks(k));
+  AllocationFailure failure;
+  if (sbuf_victims_in_one_pass(k, live, failure).empty() && failure.tensor < 0) {
+    if (final_live) *final_live = std::move(live);
+    return std::nullopt;
+  }
+  return spill_to_fit(k, final_live);
+}
+
 Kernel spill_to_fit(Kernel k, std::vector<LiveRange>* final_live) {
   const size_t limit = 4 * k.body.size() + 64;  // each spill shortens a live range; this is a backstop
   for (size_t round = 0;; ++round) {

@@ -143,7 +143,10 @@ class Compiled:
         """The engine program (codegen pipeline output), built on first use (and then written to
         the disk cache, so another process loads it instead of tracing and lowering)."""
         if self._program is None:
-            self._program = _trace.core_call(self.core.lower)
+            # The program takes the traced kernel over (one copy in memory, not two); from here
+            # on .core is the program's kernel, with any spill copies lowering added.
+            self._program = _trace.core_call(self.core.lower_consuming)
+            self.core = self._program.kernel
             if self.core.num_instructions > _max_cached_instructions():
                 return self._program
             _program_cache.store(self._disk_name, self._program, {

@@ -384,7 +384,15 @@ void bind_builder(py::module_& m) {
             py::gil_scoped_release release;
             return codegen::lower(k, options);
           },
-          py::arg("target") = py::none(), "Run the codegen pipeline; returns the EngineProgram");
+          py::arg("target") = py::none(), "Run the codegen pipeline; returns the EngineProgram")
+      .def(
+          "lower_consuming",
+          [](ir::Kernel& k) {
+            py::gil_scoped_release release;
+            return codegen::lower(std::move(k), {});
+          },
+          "lower() that takes the kernel over instead of copying it (half the peak memory): this kernel "
+          "is left empty; the program's .kernel is it, spills included");
 
   py::class_<codegen::EngineProgram>(m, "EngineProgram")
       .def_property_readonly("asm", &codegen::EngineProgram::disassemble)
@@ -412,8 +420,10 @@ void bind_builder(py::module_& m) {
           },
           "Per body instruction: (opcode, file, line); timelines name instructions by their index here")
       .def_property_readonly(
-          "kernel", [](const codegen::EngineProgram& p) { return p.kernel; },
-          "The traced kernel the program was lowered from (a copy)")
+          "kernel", [](const codegen::EngineProgram& p) -> const ir::Kernel& { return p.kernel; },
+          py::return_value_policy::reference_internal,
+          "The kernel the program was lowered from (spills included): a read-only reference that keeps "
+          "the program alive")
       .def("stats",
            [](const codegen::EngineProgram& p) {
              const codegen::ProgramStats s = p.stats();

@@ -23,6 +23,9 @@ struct LowerOptions {
 };
 
 EngineProgram lower(const ir::Kernel& kernel, const LowerOptions& options = {});
+// The same, taking the kernel over (no copy): `kernel` may be left empty, but lowering failing
+// with a user error (the verifier's, a capacity error) leaves it as it was.
+EngineProgram lower(ir::Kernel&& kernel, const LowerOptions& options = {});
 
 // ---- The passes, each usable on its own (tests feed them directly) -------------------------
 

@@ -4,6 +4,7 @@
 // compiler spills an over-subscribed PSUM or SBUF the same way (docs/codegen.md, "Spilling").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ namespace knit::codegen {
 // error stands, saying why. A kernel that fits is returned unchanged. `final_live`, when given,
 // receives the returned kernel's live ranges (so the caller need not compute them again).
 ir::Kernel spill_to_fit(ir::Kernel kernel, std::vector<ir::LiveRange>* final_live = nullptr);
+// The same without a copy when nothing needs spilling (nullopt: `kernel` fits as it is); a
+// capacity error leaves `kernel` untouched.
+std::optional<ir::Kernel> spilled_to_fit(const ir::Kernel& kernel, std::vector<ir::LiveRange>* final_live);
 
 // One `psum-spill` or `sbuf-spill` warning per spill in a kernel spill_to_fit returned, naming
 // the spilled tensor, its declaration line and the lines where it is copied out and back in.
