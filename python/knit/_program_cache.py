@@ -173,13 +173,6 @@ def store(name, program, meta, constants):
                       + arrays.getvalue())
 
 
-def entries():
-    """The program entries and their temporary files (a write in progress or abandoned)."""
-    if not (folder := directory()):
-        return []
-    return glob.glob(os.path.join(folder, "*" + _SUFFIX)) + glob.glob(os.path.join(folder, "*" + _SUFFIX + ".tmp.*"))
-
-
 def _sources(ir_text):
     """The source files the trace's instructions and tensors come from."""
     return sorted(set(re.findall(r'@ "([^"]+)":\d+', ir_text)))

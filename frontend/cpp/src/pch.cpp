@@ -49,7 +49,10 @@ std::string knit_header() {
 // last rename wins; readers never see a partial one.
 std::string build_pch(const fs::path& path, const std::vector<std::string>& base_flags, const std::string& header) {
   std::error_code ec;
-  if (fs::exists(path)) return path.string();
+  if (fs::exists(path)) {
+    fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used: the cache's eviction order
+    return path.string();
+  }
   fs::create_directories(path.parent_path(), ec);
   const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
   std::vector<std::string> args(base_flags);
