@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _program_cache, _schedule, _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
+from ._keywords import ArgumentTypeError
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import JitFallbackWarning, user_error
@@ -500,6 +501,7 @@ def _not_a_tensor(e, kernel, names, args, kwargs):
     where = (tb.tb_frame.f_code.co_filename, tb.tb_lineno, 0)
     err = user_error("argument-type", f"kernel {kernel}: argument '{param}' is a {type(obj).__name__}, but the kernel "
                      f"uses it as a tensor (.{e.name}); pass an array (a NumPy array or a torch tensor)", where)
-    out = TypeError(str(err))
-    out.rule, out.file, out.line = err.rule, err.file, err.line  # type: ignore[attr-defined]
+    out = ArgumentTypeError(str(err))
+    for attr in ("kind", "rule", "message", "file", "line", "column"):
+        setattr(out, attr, getattr(err, attr))
     return out
