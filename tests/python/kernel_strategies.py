@@ -23,7 +23,7 @@ partitions may work on a quadrant-aligned window of partitions. Tile dtypes: flo
 float16, int32 (conversions round and saturate). Inputs are float32 in [-2, 2]; sqrt, rsqrt and
 log of negatives give NaN, which every execution must encode alike. `invalid_kernels` breaks one rule on purpose
 (mismatched shapes, a window past the tile, a partition count over 128, a matmul whose
-contraction partitions differ)."""
+contraction partitions differ, a device while loop that never ends)."""
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,7 +134,7 @@ def valid_kernels(draw, max_steps=6):
     return spec
 
 
-INVALID = ("tt-shapes", "window-past-end", "too-many-partitions", "matmul-contraction", "dma-shapes")
+INVALID = ("tt-shapes", "window-past-end", "too-many-partitions", "matmul-contraction", "dma-shapes", "runaway-loop")
 
 
 @st.composite
@@ -226,6 +226,12 @@ def _break(rule, tiles, p, f):
         nisa.memset(dst=half, value=1.0)
         acc = nl.ndarray((1, f), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=acc, stationary=a[:, 0:1], moving=half)
+    elif rule == "runaway-loop":  # a device while loop whose condition never becomes 0
+        def body(cond):
+            nisa.tensor_scalar(dst=b[:, 0:1], data=b[:, 0:1], op0=nl.add, operand0=1.0)
+            return cond
+
+        nl.while_loop(1, body)
     else:
         nisa.dma_copy(dst=a[:, 0:1], src=b)
 

@@ -60,6 +60,9 @@ def test_invalid_kernels_raise_knit_errors(case):
     spec, rule = case
     kernel = build_kernel(spec, breaking=rule)
     x, y = spec.inputs()
+    os.environ["KNIT_MAX_INSTRUCTIONS"] = "20000"  # (restored by the fixture's monkeypatch)
     with pytest.raises((knit.NkiValidationError, knit.KnitRuntimeError)) as info:
         knit.compile(kernel, x, y).run(x, y, schedule="random")
     assert info.value.file and info.value.file.endswith("kernel_strategies.py"), str(info.value)
+    if rule == "runaway-loop":
+        assert info.value.rule == "instruction-limit" and "while loop" in str(info.value)
