@@ -99,22 +99,20 @@ int write_atomically(const std::string& file, std::string_view bytes) {
   return error;
 }
 
-// Cache directories this process could not write: it writes no more entries there.
+// Cache directories this process could not write: it writes no more entries there. Both of
+// Knit's extension modules (knit._core, knit._cppc) have a copy of this file, so the last one
+// recorded is also in the process's environment, tagged with its pid (a child process checks for
+// itself): the process warns once, and neither module keeps trying.
 std::mutex unwritable_mutex;
 std::set<std::string> unwritable_roots;
+constexpr const char* kUnwritableVariable = "KNIT_UNWRITABLE_CACHE";
 
-bool is_unwritable(const std::string& root) {
-  std::lock_guard lock(unwritable_mutex);
-  return unwritable_roots.contains(root);
-}
-
-void mark_unwritable(const std::string& root, int error) {
-  std::lock_guard lock(unwritable_mutex);
-  if (!unwritable_roots.insert(root).second) return;
-  std::fprintf(stderr,
-               "knit: warning: cannot write the cache directory %s (%s); this process continues without "
-               "caching what it compiles (free space or fix its permissions, or set KNIT_CACHE_DIR)\n",
-               root.c_str(), std::strerror(error));
+bool unwritable_locked(const std::string& root) {
+  if (unwritable_roots.contains(root)) return true;
+  const char* noted = std::getenv(kUnwritableVariable);
+  if (!noted || std::string(noted) != std::to_string(::getpid()) + " " + root) return false;
+  unwritable_roots.insert(root);
+  return true;
 }
 
 constexpr std::string_view kFolders[] = {"objects", "programs", "pch"};
@@ -148,6 +146,22 @@ std::optional<size_t> payload_offset(std::string_view bytes, std::string_view ke
 std::string content_hash(std::string_view bytes) {
   const auto digest = sha256(bytes);
   return llvm::toHex(llvm::ArrayRef<uint8_t>(digest.data(), digest.size()), /*LowerCase=*/true);
+}
+
+bool cache_unwritable(const std::string& root) {
+  std::lock_guard lock(unwritable_mutex);
+  return unwritable_locked(root);
+}
+
+void note_cache_unwritable(const std::string& root, int error) {
+  std::lock_guard lock(unwritable_mutex);
+  if (unwritable_locked(root)) return;
+  unwritable_roots.insert(root);
+  ::setenv(kUnwritableVariable, (std::to_string(::getpid()) + " " + root).c_str(), 1);
+  std::fprintf(stderr,
+               "knit: warning: cannot write the cache directory %s (%s); this process continues without "
+               "caching what it compiles (free space or fix its permissions, or set KNIT_CACHE_DIR)\n",
+               root.c_str(), std::strerror(error));
 }
 
 uint64_t cache_size_cap() {
@@ -280,12 +294,12 @@ std::optional<std::string> DiskCache::load(std::string_view key) {
 }
 
 bool DiskCache::store(std::string_view key, std::string_view payload) {
-  if (is_unwritable(root_)) return false;
+  if (cache_unwritable(root_)) return false;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   const int error = ec ? ec.value() : write_atomically(path(key), encode_entry(key, payload));
   // ENOENT: the temporary file went (`knit cache clear` meanwhile); the folder itself is fine.
-  if (error && error != ENOENT) mark_unwritable(root_, error);
+  if (error && error != ENOENT) note_cache_unwritable(root_, error);
   if (error) return false;
   evict_least_recently_used(root_, cache_size_cap());
   return true;

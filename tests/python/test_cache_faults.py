@@ -188,3 +188,33 @@ def test_the_size_cap_evicts_the_least_recently_used_files(tmp_path, warm):
     on_disk = sum(p.stat().st_size for p in knit_files(tmp_path) if p != notes)
     assert info["total_bytes"] == on_disk <= 1 << 20
     assert info["programs"] == 2 and info["entries"] == len(list(objects.glob("*.o")))
+
+
+CPP_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import knit.cpp
+    a, b = np.full((130, 64), 1.5, np.float32), np.arange(130 * 64, dtype=np.float32).reshape(130, 64)
+    for _ in range(2):  # the second load tries no header build and no write: the folder is known
+        kernels = knit.cpp.load("examples/kernels/cpp/tensor_add.cpp")
+        np.testing.assert_array_equal(kernels.tensor_add(a, b), a + b)
+    print(json.dumps({"from_cache": kernels.from_cache}))
+""")
+
+
+@pytest.mark.slow
+def test_a_cpp_kernel_file_in_a_read_only_cache_compiles_with_one_warning(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o555)
+    try:
+        done = subprocess.run([sys.executable, "-c", CPP_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                              timeout=600, preexec_fn=without_root_override,
+                              env=environment(cache, KNIT_PREBUILT_PCH="0"))  # the header goes to the cache too
+    finally:
+        cache.chmod(0o755)
+    report = finish(done.returncode, done.stdout, done.stderr)
+    assert report["from_cache"] is False
+    (warning,) = report["warnings"]
+    assert f"cannot write the cache directory {cache}" in warning
+    assert knit_files(cache) == []

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 
@@ -91,8 +92,17 @@ std::string knit_pch(const std::vector<std::string>& base_flags) {
   if (const std::string dir = prebuilt_dir(); !dir.empty() && fs::exists(fs::path(dir) / name))
     return (fs::path(dir) / name).string();
   const std::string cache = codegen::cache_directory();
-  if (cache.empty()) return "";
-  return build_pch(fs::path(cache) / "pch" / name, base_flags, header);
+  if (cache.empty() || codegen::cache_unwritable(cache)) return "";
+  const fs::path path = fs::path(cache) / "pch" / name;
+  std::error_code ec;
+  if (!fs::exists(path)) {  // building it takes seconds: not into a folder that cannot take it
+    fs::create_directories(path.parent_path(), ec);
+    if (ec || ::access(path.parent_path().c_str(), W_OK) != 0) {
+      codegen::note_cache_unwritable(cache, ec ? ec.value() : errno);
+      return "";
+    }
+  }
+  return build_pch(path, base_flags, header);
 }
 
 std::string precompile_header() {

@@ -44,6 +44,11 @@ inline constexpr std::string_view kEntryFormat = "KNITENT1";
 // Larger files are not read (a cache entry is an object or a program, far below this).
 constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
 
+// Whether this process failed to write into cache directory `root` (then it writes no more
+// there); note_cache_unwritable records such a failure (errno `error`), with one warning.
+bool cache_unwritable(const std::string& root);
+void note_cache_unwritable(const std::string& root, int error);
+
 // The cap on the bytes of a cache directory's folders: $KNIT_CACHE_MAX_MB mebibytes, default
 // kDefaultCacheMaxMB; 0 means no cap. Any other value (not a whole number) gets one warning and
 // the default.
