@@ -2,14 +2,15 @@
 
 A kernel is described as plain data (a KernelSpec: shapes and a list of steps) so that hypothesis
 can shrink a failing one to a small example, and `build_kernel` turns the description into a
-@knit.jit kernel. Every step writes a fresh SBUF tile of shape [P, F] in full (a memset, then
-the step writes a window of it), so a valid kernel never reads never-written memory:
+@knit.jit kernel. Every step but `inplace` writes a fresh SBUF tile of shape [P, F] in full (a
+memset, then the step writes a window of it), so a valid kernel never reads never-written memory:
 
   tt      nisa.tensor_tensor over column windows of two tiles (vector or gpsimd engine)
   ts      nisa.tensor_scalar with one or two (op, constant) pairs
   act     nisa.activation with a scale and a bias constant
   reduce  nisa.tensor_reduce of a window into one column
-  matmul  nisa.nc_matmul of two windows into PSUM, copied back (partitions 0..M)
+  matmul  nisa.nc_matmul of two windows into PSUM (once, or twice accumulating), copied back
+          (partitions 0..M)
   dma     nisa.dma_copy of a window (SBUF to SBUF, strided source allowed)
   copy    nisa.tensor_copy converting to the tile's dtype
   select  nisa.affine_select: a mask from an affine expression of (partition, column)
@@ -17,6 +18,8 @@ the step writes a window of it), so a valid kernel never reads never-written mem
 
   gather  rows of an input gathered from HBM (indirect DMA, indices from nisa.iota)
   hbm     a round trip through a private HBM tensor, reading a window back
+  inplace tensor_tensor writing a window of an existing tile from windows of the same tile
+          (overlapping or not): no new tile; later steps see the tile as it is then
 
 Windows: a column offset and width per operand, or a stride-2 window; compute steps on 128
 partitions may work on a quadrant-aligned window of partitions. Tile dtypes: float32, bfloat16,
@@ -67,7 +70,7 @@ def steps(draw, p, f, dtypes):
     """One step over the tiles so far (their dtypes: 2 inputs first); returns its description."""
     tiles = len(dtypes)
     kind = draw(st.sampled_from(("tt", "ts", "act", "reduce", "matmul", "dma", "copy", "select", "loop", "gather",
-                                 "hbm")))
+                                 "hbm", "inplace")))
     src = lambda: draw(st.integers(0, tiles - 1))  # noqa: E731
     dtype = draw(st.sampled_from(DTYPES))
     fill = draw(st.sampled_from((0.0, 1.0, -3.0 if dtype == "int32" else -3.5)))  # memset: ints for int tiles
@@ -94,13 +97,13 @@ def steps(draw, p, f, dtypes):
                     out=(draw(st.integers(0, f - 1)), 1, 1))
     if kind == "matmul":
         m = draw(st.integers(1, min(p, f)))
-        n = draw(st.integers(1, f))
+        n = draw(st.integers(1, min(f, 512)))  # one PSUM bank of fp32
         # NKI: float inputs only, both fp32 or neither
         a = draw(st.sampled_from([i for i, d in enumerate(dtypes) if d != "int32"]))
         b = draw(st.sampled_from([i for i, d in enumerate(dtypes) if d != "int32" and (d == "float32") ==
                                   (dtypes[a] == "float32")]))
         return dict(common, kind=kind, a=a, b=b, wa=_window(draw, f, m), wb=_window(draw, f, n),
-                    out=(draw(st.integers(0, f - n)), n, 1), m=m)
+                    out=(draw(st.integers(0, f - n)), n, 1), m=m, again=draw(st.booleans()))
     if kind == "dma":
         return dict(common, kind=kind, a=src(), wa=_window(draw, f, width))
     if kind == "copy":
@@ -113,6 +116,9 @@ def steps(draw, p, f, dtypes):
         cm = draw(st.sampled_from((0, 1, -1)))
         offset = {0: draw(st.integers(0, p - 1)), 1: 0, -1: p - 1}[cm]
         return dict(common, kind=kind, table=draw(st.integers(0, 1)), cm=cm, offset=offset, out=(0, f, 1))
+    if kind == "inplace":  # tile a's window = op(a's window, b's window): the windows may overlap
+        return dict(common, kind=kind, a=src(), b=src(), wa=_window(draw, f, width), wb=_window(draw, f, width),
+                    op=draw(st.sampled_from(ALU)))
     if kind == "hbm":  # through a private HBM tensor and back, a window of it
         return dict(common, kind=kind, a=src(), wa=_window(draw, f, width))
     chunk = draw(st.sampled_from([c for c in (1, 2, 4) if f % c == 0]))
@@ -123,12 +129,13 @@ def steps(draw, p, f, dtypes):
 @st.composite
 def valid_kernels(draw, max_steps=6):
     p = draw(st.sampled_from((8, 32, 128)))
-    f = draw(st.sampled_from((4, 8, 12, 16)))
+    f = draw(st.sampled_from((4, 8, 12, 16, 16, 520)))  # 128 x 520 >= 2^16: the native path splits by rows
     spec = KernelSpec(p, f, seed=draw(st.integers(0, 2**16)))
     dtypes = ["float32", "float32"]
     for _ in range(draw(st.integers(1, max_steps))):
         spec.steps.append(draw(steps(p, f, dtypes)))
-        dtypes.append(spec.steps[-1]["dtype"])
+        step = spec.steps[-1]
+        dtypes.append(dtypes[step["a"]] if step["kind"] == "inplace" else step["dtype"])  # inplace: tile a again
     tiles = 2 + len(spec.steps)
     spec.outputs = tuple(draw(st.lists(st.integers(2, tiles - 1), min_size=1, max_size=2, unique=True)))
     return spec
@@ -186,7 +193,8 @@ def _emit(step, tiles, inputs, p, f):
     elif kind == "matmul":
         m, n = step["m"], step["out"][1]
         acc = nl.ndarray((m, n), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=acc, stationary=_cols(a, step["wa"]), moving=_cols(tiles[step["b"]], step["wb"]))
+        for _ in range(2 if step["again"] else 1):  # the second one accumulates into the PSUM tile
+            nisa.nc_matmul(dst=acc, stationary=_cols(a, step["wa"]), moving=_cols(tiles[step["b"]], step["wb"]))
         nisa.tensor_copy(dst=_cols(dst[0:m, :], step["out"]), src=acc)
     elif kind in ("dma", "copy"):
         (nisa.dma_copy if kind == "dma" else nisa.tensor_copy)(dst=out, src=_cols(a, step["wa"]))
@@ -199,6 +207,10 @@ def _emit(step, tiles, inputs, p, f):
         nisa.iota(dst=idx, pattern=[[0, 1]], offset=step["offset"], channel_multiplier=step["cm"])
         table = inputs[step["table"]]
         nisa.dma_copy(dst=dst, src=table.ap([[f, p], [1, f]], offset=0, vector_offset=idx, indirect_dim=0))
+    elif kind == "inplace":  # no new tile: writes into tile a, read by later steps as it is then
+        nisa.tensor_tensor(dst=_cols(a, step["out"]), data1=_cols(a, step["wa"]), data2=_cols(tiles[step["b"]],
+                           step["wb"]), op=getattr(nl, step["op"]))
+        return a
     elif kind == "hbm":
         scratch = nl.ndarray((p, f), a.dtype, buffer=nl.hbm)
         nisa.dma_copy(dst=scratch, src=a)
