@@ -7,7 +7,7 @@ hang (a device loop is bounded by KNIT_MAX_INSTRUCTIONS).
 
 The reference interpreter is the independent model here: it executes the IR one instruction at a
 time in program order, sharing no code with the native bodies or the engine scheduler.
-KNIT_FUZZ_EXAMPLES sets the number of kernels per property (default 25: ~20 s)."""
+KNIT_FUZZ_EXAMPLES sets the number of kernels per property (default 60: ~15 s)."""
 import os
 import warnings
 
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 import knit  # noqa: E402
 from kernel_strategies import build_kernel, invalid_kernels, valid_kernels  # noqa: E402
 
-EXAMPLES = int(os.environ.get("KNIT_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("KNIT_FUZZ_EXAMPLES", "60"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
