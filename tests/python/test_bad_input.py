@@ -71,3 +71,36 @@ def test_an_argument_that_is_not_a_tensor_is_a_type_error_saying_what_is_expecte
     message = str(info.value)
     assert "copies" in message and "'x'" in message and type(arg).__name__ in message, message
     assert "array" in message  # what is expected instead
+
+
+class KernelBug(ValueError):
+    """An error of the kernel's own code."""
+
+
+def test_an_error_of_the_users_own_callback_passes_through_unchanged():
+    """The API's argument boundary converts bare errors of Knit's argument handling only: a
+    ValueError raised by the user's branch function that nl.if_else calls is the user's own."""
+
+    @nki.jit
+    def branches(x):
+        def then():
+            raise KernelBug("the kernel's own mistake")
+
+        nl.if_else(True, then)
+        return x
+
+    with pytest.raises(KernelBug, match="own mistake"):
+        branches(np.zeros((2, 2), np.float32))
+
+
+def test_a_value_knit_cannot_convert_is_an_argument_error_at_the_call():
+    @nki.jit
+    def shaped(x):
+        t = nl.ndarray((128, float("inf")), nl.float32, buffer=nl.sbuf)  # @call
+        return t
+
+    with pytest.raises(ValueError) as info:
+        shaped(np.zeros((2, 2), np.float32))
+    err = info.value
+    assert isinstance(err, nki.NkiValidationError) and err.rule == "argument"
+    assert err.line == line_of(shaped.fn, "# @call") and "nl.ndarray()" in str(err)
