@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _program_cache, _rolled, _schedule, _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
+from ._keywords import ArgumentTypeError
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import JitFallbackWarning, user_error
@@ -384,7 +385,13 @@ class Kernel:
                 trace.shared_created = 0
                 if count > 1:  # each instance is a core of its own (LNC2 sendrecv / core_barrier)
                     _trace.core_call(trace.builder.append, "program", {"id": pid}, loc, "")
-                out = self.fn(*call_args, **kwargs)
+                try:
+                    out = self.fn(*call_args, **kwargs)
+                except AttributeError as e:
+                    error = _not_a_tensor(e, self.fn.__name__, names, args, kwargs)
+                    if error is None:
+                        raise
+                    raise error from e
                 if pid == 0:
                     results = out
             _schedule.apply(trace, self.options.get("schedule", ()), self.options.get("schedule_loc", loc))
@@ -532,3 +539,23 @@ def compile(kernel: Callable[..., Any], *args: Any, target: str | None = None, *
     else trn2); the result's ``.ir`` is the IR text and calling it runs the kernel."""
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     return k.compile(*args, target=target, **kwargs)
+
+
+def _not_a_tensor(e, kernel, names, args, kwargs):
+    """A TypeError at the kernel's line when AttributeError `e` comes from reading a tensor's
+    attribute (x.shape) of an argument that is not an array; None when it comes from elsewhere."""
+    obj = getattr(e, "obj", e)
+    named = [(names[i] if i < len(names) else f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+    param = next((n for n, a in named if a is obj), None)
+    if param is None or _is_array(obj) or isinstance(obj, TensorType):
+        return None
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    where = (tb.tb_frame.f_code.co_filename, tb.tb_lineno, 0)
+    err = user_error("argument-type", f"kernel {kernel}: argument '{param}' is a {type(obj).__name__}, but the kernel "
+                     f"uses it as a tensor (.{e.name}); pass an array (a NumPy array or a torch tensor)", where)
+    out = ArgumentTypeError(str(err))
+    for attr in ("kind", "rule", "message", "file", "line", "column"):
+        setattr(out, attr, getattr(err, attr))
+    return out

@@ -6,15 +6,24 @@ so it is a ``TypeError`` naming the keyword, the function and the closest valid 
 before the call does any work and pointing at the kernel's line like every Knit user error.
 
 The few keywords NKI itself accepts without a parameter of that name are listed once, in
-``IGNORED`` and ``LEGACY_ONLY`` below."""
+``IGNORED`` and ``LEGACY_ONLY`` below.
+
+The same wrapper is the API's argument boundary: a value a function cannot use (a string for a
+shape, inf for a size, 2**63 for an index, a tensor where a flag belongs) may fail deep inside a
+conversion as a bare Python or pybind11 error; the wrapper re-raises it as ArgumentTypeError /
+ArgumentValueError (NkiValidationError and TypeError / ValueError at once) at the kernel's line,
+naming the function. Errors raised by the user's own code called back from the API (an
+``nl.if_else`` branch) pass through unchanged."""
 import difflib
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ._source import user_location
-from .errors import NkiValidationError, user_error
+from ._source import _inside_knit, user_location
+from .errors import KnitError, NkiValidationError, user_error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,6 +40,75 @@ LEGACY_ONLY: tuple[str, ...] = ("mask",)
 
 class UnknownKeywordError(NkiValidationError, TypeError):
     """A call passed a keyword argument the function does not have."""
+
+
+class ArgumentTypeError(NkiValidationError, TypeError):
+    """An API function got an argument of a kind it cannot use."""
+
+
+class ArgumentValueError(NkiValidationError, ValueError):
+    """An API function got an argument of the right kind with a value it cannot use."""
+
+
+# Bare errors of argument conversion, and the public error each becomes.
+_CONVERTED: dict[type[Exception], type[NkiValidationError]] = {
+    TypeError: ArgumentTypeError, AttributeError: ArgumentTypeError, ValueError: ArgumentValueError,
+    OverflowError: ArgumentValueError, KeyError: ArgumentValueError, IndexError: ArgumentValueError}
+_BARE = tuple(_CONVERTED)
+_LIBRARY_DIRS = tuple({os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _from_user_code(tb: Any) -> bool:
+    """Whether a traceback (from the API wrapper inward) passes through the user's own code: a
+    callback the API called. Knit's files and installed libraries (NumPy) are not the user's."""
+    tb = tb.tb_next  # the wrapper's own frame
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        library = name.startswith("<") or os.path.abspath(name).startswith(_LIBRARY_DIRS)
+        if not _inside_knit(name) and not library:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _converted(api_name: str, e: Exception) -> NkiValidationError | None:
+    """The public error for bare error `e` that an argument caused in `api_name`, at the user's
+    line; None when `e` is already Knit's or comes from the user's own code."""
+    if isinstance(e, KnitError) or _from_user_code(e.__traceback__):
+        return None
+    cls = next(c for base, c in _CONVERTED.items() if isinstance(e, base))
+    text = str(e) if not isinstance(e, KeyError) else repr(e.args[0]) if e.args else "KeyError"
+    if "Unable to cast" in text or "incompatible function arguments" in text:  # pybind11's words
+        text = "an argument's value is out of range or of the wrong kind for Knit's core"
+    base = user_error("argument", f"{api_name}(): {text}", user_location())
+    err = cls(str(base))
+    for attr in ("kind", "rule", "message", "file", "line", "column"):
+        setattr(err, attr, getattr(base, attr))
+    return err
+
+
+def argument_boundary(api_name: str, check_keywords: Callable[[dict[str, Any]], None] | None = None
+                      ) -> Callable[[F], F]:
+    """Decorator: a bare error of argument conversion escaping the function (not one from the
+    user's own callback) becomes ArgumentTypeError / ArgumentValueError at the kernel's line.
+    `check_keywords` sees (and may edit) the keyword arguments first. One wrapper frame, so the
+    API's warnings keep their stacklevel."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if check_keywords is not None and kwargs:
+                check_keywords(kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except _BARE as e:
+                if (public := _converted(api_name, e)) is None:
+                    raise
+                raise public from e
+
+        return call  # type: ignore[return-value]
+
+    return decorate
 
 
 def _valid_names(fn: Callable[..., Any]) -> frozenset[str]:
@@ -70,18 +148,17 @@ def checked(prefix: str, current_api: bool = True) -> Callable[[F], F]:
         valid = _valid_names(fn)
         extra = ignored | legacy
 
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if kwargs and not valid.issuperset(kwargs):
+        def check_keywords(kwargs: dict[str, Any]) -> None:
+            if not valid.issuperset(kwargs):
                 for name in [k for k in kwargs if k not in valid]:
                     if name not in extra:
                         raise unknown_keyword(api_name, name, valid)
                     if name in legacy and kwargs[name] is not None:
                         raise _legacy_keyword(api_name, name)
                     del kwargs[name]
-            return fn(*args, **kwargs)
 
+        call = argument_boundary(api_name, check_keywords)(fn)
         call.__knit_keywords__ = valid | extra  # type: ignore[attr-defined]
-        return call  # type: ignore[return-value]
+        return call
 
     return decorate

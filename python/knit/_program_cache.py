@@ -172,11 +172,6 @@ def store(name, program, meta, constants):
                       + arrays.getvalue())
 
 
-def entries():
-    """The program entries and their temporary files (a write in progress or abandoned)."""
-    if not (folder := directory()):
-        return []
-    return glob.glob(os.path.join(folder, "*" + _SUFFIX)) + glob.glob(os.path.join(folder, "*" + _SUFFIX + ".tmp.*"))
 
 
 _hashes: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256

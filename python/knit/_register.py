@@ -261,5 +261,8 @@ def int_operand(value, what, loc):
     if isinstance(value, RegExpr):
         return value.operand()
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if not -(2**31) <= int(value) < 2**31:
+            raise user_error("operand", f"{what} = {int(value)} does not fit a 32-bit register "
+                             f"({-(2**31)} .. {2**31 - 1})", loc)
         return int(value)
     raise user_error("operand", f"{what} must be an int or a register, got {type(value).__name__}", loc)

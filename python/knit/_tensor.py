@@ -13,6 +13,7 @@ import numpy as np
 from . import _core, _trace
 from ._buffers import buffer_named, check_buffer, sbuf, shared_hbm
 from ._dtypes import ALL, storage_dtype, to_dtype
+from ._keywords import argument_boundary
 from ._operators import OPS
 from ._promotion import promote, scalar_dtype
 from ._register import RegExpr, VirtualRegister, check_subscript, needs_value, new_register
@@ -426,6 +427,17 @@ class NkiTensor:
             "the truth value of an NkiTensor depends on runtime data; Python control flow cannot branch "
             "on tensor values (compute a mask with nl.* comparisons and use nl.where / nisa.select_reduce)"
         )
+
+
+# A tensor's indexing and view methods are API too: bad arguments are Knit errors at the kernel's line.
+for _method, _label in (("__getitem__", "tensor[...]"), ("__setitem__", "tensor[...] ="), ("ap", "ap"),
+                        ("broadcast", "broadcast"), ("expand_dim", "expand_dim"), ("flatten_dims", "flatten_dims"),
+                        ("permute", "permute"), ("rearrange", "rearrange"), ("reshape", "reshape"),
+                        ("reshape_dim", "reshape_dim"), ("select", "select"), ("slice", "slice"),
+                        ("squeeze_dim", "squeeze_dim"), ("view", "view"), ("reinterpret_cast", "view"),
+                        ("vector_select", "vector_select")):
+    _label = _label if _label.startswith("tensor") else f"NkiTensor.{_label}"
+    setattr(NkiTensor, _method, argument_boundary(_label)(getattr(NkiTensor, _method)))
 
 
 # ---- element-wise arithmetic (nki-api.md §2.5, G2 rules) ---------------------------------------

@@ -82,3 +82,8 @@ def core_call(fn, *args):
         if getattr(e, "rule", "") == _core.ROLLED_ESCAPE_RULE:
             raise cannot_roll([int(e.message)]) from None
         raise public_error(e) from None
+    except RuntimeError as e:  # pybind11's cast_error: a value the core's C++ types cannot hold
+        if "Unable to cast" not in str(e):
+            raise
+        raise TypeError("a value is out of range or of the wrong kind for Knit's core (an int beyond 64 bits, a "
+                        "tuple or string where a number belongs)") from None

@@ -4,30 +4,37 @@ The directory is $KNIT_CACHE_DIR, else $XDG_CACHE_HOME/knit, else ~/.cache/knit;
 turns the cache off. Entries are keyed by a content hash of what changes the code (Knit's
 version, the instruction-body library, LLVM's version, the host CPU and its features, and the
 instruction shapes), written atomically and checked on load, so stale or corrupt entries are
-never used. From the shell: ``python -c "import knit; knit.cache.clear()"``.
+never used. The folders share a size cap, KNIT_CACHE_MAX_MB (default 1024; 0: none): after each
+write the least recently used files go. From the shell: ``knit cache info`` / ``knit cache clear``.
 """
 import os
-import re
 from typing import Any
 
-from . import _core, _program_cache
+from . import _core
 
-# What Knit writes in the cache directory: <sha256>.o entries in objects/, precompiled headers
-# <sha256>.pch in pch/ (C++ kernel files, docs/cpp.md), and their temporary files.
-_ENTRY = re.compile(r"^[0-9a-f]{64}\.(o|pch)(\.tmp\.\d+(\.\d+)?)?$")
+
+def directory() -> str:
+    """The cache directory (the folder holding objects/, programs/ and pch/), "" when off."""
+    objects = _core.native_cache_stats()["directory"]
+    return os.path.dirname(objects) if objects else ""
 
 
 def info() -> dict[str, Any]:
-    """dict: the compiled-objects directory ("" when off), the number of entries and bytes of
-    compiled objects (precompiled C++ headers included) and of cached programs, and what this
-    process compiled / loaded from the cache / rejected as corrupt."""
+    """dict: the compiled-objects directory ("" when off); the number of entries and bytes of
+    compiled objects (precompiled C++ headers included) and of cached programs; the whole cache's
+    files and bytes and its cap (`cap_bytes`, 0: none); and what this process compiled / loaded
+    from the cache / rejected as corrupt."""
     stats = dict(_core.native_cache_stats())
-    objects = _entries(stats["directory"]) + _entries(_pch_directory(stats["directory"]))
-    programs = _program_cache.entries()
+    files = _core.cache_files(directory())
+    programs = [f for f in files if os.path.basename(os.path.dirname(f[0])) == "programs"]
+    objects = [f for f in files if f not in programs]
     stats["entries"] = len(objects)
-    stats["bytes"] = sum(_size(p) for p in objects)
+    stats["bytes"] = sum(f[1] for f in objects)
     stats["programs"] = len(programs)
-    stats["program_bytes"] = sum(_size(p) for p in programs)
+    stats["program_bytes"] = sum(f[1] for f in programs)
+    stats["total_files"] = len(files)
+    stats["total_bytes"] = stats["bytes"] + stats["program_bytes"]
+    stats["cap_bytes"] = _core.cache_size_cap() if directory() else 0
     return stats
 
 
@@ -35,28 +42,10 @@ def clear() -> int:
     """Delete every cache entry (only files Knit wrote); returns how many were removed. Safe while
     other processes run: they recompile what they miss."""
     removed = 0
-    objects = _core.native_cache_stats()["directory"]
-    for path in _entries(objects) + _entries(_pch_directory(objects)) + _program_cache.entries():
+    for path, *_ in _core.cache_files(directory()):
         try:
             os.remove(path)
             removed += 1
         except FileNotFoundError:  # another process removed it first
             pass
     return removed
-
-
-def _size(path):
-    try:
-        return os.path.getsize(path)
-    except OSError:  # removed meanwhile by another process
-        return 0
-
-
-def _pch_directory(objects):
-    return os.path.join(os.path.dirname(objects), "pch") if objects else ""
-
-
-def _entries(directory):
-    if not directory or not os.path.isdir(directory):
-        return []
-    return [os.path.join(directory, n) for n in os.listdir(directory) if _ENTRY.match(n)]

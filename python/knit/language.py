@@ -202,7 +202,11 @@ def shared_constant(constant: np.ndarray | str, dtype: _t.DTypeLike | None = Non
     """A constant baked into the kernel (a NumPy array or the path of a .npy file). Knit passes it
     to the kernel as a hidden read-only HBM argument."""
     loc = user_location()
-    array = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
+    try:
+        array = np.load(constant, allow_pickle=False) if isinstance(constant, str) else np.asarray(constant)
+    except (OSError, ValueError) as e:
+        raise user_error("shared-constant", f"cannot read the constant file {constant!r}: {e}; give a NumPy array "
+                         "or the path of a .npy file", loc) from None
     if dtype is not None:
         array = array.astype(to_dtype(dtype).numpy)
     trace = _trace.current()
@@ -214,7 +218,14 @@ def shared_constant(constant: np.ndarray | str, dtype: _t.DTypeLike | None = Non
 
 @_checked
 def shared_identity_matrix(n: int, dtype: _t.DTypeLike = uint8, dst: object = None) -> NkiTensor:
-    return shared_constant(np.eye(int(n), dtype=to_dtype(dtype).numpy))
+    dt = to_dtype(dtype)
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 0 < n * n * dt.itemsize <= _MAX_CONSTANT_BYTES:
+        raise user_error("shared-constant", f"n = {n!r}: the identity matrix's size must be a positive int, of at "
+                         f"most {_MAX_CONSTANT_BYTES >> 20} MiB", user_location())
+    return shared_constant(np.eye(int(n), dtype=dt.numpy))
+
+
+_MAX_CONSTANT_BYTES = 1 << 30  # an identity matrix Knit builds on the host
 
 
 # ---- loops and SPMD ---------------------------------------------------------------------------

@@ -34,6 +34,17 @@ void bind_disk_cache(py::module_& m) {
       },
       py::arg("directory"), py::arg("suffix"), py::arg("key"), py::arg("payload"),
       "Write the entry <directory>/<key><suffix> atomically; False if it could not be written");
+  m.def(
+      "cache_files",
+      [](const std::string& root) {
+        py::list out;
+        for (const codegen::CacheFile& f : codegen::cache_files(root))
+          out.append(py::make_tuple(f.path, f.bytes, f.used_ns, f.temporary));
+        return out;
+      },
+      py::arg("root"),
+      "Knit's files in the cache directory's folders: (path, bytes, last used in ns, temporary) tuples");
+  m.def("cache_size_cap", &codegen::cache_size_cap, "The cache's size cap in bytes (KNIT_CACHE_MAX_MB; 0: no cap)");
 }
 
 }  // namespace knit::python

@@ -1,6 +1,7 @@
 #include "machine.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -349,7 +350,7 @@ size_t Machine::step(size_t pc) {
   }
   if (is_block(op)) {
     current_ = &inst;
-    count_executed();
+    count_executed(pc);
     for (int id : place_at_[pc])
       if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
     next = control(pc, inst);
@@ -363,17 +364,53 @@ size_t Machine::step(size_t pc) {
   return next;
 }
 
-void Machine::count_executed() {
+void Machine::count_executed(size_t pc) {
   if (options_.on_progress && (executed_ & 4095) == 0) options_.on_progress(executed_);
-  if (++executed_ > options_.max_instructions)
-    fail("instruction-limit", "the kernel executed more than " + std::to_string(options_.max_instructions) +
-                                  " instructions; is a while loop's condition register never cleared?");
+  if (++executed_ > options_.max_instructions) fail_over_budget(pc);
+}
+
+// The error at the innermost while loop around instruction `pc` (the one that ran away, most
+// likely), else at the instruction itself.
+void Machine::fail_over_budget(size_t pc) {
+  const auto& body = kernel_.body;
+  const std::string spent = "the kernel executed more than " + std::to_string(options_.max_instructions) +
+                            " instructions (KNIT_MAX_INSTRUCTIONS)";
+  // Walk back from pc: an `end` before pc closes a block pc is not in (skip to its opener);
+  // any other block opener met is around pc.
+  size_t i = body[pc].opcode() == Opcode::end ? match_[pc] + 1 : pc + 1;
+  while (i-- > 0) {
+    if (body[i].opcode() == Opcode::end) {
+      i = match_[i];
+      continue;
+    }
+    if (body[i].opcode() == Opcode::while_) {
+      current_ = &body[i];
+      fail("instruction-limit", spent +
+                                    " inside this while loop, which has not ended: is its condition register "
+                                    "never set to 0? (raise KNIT_MAX_INSTRUCTIONS if the loop is just long)");
+    }
+  }
+  fail("instruction-limit", spent + "; raise KNIT_MAX_INSTRUCTIONS if the kernel is just long");
+}
+
+int64_t default_instruction_budget() {
+  const char* text = std::getenv("KNIT_MAX_INSTRUCTIONS");
+  if (!text || !*text) return kDefaultInstructionBudget;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(text, &end, 10);
+  if (errno || *end || n <= 0)
+    user_error(SourceLoc{}, "instruction-limit",
+               std::string("KNIT_MAX_INSTRUCTIONS=") + text +
+                   " is not a positive whole number of instructions (unset it for the default, " +
+                   std::to_string(kDefaultInstructionBudget) + ")");
+  return n;
 }
 
 void Machine::execute_at(size_t pc, const std::function<void(const std::vector<codegen::Access>&)>& check) {
   const Instruction& inst = kernel_.body[pc];
   current_ = &inst;
-  count_executed();
+  count_executed(pc);
   for (int id : place_at_[pc])
     if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
   bool dynamic = false;

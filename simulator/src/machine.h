@@ -79,7 +79,8 @@ class Machine : public ExecState {
   // Places the tensors that start living at body[pc], then executes it (registers folded in).
   // `check`, when given, sees the byte ranges the concrete instruction touches before it runs.
   void execute_at(size_t pc, const std::function<void(const std::vector<codegen::Access>&)>& check = {});
-  void count_executed();
+  void count_executed(size_t pc);
+  void fail_over_budget(size_t pc);  // raises (fail)
   size_t run_region(const codegen::Region& region);
   void check_placed(size_t pc, int queue);
   [[noreturn]] void race(const codegen::Access& a, const codegen::Epoch& earlier, bool earlier_wrote, size_t pc,

@@ -131,3 +131,66 @@ TEST_CASE("a cache directory that cannot be written only loses the entry", "[dis
   CHECK_FALSE(cache.load(kA));
   CHECK(cache.rejected == 0);
 }
+
+namespace {
+
+void age(const fs::path& p, int seconds) {  // sets the file's "last used" time `seconds` ago
+  fs::last_write_time(p, fs::file_time_type::clock::now() - std::chrono::seconds(seconds));
+}
+
+struct CapEnv {  // KNIT_CACHE_MAX_MB for one test case
+  explicit CapEnv(const char* mb) { ::setenv("KNIT_CACHE_MAX_MB", mb, 1); }
+  ~CapEnv() { ::unsetenv("KNIT_CACHE_MAX_MB"); }
+};
+
+}  // namespace
+
+TEST_CASE("the cache's size cap evicts least recently used files", "[disk_cache]") {
+  TempDir dir;
+  CapEnv cap("1");  // 1 MiB: three 400 KiB entries do not fit
+  DiskCache objects((dir.path / "objects").string(), ".o"), programs((dir.path / "programs").string(), ".knp");
+  const std::string kC(64, 'c'), big(400 << 10, 'x');
+  REQUIRE(objects.store(kA, big));
+  REQUIRE(programs.store(kB, big));
+  age(objects.path(kA), 30);
+  age(programs.path(kB), 20);
+  write(dir.path / "objects" / "notes.txt", std::string(2 << 20, 'n'));  // not Knit's: never counted
+  const fs::path old_temp = dir.path / "objects" / (kC + ".o.tmp.1.0"),
+                 new_temp = dir.path / "objects" / (kB + ".o.tmp.2.0");
+  write(old_temp, "abandoned");
+  write(new_temp, "in progress");
+  age(old_temp, 2 * 3600);
+  CHECK(knit::codegen::cache_files(dir.path.string()).size() == 4);
+  CHECK(objects.load(kA) == big);   // used now: kB is the least recently used
+  REQUIRE(objects.store(kC, big));  // 1.2 MiB: over the cap
+  CHECK(fs::exists(objects.path(kA)));
+  CHECK(fs::exists(objects.path(kC)));
+  CHECK_FALSE(fs::exists(programs.path(kB)));
+  CHECK_FALSE(fs::exists(old_temp));  // before any entry in use
+  CHECK(fs::exists(new_temp));        // another process's write in progress
+  CHECK(fs::exists(dir.path / "objects" / "notes.txt"));
+  uint64_t total = 0;
+  for (const auto& f : knit::codegen::cache_files(dir.path.string())) total += f.bytes;
+  CHECK(total <= (1u << 20));
+}
+
+TEST_CASE("the cache's size cap comes from KNIT_CACHE_MAX_MB", "[disk_cache]") {
+  CHECK(knit::codegen::cache_size_cap() == knit::codegen::kDefaultCacheMaxMB << 20);
+  {
+    CapEnv cap("0");
+    CHECK(knit::codegen::cache_size_cap() == 0);  // no cap
+  }
+  {
+    CapEnv cap("3");
+    CHECK(knit::codegen::cache_size_cap() == 3u << 20);
+  }
+  for (const char* bad : {"-1", "1.5", "lots", "99999999999999999999"}) {
+    CapEnv cap(bad);
+    CHECK(knit::codegen::cache_size_cap() == knit::codegen::kDefaultCacheMaxMB << 20);
+  }
+  CHECK(knit::codegen::is_cache_file_name(kA + ".knp"));
+  CHECK(knit::codegen::is_cache_file_name(kA + ".pch.tmp.12"));
+  CHECK_FALSE(knit::codegen::is_cache_file_name(kA + ".txt"));
+  CHECK_FALSE(knit::codegen::is_cache_file_name(std::string(64, 'A') + ".o"));
+  CHECK_FALSE(knit::codegen::is_cache_file_name("notes.o"));
+}

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 
@@ -49,7 +50,10 @@ std::string knit_header() {
 // last rename wins; readers never see a partial one.
 std::string build_pch(const fs::path& path, const std::vector<std::string>& base_flags, const std::string& header) {
   std::error_code ec;
-  if (fs::exists(path)) return path.string();
+  if (fs::exists(path)) {
+    fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used: the cache's eviction order
+    return path.string();
+  }
   fs::create_directories(path.parent_path(), ec);
   const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
   std::vector<std::string> args(base_flags);
@@ -88,8 +92,17 @@ std::string knit_pch(const std::vector<std::string>& base_flags) {
   if (const std::string dir = prebuilt_dir(); !dir.empty() && fs::exists(fs::path(dir) / name))
     return (fs::path(dir) / name).string();
   const std::string cache = codegen::cache_directory();
-  if (cache.empty()) return "";
-  return build_pch(fs::path(cache) / "pch" / name, base_flags, header);
+  if (cache.empty() || codegen::cache_unwritable(cache)) return "";
+  const fs::path path = fs::path(cache) / "pch" / name;
+  std::error_code ec;
+  if (!fs::exists(path)) {  // building it takes seconds: not into a folder that cannot take it
+    fs::create_directories(path.parent_path(), ec);
+    if (ec || ::access(path.parent_path().c_str(), W_OK) != 0) {
+      codegen::note_cache_unwritable(cache, ec ? ec.value() : errno);
+      return "";
+    }
+  }
+  return build_pch(path, base_flags, header);
 }
 
 std::string precompile_header() {

@@ -48,13 +48,19 @@ enum class Uninitialized : uint8_t {
   off,    // no checks: never-written bytes read as NaN / 4
 };
 
+// $KNIT_MAX_INSTRUCTIONS (a positive whole number), else kDefaultInstructionBudget; any other
+// value is an error (rule "instruction-limit").
+inline constexpr int64_t kDefaultInstructionBudget = 1'000'000'000;
+int64_t default_instruction_budget();
+
 struct InterpretOptions {
   Uninitialized uninitialized = Uninitialized::report;
   // Receives warnings (poison reaching an output, accumulate on unwritten PSUM, ...).
   // Without a handler, warnings are collected in RunResult::warnings only.
   std::function<void(const std::string&)> on_warning;
-  // Executed-instruction budget: a kernel whose while loop never ends fails instead of hanging.
-  int64_t max_instructions = 1'000'000'000;
+  // Executed-instruction budget: a kernel whose while loop never ends fails instead of hanging,
+  // with an error at the loop's line. Default: $KNIT_MAX_INSTRUCTIONS, else 10^9.
+  int64_t max_instructions = default_instruction_budget();
   // Engine programs only (run_program):
   Backend backend = Backend::jit;
   Schedule schedule = Schedule::round_robin;

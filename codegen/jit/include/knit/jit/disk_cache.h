@@ -12,7 +12,12 @@
 // or device) of at most kMaxEntryBytes, and returns its payload only if the checksum holds and
 // the recorded key is the one asked for: a truncated, corrupted, other-format, swapped or copied
 // entry is a miss, removed (so that it is rebuilt) with a one-line warning on stderr. A cache
-// that cannot be written is only slower: write failures are ignored.
+// that cannot be written (read-only, full) is only slower: the first failed write of a process
+// prints one warning and the process stops writing there.
+//
+// The cache's folders (objects/, programs/, pch/ of the cache directory) share a size cap,
+// KNIT_CACHE_MAX_MB (cache_size_cap): after each write, least-recently-used files go until the
+// total is under the cap. A load that hits marks its entry used (its modification time).
 #pragma once
 
 #include <atomic>
@@ -20,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace knit::codegen {
 
@@ -38,6 +44,33 @@ inline constexpr std::string_view kEntryFormat = "KNITENT1";
 // Larger files are not read (a cache entry is an object or a program, far below this).
 constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
 
+// Whether this process failed to write into cache directory `root` (then it writes no more
+// there); note_cache_unwritable records such a failure (errno `error`), with one warning.
+bool cache_unwritable(const std::string& root);
+void note_cache_unwritable(const std::string& root, int error);
+
+// The cap on the bytes of a cache directory's folders: $KNIT_CACHE_MAX_MB mebibytes, default
+// kDefaultCacheMaxMB; 0 means no cap. Any other value (not a whole number) gets one warning and
+// the default.
+inline constexpr uint64_t kDefaultCacheMaxMB = 1024;
+uint64_t cache_size_cap();
+
+// A file Knit wrote in a cache folder: an entry `<64 hex digits>.<o|knp|pch>` or the temporary
+// file of a write (`<entry>.tmp.*`). Other files in the folders are not Knit's and never touched.
+struct CacheFile {
+  std::string path;
+  uint64_t bytes = 0;
+  int64_t used_ns = 0;  // last written or loaded (modification time)
+  bool temporary = false;
+};
+bool is_cache_file_name(std::string_view name);
+// Knit's files in the folders objects/, programs/ and pch/ of the cache directory `root`.
+std::vector<CacheFile> cache_files(const std::string& root);
+// Removes least-recently-used files of `root` until at most 90% of `cap` bytes remain, if
+// they are over `cap` (the margin spares a scan-and-remove on every write). Temporary files
+// younger than an hour are writes in progress: counted, never removed. Returns files removed.
+int64_t evict_least_recently_used(const std::string& root, uint64_t cap);
+
 class DiskCache {
  public:
   // Entries live in `dir` (created on first write), named key + `suffix`.
@@ -45,7 +78,9 @@ class DiskCache {
 
   // The payload stored under `key`, or nothing (missing, or rejected as above).
   std::optional<std::string> load(std::string_view key);
-  // Writes the entry atomically; false when it could not be written.
+  // Writes the entry atomically, then keeps the cache directory under its cap; false when it
+  // could not be written (after the first such failure in a process, with one warning, the
+  // process writes no more entries into this cache directory).
   bool store(std::string_view key, std::string_view payload);
   // Whether a file exists under `key` (not checked: load() may still reject it).
   bool contains(std::string_view key) const;
@@ -57,7 +92,7 @@ class DiskCache {
 
  private:
   void reject(const std::string& file, const std::string& why);
-  std::string dir_, suffix_;
+  std::string dir_, suffix_, root_;  // root_: the cache directory, dir_'s parent
 };
 
 // The entry format alone, for tests and tools: the bytes of an entry for `key` and `payload`, and
