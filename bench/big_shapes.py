@@ -168,7 +168,8 @@ def run_child(side, kernel, rows, cols, repeats):
 
 
 def section_c(shapes, repeats, eager):
-    print(f"\nc. functional runs at big shapes, JIT backend; each side in a fresh process (best of {repeats} warm runs)")
+    print(f"\nc. functional runs at big shapes, JIT backend; each side in a fresh process "
+          f"(best of {repeats} warm runs)")
     print(f"   {'kernel':<11} {'shape':<18} {'knit first':>10} {'knit warm':>10} {'knit peak':>10}   "
           f"{'eager warm':>10} {'eager peak':>10} {'ratio':>7}   instructions")
     for kernel, rows, cols in shapes:
@@ -206,7 +207,8 @@ def main():
         shapes += [("rmsnorm", 4096, 16384), ("matmul", 4096, 4096)]
     with record.recorded("big_shapes"):
         start = time.perf_counter()
-        print(f"machine: {os.cpu_count()} cores, {sys.platform}; python {sys.version.split()[0]}, numpy {np.__version__}")
+        print(f"machine: {os.cpu_count()} cores, {sys.platform}; python {sys.version.split()[0]}, "
+              f"numpy {np.__version__}")
         if "d" in opts.sections:
             section_d(2048, repeats)
         if "c" in opts.sections:
