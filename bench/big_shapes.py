@@ -17,12 +17,14 @@ one warm-up run that compiles the bodies):
      Both wall time and process CPU time are printed: on a shared machine the CPU time is the
      steadier figure, the wall time the one the goal is about.
   c. functional runs at the shapes NKI's simulator skips (4096..16384): each row in a fresh
-     subprocess (so its peak memory, ru_maxrss, is its own), with the JIT backend, and the eager
-     NumPy interpreter in another fresh subprocess where it covers the kernel. A row prints the
-     first run (compiling included), the best warm run, the peak memory of each process and the
-     ratio of the warm times.
+     subprocess, with the JIT backend, and the eager NumPy interpreter in another fresh
+     subprocess where it covers the kernel. A row prints the first run (importing Knit's modules
+     and compiling the bodies included), the best warm run, each process's peak resident memory
+     while it runs the kernel (VmHWM, reset once the inputs exist: the inputs themselves count,
+     their generation's float64 temporaries do not) and the ratio of the warm times.
 """
 import argparse
+import gc
 import json
 import os
 import resource
@@ -130,7 +132,37 @@ def section_d(n, repeats):
     return met
 
 
+def runs_only(n):
+    import knit
+
+    for label in ("tensor_add", "softmax", "rmsnorm", "layernorm"):
+        kernel, args = inputs(label, (n, n))
+        c = knit.compile(kernel, *args)
+        for _ in range(11):
+            c.run(*args, backend="jit", check_races=False)
+
+
 # ---- c. big shapes, each in a fresh process --------------------------------------------------
+
+
+def peak_rss_bytes():
+    """The process's peak resident set since the last reset_peak_rss (VmHWM), else since it
+    started (ru_maxrss)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak_rss():
+    """Starts VmHWM again from the current resident set (Linux: clear_refs 5), so the peak is the
+    runs' own and not the input generation's (float64 draws before the cast to fp32)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def child(spec):
@@ -138,6 +170,8 @@ def child(spec):
     {"first": s, "best": s, "peak_bytes": n, "native": n, "interpreted": n} as JSON."""
     side, kernel, rows, cols, repeats = spec.split(",")
     fn, args = inputs(kernel, (int(rows), int(cols)))
+    gc.collect()
+    reset_peak_rss()
     result = {}
     if side == "knit":
         import knit
@@ -155,7 +189,7 @@ def child(spec):
         numpy_eager.run(fn, *args)
         result["first"] = time.perf_counter() - start
         result["best"] = timed(int(repeats), lambda: numpy_eager.run(fn, *args))[0]
-    result["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result["peak_bytes"] = peak_rss_bytes()
     print(json.dumps(result))
 
 
@@ -179,13 +213,16 @@ def section_c(shapes, repeats, eager):
         if "error" in k:
             print(f"   {kernel:<11} {shape:<18} failed: {k['error']}")
             continue
-        e = run_child("eager", kernel, rows, cols, repeats) if eager else {"error": "skipped"}
+        # Eager NumPy's matmul runs one small np.matmul per nc_matmul: minutes at 4096^3.
+        skip_eager = not eager or (kernel == "matmul" and rows > 2048)
+        e = {"error": "skipped"} if skip_eager else run_child("eager", kernel, rows, cols, repeats)
         e_warm, e_peak, ratio = ("-", "-", "-") if "error" in e else (
             ms(e["best"]), f"{e['peak_bytes'] / 2**30:.2f} GiB", f"{e['best'] / k['best']:.2f}x")
         print(f"   {kernel:<11} {shape:<18} {ms(k['first']):>10} {ms(k['best']):>10} "
               f"{k['peak_bytes'] / 2**30:>6.2f} GiB   {e_warm:>10} {e_peak:>10} {ratio:>7}   "
               f"native {k['native']} / interpreted {k['interpreted']}")
-    print("   matmul: lhsT [n, n] @ rhs [n, n] bf16 with an fp32 PSUM; ratio = eager warm / Knit warm")
+    print("   matmul: lhsT [n, n] @ rhs [n, n] bf16 with an fp32 PSUM (eager only up to 2048: one np.matmul per "
+          "nc_matmul takes minutes at 4096); ratio = eager warm / Knit warm")
 
 
 def main():
@@ -194,10 +231,15 @@ def main():
     ap.add_argument("--quick", action="store_true", help="section c at smaller shapes, fewer repeats")
     ap.add_argument("--repeats", type=int, help="timed runs per measurement (default 7, --quick 3)")
     ap.add_argument("--no-eager-c", action="store_true", help="section c without the eager NumPy processes")
+    ap.add_argument("--runs-only", action="store_true",
+                    help="no table: compile section d's four kernels and run each 11 times (a whole-process workload "
+                    "for comparing two builds from outside, e.g. with /usr/bin/time; KNIT_BENCH_TREE picks the build)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     opts = ap.parse_args()
     if opts.child:
         return child(opts.child)
+    if opts.runs_only:
+        return runs_only(2048)
     repeats = opts.repeats or (3 if opts.quick else 7)
     if opts.quick:
         shapes = [(k, 4096, 4096) for k in ("tensor_add", "softmax", "rmsnorm", "layernorm")] + [("matmul", 2048, 2048)]
