@@ -365,6 +365,7 @@ void bind_builder(py::module_& m) {
             std::vector<sim::HostTensor>& hosts = host_args.tensors;
             sim::InterpretOptions options;
             options.uninitialized = uninitialized_from(uninitialized);
+            options.outputs_without_copy = true;  // the returned arrays wrap the run's own memory
             sim::RunResult r;
             {
               py::gil_scoped_release release;
@@ -464,6 +465,7 @@ void bind_builder(py::module_& m) {
             sim::InterpretOptions options;
             options.backend = backend_from(backend);
             options.uninitialized = uninitialized_from(uninitialized);
+            options.outputs_without_copy = true;  // the returned arrays wrap the run's own memory
             if (schedule == "program_order") options.schedule = sim::Schedule::program_order;
             else if (schedule == "random") options.schedule = sim::Schedule::random;
             else if (schedule == "round_robin") options.schedule = sim::Schedule::round_robin;

@@ -85,15 +85,19 @@ HostArgs::~HostArgs() {
 namespace {
 
 // Bytes owned on the C++ side, exposed to Python through the buffer protocol (writable), so a
-// NumPy array can wrap them without copying.
+// NumPy array can wrap them without copying: a HostTensor's vector, or the simulator's own block
+// of an output handed over without a copy (sim::InterpretOptions::outputs_without_copy).
 struct OwnedBytes {
   std::vector<uint8_t> bytes;
+  std::shared_ptr<uint8_t> block;
+  size_t block_size = 0;
+  uint8_t* data() { return block ? block.get() : bytes.data(); }
+  size_t size() const { return block ? block_size : bytes.size(); }
 };
 
-py::object owned_buffer(std::vector<uint8_t>&& bytes) { return py::cast(OwnedBytes{std::move(bytes)}); }
-
 py::tuple host_tuple(sim::HostTensor& t) {
-  return py::make_tuple(std::string(ir::to_string(t.dtype)), t.shape, owned_buffer(std::move(t.bytes)));
+  return py::make_tuple(std::string(ir::to_string(t.dtype)), t.shape,
+                        py::cast(OwnedBytes{std::move(t.bytes), std::move(t.block), t.block_size}));
 }
 
 }  // namespace
@@ -101,21 +105,19 @@ py::tuple host_tuple(sim::HostTensor& t) {
 void bind_owned_bytes(py::module_& m) {
   py::class_<OwnedBytes>(m, "OwnedBytes", py::buffer_protocol())
       .def_buffer([](OwnedBytes& b) {
-        return py::buffer_info(b.bytes.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
-                               {static_cast<py::ssize_t>(b.bytes.size())}, {py::ssize_t{1}});
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {py::ssize_t{1}});
       })
-      .def("__len__", [](const OwnedBytes& b) { return b.bytes.size(); })
+      .def("__len__", [](const OwnedBytes& b) { return b.size(); })
       // Equal to any buffer with the same bytes (bytes, another OwnedBytes), like bytes itself.
       .def("__eq__",
-           [](const OwnedBytes& b, const py::object& other) {
+           [](OwnedBytes& b, const py::object& other) {
              if (!PyObject_CheckBuffer(other.ptr())) return false;
              const py::buffer_info o = py::reinterpret_borrow<py::buffer>(other).request();
              const auto n = static_cast<size_t>(o.size * o.itemsize);
-             return n == b.bytes.size() && std::memcmp(o.ptr, b.bytes.data(), n) == 0;
+             return n == b.size() && std::memcmp(o.ptr, b.data(), n) == 0;
            })
-      .def("tobytes", [](const OwnedBytes& b) {
-        return py::bytes(reinterpret_cast<const char*>(b.bytes.data()), b.bytes.size());
-      });
+      .def("tobytes", [](OwnedBytes& b) { return py::bytes(reinterpret_cast<const char*>(b.data()), b.size()); });
 }
 
 py::list written_args_to(std::vector<sim::HostTensor>& args, const std::vector<bool>& written) {

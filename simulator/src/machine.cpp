@@ -71,10 +71,12 @@ Machine::Machine(const Kernel& kernel, const codegen::EngineProgram* program, st
     Memory& mem = pool_->place_hbm(static_cast<int>(id));
     if (t.is_param) continue;  // filled from its argument below
     mem.resize(static_cast<size_t>(t.size_bytes()), /*track_matmul=*/false, /*zero_bytes=*/false);
-    // lazy_fill_note: a fresh HBM tensor holds NaN / 4. While reading a never-written byte is an
-    // error (strict mode), nothing can see those bytes but the output copy, so run() writes the pattern there,
-    // into the bytes still unwritten (usually none), instead of filling the whole tensor here.
-    if (options.uninitialized != Uninitialized::error) fill_uninitialized(t.dtype, mem.bytes.data(), t.num_elements());
+    // lazy_fill_note: a fresh HBM tensor holds NaN / 4, but only a read of a never-written byte
+    // or the output can see that. The native path never reads one (such an instance goes to the
+    // reference executors), and those read through tile(), which settles the fill first; run()
+    // settles it before an output leaves. So the pattern goes only into the bytes still unwritten
+    // then (usually none), instead of into the whole tensor here: a pass over every output saved.
+    mem.fill_owed = t.dtype;
   }
   if (!options.timing_only) params_written_ = params_written();  // (a timing-only run has no data)
   for (size_t a = 0; a < args.size() && !options.timing_only; ++a) {
@@ -135,6 +137,7 @@ Tile Machine::tile(const View& v, const char* what, OobMode oob) {
   const TensorDecl& t = kernel_.tensor(v.tensor);
   const MemoryPool::Placement& pl = pool_->placement(v.tensor);
   if (!pl.live) internal_error("tensor '" + t.name + "' used while not placed");
+  pl.mem->settle_fill();  // it may read never-written bytes (lazy_fill_note)
   Tile tile;
   tile.state_ = this;
   tile.mem_ = pl.mem;
@@ -557,30 +560,20 @@ RunResult Machine::run() {
     result.break_even_work = native_->break_even;
   }
   if (options_.timing_only) return result;
-  for (int id : kernel_.outputs) {
+  for (size_t o = 0; o < kernel_.outputs.size(); ++o) {
+    const int id = kernel_.outputs[o];
     const TensorDecl& t = kernel_.tensor(id);
-    HostTensor h;
-    h.dtype = t.dtype;
-    h.shape = t.shape;
-    const Memory& mem = pool_->hbm(id);
-    h.bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
-    // One pass over the bytes no instruction wrote (an argument's memory tracks none): counted for
-    // the warning, and given the fresh-memory pattern where it was not filled in (lazy_fill_note).
-    const bool fill = options_.uninitialized == Uninitialized::error;
-    const int64_t es = dtype_size(t.dtype);
-    uint8_t fresh[8];
-    fill_uninitialized(t.dtype, fresh, 1);
+    Memory& mem = pool_->hbm(id);
+    // The bytes no instruction wrote (an argument's memory tracks none), counted for the warning,
+    // get the fresh-memory pattern (lazy_fill_note).
     int64_t unwritten = 0;
-    mem.init.for_each_zero_run([&](int64_t at, int64_t len) {
-      unwritten += len;
-      if (fill)
-        for (int64_t i = at; i < at + len; ++i) h.bytes[static_cast<size_t>(i)] = fresh[i % es];
-    });
+    mem.init.for_each_zero_run([&](int64_t, int64_t len) { unwritten += len; });
+    mem.settle_fill();
     if (std::optional<std::string> w = unwritten_output_warning(t, unwritten)) {
       result.warnings.push_back(*w);
       if (options_.on_warning) options_.on_warning(*w);
     }
-    result.outputs.push_back(std::move(h));
+    result.outputs.push_back(output_tensor(o, result.outputs));
   }
   // Only arguments some instruction writes can have changed (the others were read in place).
   result.args_written = params_written_;
@@ -591,6 +584,31 @@ RunResult Machine::run() {
     args_[a].borrowed = {};
   }
   return result;
+}
+
+// Output o's bytes: handed over without a copy when the caller asked and the memory is the run's
+// own (not an argument's, which the write-back still reads), else copied; an output listed twice
+// is copied from its earlier place (`done`: the outputs before o), which took the memory.
+HostTensor Machine::output_tensor(size_t o, const std::vector<HostTensor>& done) {
+  const int id = kernel_.outputs[o];
+  const TensorDecl& t = kernel_.tensor(id);
+  Memory& mem = pool_->hbm(id);
+  HostTensor h;
+  h.dtype = t.dtype;
+  h.shape = t.shape;
+  for (size_t e = 0; e < o; ++e)
+    if (kernel_.outputs[e] == id) {
+      const std::span<const uint8_t> earlier = done[e].output_bytes();
+      h.bytes.assign(earlier.begin(), earlier.end());
+      return h;
+    }
+  if (options_.outputs_without_copy && !t.is_param && !mem.bytes.borrowed()) {
+    h.block_size = mem.bytes.size();
+    h.block = mem.bytes.share();
+  } else {
+    h.bytes.assign(mem.bytes.data(), mem.bytes.data() + mem.bytes.size());
+  }
+  return h;
 }
 
 // An output with bytes no instruction wrote returns the fresh-memory pattern (NaN / 4) there:

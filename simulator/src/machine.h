@@ -72,6 +72,8 @@ class Machine : public ExecState {
   std::vector<bool> params_written() const;
   // The warning for output `t` when `unwritten` of its bytes were never written, or nullopt.
   std::optional<std::string> unwritten_output_warning(const ir::TensorDecl& t, int64_t unwritten) const;
+  // Kernel output o (an index into kernel().outputs) for the caller, after the run.
+  HostTensor output_tensor(size_t o, const std::vector<HostTensor>& done);
   void check_host_memory() const;
   // Executes body[pc] and returns the next pc (control-flow instructions jump; with an engine
   // program, a region's start runs the whole region and returns its end).

@@ -9,6 +9,19 @@ namespace knit::sim {
 
 using namespace knit::ir;
 
+void Memory::settle_fill() {
+  if (!fill_owed) return;
+  const DType t = *fill_owed;
+  fill_owed.reset();
+  const int64_t es = dtype_size(t);
+  uint8_t fresh[8];
+  fill_uninitialized(t, fresh, 1);
+  init.for_each_zero_run([&](int64_t at, int64_t len) {
+    if (at % es == 0 && len % es == 0) return fill_uninitialized(t, bytes.data() + at, len / es);
+    for (int64_t i = at; i < at + len; ++i) bytes[static_cast<size_t>(i)] = fresh[i % es];
+  });
+}
+
 MemoryPool::MemoryPool(const Kernel& kernel, const codegen::MemoryPlan& plan, bool on_chip_bytes)
     : kernel_(kernel), plan_(plan) {
   const size_t n = kernel.tensors.size();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,12 @@ struct Memory {
   // docs/simulator.md "Never-written memory"); empty until the first such write. A byte is
   // defined when it was written (init) and is not poisoned.
   ByteFlags poison;
+  // A fresh HBM tensor's NaN / 4 fill (lazy_fill_note in machine.cpp), owed until something may
+  // read a never-written byte: the dtype of its pattern, or nullopt when nothing is owed.
+  std::optional<ir::DType> fill_owed;
+  // Writes the owed fill into the bytes never written so far (one pass over the flags' summary,
+  // and the unwritten bytes): a reader that may see them calls it first.
+  void settle_fill();
   // zero_bytes false: the caller fills every byte itself (a fresh HBM tensor's NaN fill).
   void resize(size_t n, bool track_matmul = false, bool zero_bytes = true) {
     bytes.reset(n, zero_bytes);

@@ -23,6 +23,23 @@ Pool& pool() {
   return *p;
 }
 
+// A block no one uses any more: kept for a later reset() of the same size, or freed.
+void recycle(uint8_t* data, size_t n) {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (n >= (size_t{1} << 20) && n <= kPoolBytes) {
+    p.blocks.push_back({n, data});
+    p.bytes += n;
+    while (p.bytes > kPoolBytes) {
+      std::free(p.blocks.front().second);
+      p.bytes -= p.blocks.front().first;
+      p.blocks.pop_front();
+    }
+  } else {
+    std::free(data);
+  }
+}
+
 }  // namespace
 
 void ZeroedBytes::reset(size_t n, bool zero) {
@@ -59,21 +76,14 @@ void ZeroedBytes::release() {
     return;
   }
   if (!data_) return;
-  Pool& p = pool();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  if (size_ >= (size_t{1} << 20) && size_ <= kPoolBytes) {
-    p.blocks.push_back({size_, data_});
-    p.bytes += size_;
-    while (p.bytes > kPoolBytes) {
-      std::free(p.blocks.front().second);
-      p.bytes -= p.blocks.front().first;
-      p.blocks.pop_front();
-    }
-  } else {
-    std::free(data_);
-  }
+  recycle(data_, size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+std::shared_ptr<uint8_t> ZeroedBytes::share() {
+  const size_t n = std::exchange(size_, 0);
+  return std::shared_ptr<uint8_t>(std::exchange(data_, nullptr), [n](uint8_t* data) { recycle(data, n); });
 }
 
 }  // namespace knit::sim

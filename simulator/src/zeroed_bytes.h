@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 namespace knit::sim {
@@ -34,6 +35,10 @@ class ZeroedBytes {
   // The caller's n bytes, read in place and never written nor freed here: an argument no
   // instruction writes (Machine checks that statically), so it need not be copied.
   void borrow(const uint8_t* data, size_t n);
+  // Hands the bytes over to shared owners (a kernel output returned without a copy): the block
+  // goes back to the pool when the last owner lets go. Empty afterwards; not for borrowed bytes.
+  std::shared_ptr<uint8_t> share();
+  bool borrowed() const { return borrowed_; }
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }
   uint8_t& operator[](size_t i) { return data_[i]; }

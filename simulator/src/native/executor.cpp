@@ -71,8 +71,11 @@ struct Part {
   int64_t first_row = 0;
 };
 
-// An instruction touching at least this many elements splits across the worker threads.
+// An instruction touching at least this many elements splits across the worker threads, into
+// kPartsPerThread parts per thread, which the threads take as they come free (WorkerPool::run):
+// on a shared machine, a thread the OS has not scheduled then delays only its last part.
 constexpr int64_t kSplitElements = int64_t{1} << 16;
+constexpr int kPartsPerThread = 4;
 
 int64_t walk_elements(const Walk& w) { return w.n[0] * w.n[1] * w.n[2] * w.n[3]; }
 const Walk& walk_of(const MapShape& s) { return s.walk; }
@@ -88,17 +91,19 @@ bool rows_write_apart(const Shape& s) {
   return s.dst.step[0] != 0;
 }
 
-// Splits a shape by its walk's dim 0 (partitions, for on-chip operands) into up to `threads`
-// parts of whole rows. `piece(shape, r0, rows)` returns the part's shape and its operands' byte
-// offsets. Only for bodies whose rows are independent: then the bytes are the same for any split.
+// Splits a shape by its walk's dim 0 (partitions, for on-chip operands) into up to
+// kPartsPerThread x `threads` parts of whole rows (at most two distinct part shapes to compile). `piece(shape, r0,
+// rows)` returns the part's shape and its operands' byte offsets. Only for bodies whose rows are independent: then the
+// bytes are the same for any split.
 template <class Shape, class Piece>
 std::vector<Part> row_parts(const std::string& bytes, int threads, int64_t scratch_floats, Piece&& piece) {
   Shape s;
   std::memcpy(&s, bytes.data(), sizeof s);
   const Walk& w = walk_of(s);
   const int64_t rows = w.n[0];
-  const int64_t count = touched_elements(s) < kSplitElements || !rows_write_apart(s) ? 1
-                                                                                     : std::min<int64_t>(threads, rows);
+  const int64_t count = touched_elements(s) < kSplitElements || !rows_write_apart(s) || threads <= 1
+                            ? 1
+                            : std::min<int64_t>(int64_t{threads} * kPartsPerThread, rows);
   if (count <= 1) return {Part{bytes, {0, 0, 0}, scratch_floats}};
   const int64_t chunk = (rows + count - 1) / count;
   std::vector<Part> parts;

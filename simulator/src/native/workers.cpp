@@ -36,7 +36,7 @@ WorkerPool& WorkerPool::instance() {
 }
 
 WorkerPool::WorkerPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(static_cast<size_t>(i)); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
 }
 
 WorkerPool::~WorkerPool() {
@@ -57,50 +57,57 @@ void WorkerPool::run(const std::vector<std::function<void()>>& jobs) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_ = &jobs;
-    pending_ = jobs.size() - 1;
+    next_ = 0;
+    pending_ = jobs.size();
     ++generation_;
   }
   wake_.notify_all();
-  std::exception_ptr failure;
-  try {
-    jobs[0]();
-  } catch (...) {
-    failure = std::current_exception();  // rethrown once the workers are done with `jobs`
-  }
+  drain(jobs);
+  // Every job finished, and no worker still holds `jobs` (one may have taken it just as the last
+  // job was being taken: it finds none left and leaves).
   auto done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
   spin_until(done);  // see spin_note
   std::unique_lock<std::mutex> lock(mutex_);
-  finished_.wait(lock, done);
+  finished_.wait(lock, [&] { return done() && busy_ == 0; });
   jobs_ = nullptr;
-  if (!failure) failure = std::exchange(worker_failure_, nullptr);
-  worker_failure_ = nullptr;
+  const std::exception_ptr failure = std::exchange(worker_failure_, nullptr);
   if (failure) std::rethrow_exception(failure);
 }
 
-// Worker i runs job i of each generation that has one.
-void WorkerPool::work(size_t index) {
-  uint64_t seen = 0;
-  while (true) {
-    const std::function<void()>* job = nullptr;
-    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });  // see spin_note
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (jobs_ && index < jobs_->size()) job = &(*jobs_)[index];
-    }
-    if (!job) continue;
+void WorkerPool::drain(const std::vector<std::function<void()>>& jobs) {
+  for (size_t i; (i = next_.fetch_add(1, std::memory_order_acq_rel)) < jobs.size();) {
     try {
-      (*job)();
+      jobs[i]();
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!worker_failure_) worker_failure_ = std::current_exception();
     }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mutex_);  // the caller may be asleep on finished_
-      finished_.notify_one();
+      finished_.notify_all();
     }
+  }
+}
+
+// A worker joins each generation's run() while it has jobs left.
+void WorkerPool::work() {
+  uint64_t seen = 0;
+  while (true) {
+    const std::vector<std::function<void()>>* jobs = nullptr;
+    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });  // see spin_note
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      jobs = jobs_;
+      if (jobs) ++busy_;
+    }
+    if (!jobs) continue;
+    drain(*jobs);
+    std::lock_guard<std::mutex> lock(mutex_);
+    --busy_;
+    finished_.notify_all();
   }
 }
 

@@ -21,14 +21,17 @@ class WorkerPool {
   ~WorkerPool();
   // Threads available, the calling one included.
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
-  // Runs jobs[0] on the calling thread and the others on workers; returns when all are done,
-  // then rethrows the first exception a job threw. At most threads() jobs. Calls from different
-  // threads take turns; a job must not call run.
+  // Runs the jobs on the calling thread and the workers, each thread taking the next job not yet
+  // taken until none is left (so a worker the OS has not scheduled leaves its share to the others,
+  // which matters on a shared machine); returns when all are done, then rethrows the first
+  // exception a job threw. Calls from different threads take turns; a job must not call run.
   void run(const std::vector<std::function<void()>>& jobs);
 
  private:
   explicit WorkerPool(int threads);
-  void work(size_t index);
+  void work();
+  // Takes and runs jobs_'s jobs until none is left; records the first failure in worker_failure_.
+  void drain(const std::vector<std::function<void()>>& jobs);
 
   std::vector<std::thread> workers_;
   std::mutex turn_;  // one run() at a time (two kernels run from two host threads)
@@ -37,7 +40,9 @@ class WorkerPool {
   const std::vector<std::function<void()>>* jobs_ = nullptr;
   // Written under mutex_ (so a sleeper's predicate sees them), read without it while spinning.
   std::atomic<uint64_t> generation_ = 0;
-  std::atomic<size_t> pending_ = 0;
+  std::atomic<size_t> next_ = 0;       // the next job to take
+  std::atomic<size_t> pending_ = 0;    // jobs not finished yet
+  size_t busy_ = 0;                    // workers inside drain() (under mutex_): jobs_ stays until 0
   std::exception_ptr worker_failure_;  // the first exception of a worker's job (under mutex_)
   bool stop_ = false;
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -18,9 +19,18 @@ struct HostTensor {
   // for the run), which saves copying every argument once more. A run that writes the argument
   // back stores the new bytes in `bytes`.
   std::span<const uint8_t> borrowed;
+  // A kernel output handed over without a copy (InterpretOptions::outputs_without_copy): the
+  // simulator's own block of `block_size` bytes, which goes back to its memory pool when the last
+  // owner lets go; `bytes` is then empty.
+  std::shared_ptr<uint8_t> block;
+  size_t block_size = 0;
 
   // The bytes a run reads: the borrowed span if there is one, else `bytes`.
   std::span<const uint8_t> input_bytes() const { return borrowed.data() ? borrowed : std::span<const uint8_t>(bytes); }
+  // An output's bytes: the handed-over block if there is one, else `bytes`.
+  std::span<const uint8_t> output_bytes() const {
+    return block ? std::span<const uint8_t>(block.get(), block_size) : std::span<const uint8_t>(bytes);
+  }
 
   int64_t num_elements() const;
   int64_t size_bytes() const { return num_elements() * ir::dtype_size(dtype); }

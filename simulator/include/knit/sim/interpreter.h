@@ -74,6 +74,9 @@ struct InterpretOptions {
   // the timing of a kernel whose inputs are shape placeholders (arguments may then have no
   // bytes). A register_load from tensor data is an error in this mode.
   bool timing_only = false;
+  // Hand each output's memory over in HostTensor::block instead of copying it into
+  // HostTensor::bytes (the Python binding, which wraps the block in the returned array).
+  bool outputs_without_copy = false;
   // Called every few thousand executed instructions with the count so far (a progress bar).
   std::function<void(int64_t executed)> on_progress;
 };

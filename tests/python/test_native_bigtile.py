@@ -1,0 +1,177 @@
+"""The native path's big-tile fast paths (issue 25 item 3; docs/jit.md, docs/performance.md).
+
+At big shapes the JIT backend skips work the reference interpreter does: a fresh HBM tensor's NaN
+fill is owed and written only into bytes still unwritten when something may see them (a read on
+the reference executors, or the output leaving), an output leaves as the run's own memory without
+a copy, and every large instruction is split into parts the threads take as they come free. Each
+must leave the bytes, warnings and errors of the reference interpreter (`Compiled.reference`),
+which has none of them; reads of never-written memory must still be caught.
+"""
+import gc
+import os
+import runpy
+
+import numpy as np
+import pytest
+
+import knit
+import knit.isa as nisa
+import knit.language as nl
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "kernels", "python")
+
+
+def example(name):
+    return runpy.run_path(os.path.join(EXAMPLES, f"{name}.py"))[f"{name}_kernel"]
+
+
+def randn(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def same_bytes(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.fixture(autouse=True)
+def _default_mode(monkeypatch):
+    monkeypatch.delenv("KNIT_UNINITIALIZED", raising=False)
+
+
+# ---- the example kernels at tiles big enough to split ------------------------------------------
+
+# 128 x 1024 fp32 elements per instruction: above the 2^16 at which an instruction is split into
+# parts over the threads; 512 rows: four tiles, so pooled blocks are reused between tiles too.
+ROWS, COLS = 512, 1024
+
+
+def row_kernel_cases():
+    x, y, w, b = randn(ROWS, COLS), randn(ROWS, COLS, seed=1), randn(COLS, seed=2), randn(COLS, seed=3)
+    return [("tensor_add", (x, y)), ("softmax", (x,)), ("rmsnorm", (x, w)), ("layernorm", (x, w, b))]
+
+
+@pytest.mark.parametrize("name,args", row_kernel_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_row_kernels_at_big_tiles_give_the_reference_bytes(name, args):
+    c = knit.compile(example(name), *args)
+    ref = c.reference(*args)
+    for _ in range(2):  # the second run reuses the first run's pooled memory
+        out = c.run(*args, backend="jit-strict")
+        assert c.last_run["native"] > 0 and c.last_run["interpreted"] == 0, c.last_run
+        assert same_bytes(out, ref)
+
+
+# ---- outputs handed over without a copy --------------------------------------------------------
+
+
+def test_an_output_is_the_callers_own_array_after_later_runs():
+    """The returned array wraps the run's memory: a later run (which reuses pooled blocks of the same
+    size) must not write into it, and it outlives the compiled kernel."""
+    kernel = example("tensor_add")
+    a, b = randn(256, 1024), randn(256, 1024, seed=1)
+    c = knit.compile(kernel, a, b)
+    first = c.run(a, b, backend="jit-strict")
+    kept = first.copy()
+    del c
+    gc.collect()
+    c = knit.compile(kernel, a, b)
+    for seed in range(3):
+        x, y = randn(256, 1024, seed=10 + seed), randn(256, 1024, seed=20 + seed)
+        assert np.array_equal(c.run(x, y, backend="jit-strict"), x + y)
+    assert np.array_equal(first, kept) and np.array_equal(first, a + b)
+    assert first.flags.writeable
+    first[0, 0] = 7.0  # the caller's to change; no later result sees it
+    assert np.array_equal(c.run(a, b, backend="jit-strict"), a + b)
+
+
+@knit.jit
+def same_output_twice(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out, out
+
+
+def test_an_output_returned_twice_gives_two_independent_arrays():
+    x = randn(128, 2048)
+    c = knit.compile(same_output_twice, x)
+    first, second = c.run(x, backend="jit-strict")
+    assert np.array_equal(first, x) and np.array_equal(second, x)
+    first[0, 0] = 1.5
+    assert second[0, 0] == x[0, 0]
+
+
+# ---- the owed NaN fill of fresh HBM tensors ----------------------------------------------------
+
+
+@knit.jit
+def half_written_output(x):
+    """Writes the first half of the rows of a [rows, cols] output; the rest stays never written."""
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((rows // 2, cols), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:rows // 2, :])
+    nisa.dma_copy(dst=out[0:rows // 2, :], src=t)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["", "warn", "error", "off"])
+def test_never_written_output_bytes_are_the_fill_in_every_mode(mode, monkeypatch, capsys):
+    monkeypatch.setenv("KNIT_UNINITIALIZED", mode)
+    x = randn(256, 2048)
+    c = knit.compile(half_written_output, x)
+    ref = c.reference(x)
+    ref_printed = capsys.readouterr().out
+    out = c.run(x, backend="jit-strict")
+    assert same_bytes(out, ref)
+    assert np.array_equal(out[:128], x[:128]) and np.isnan(out[128:]).all()
+    assert "unwritten-output" in capsys.readouterr().out and "unwritten-output" in ref_printed
+
+
+@knit.jit
+def reads_back_a_half_written_output(x):
+    """Writes rows [0, 64) of the output, reads rows [0, 128) back (64 never written) and stores
+    them, doubled, as rows [128, 256): a read of never-written HBM through big tiles."""
+    cols = x.shape[1]
+    out = nl.ndarray((256, cols), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((64, cols), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:64, :])
+    nisa.dma_copy(dst=out[0:64, :], src=t)
+    back = nl.ndarray((128, cols), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=back, src=out[0:128, :])  # @read
+    doubled = nl.ndarray((128, cols), x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=doubled, data1=back, data2=back, op=nl.add)
+    nisa.dma_copy(dst=out[128:256, :], src=doubled)
+    nisa.dma_copy(dst=out[64:128, :], src=t)
+    return out
+
+
+def read_line():
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, 1) if line.rstrip().endswith("# @read"))
+
+
+@pytest.mark.parametrize("mode", ["", "error"])
+def test_a_read_of_never_written_hbm_is_still_caught(mode, monkeypatch):
+    monkeypatch.setenv("KNIT_UNINITIALIZED", mode)
+    x = randn(64, 2048)
+    c = knit.compile(reads_back_a_half_written_output, x)
+    errors = []
+    for run in (lambda: c.reference(x), lambda: c.run(x, backend="jit-strict")):
+        with pytest.raises(knit.KnitRuntimeError) as info:
+            run()
+        errors.append(info.value)
+    ref, jit = errors
+    assert (jit.rule, jit.line, jit.message) == (ref.rule, ref.line, ref.message)
+    assert f"{os.path.basename(__file__)}:{read_line()}" in str(jit)
+
+
+def test_a_read_of_never_written_hbm_reads_the_fill_when_unchecked(monkeypatch):
+    monkeypatch.setenv("KNIT_UNINITIALIZED", "off")
+    x = randn(64, 2048)
+    c = knit.compile(reads_back_a_half_written_output, x)
+    ref = c.reference(x)
+    out = c.run(x, backend="jit-strict")
+    assert same_bytes(out, ref)
+    assert np.array_equal(out[0:64], x) and np.array_equal(out[64:128], x)
+    assert np.array_equal(out[128:192], x + x) and np.isnan(out[192:256]).all()
