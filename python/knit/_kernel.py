@@ -98,11 +98,11 @@ def tensor_spec(x, loc):
     return None
 
 
-def _max_cached_instructions():
-    """Programs larger than this are not written to the disk cache: at about 180 bytes of text per
-    instruction, writing one and parsing it back cost as much as tracing (rolled loops) and
-    lowering it again (docs/jit.md)."""
-    return int(os.environ.get("KNIT_CACHE_MAX_INSTRUCTIONS", 250_000))
+# What loading a program from the disk cache costs per instruction (parsing its text form, about
+# 180 bytes an instruction; measured on the 2-core development machine: 2.8 us parse + 1 us read).
+# A program is written only when rebuilding it (trace + lower) took longer than loading it would:
+# a kernel whose loops rolled (knit/_rolled.py) rebuilds faster than it loads.
+CACHE_LOAD_SECONDS_PER_INSTRUCTION = 4e-6
 
 
 class Compiled:
@@ -115,6 +115,7 @@ class Compiled:
     # After a trace (not a disk-cache load): {"rolled_loops": affine loops traced once,
     # "unrolled_loops": [(file, line)] of affine_range calls that had to unroll, "traces": count}.
     trace_info: dict[str, Any] | None = None
+    trace_seconds = 0.0  # how long tracing took (all retraces included)
 
     def __init__(self, kernel, core_kernel, trace, param_positions, target, num_outputs, single, output_shapes=None):
         self.kernel = kernel
@@ -146,9 +147,11 @@ class Compiled:
         if self._program is None:
             # The program takes the traced kernel over (one copy in memory, not two); from here
             # on .core is the program's kernel, with any spill copies lowering added.
+            start = time.perf_counter()
             self._program = _trace.core_call(self.core.lower_consuming)
             self.core = self._program.kernel
-            if self.core.num_instructions > _max_cached_instructions():
+            rebuild = self.trace_seconds + time.perf_counter() - start
+            if rebuild <= self.core.num_instructions * CACHE_LOAD_SECONDS_PER_INSTRUCTION:
                 return self._program
             _program_cache.store(self._disk_name, self._program, {
                 "positions": self._param_positions, "num_outputs": self._num_outputs, "single": self._single,
@@ -324,6 +327,7 @@ class Kernel:
     def _trace(self, args, kwargs, target):
         """Traces the kernel, again with more loops unrolled while a rolled loop cannot stay
         rolled (knit/_rolled.py): each retrace unrolls at least one more loop call site."""
+        start = time.perf_counter()
         unroll: set = set()
         rolls = self._rolls_loops
         traces = 0
@@ -341,6 +345,7 @@ class Kernel:
                         _rolled.check_same(compiled.core, self._trace_once(self._new_trace(target, False, set()), args,
                                                                            kwargs, target).core)
                     compiled.trace_info = _rolled.summary(trace, traces)
+                    compiled.trace_seconds = time.perf_counter() - start
                     return compiled
             except _rolled.RetraceUnrolled:
                 pass

@@ -338,17 +338,18 @@ def test_legacy_psum_read_inside_the_body_unrolls(monkeypatch):
     np.testing.assert_allclose(compiled(lhsT, rhs), np.cumsum(parts, axis=0), rtol=1e-4, atol=1e-3)
 
 
-def test_programs_over_the_instruction_limit_skip_the_disk_cache(monkeypatch, tmp_path):
-    """KNIT_CACHE_MAX_INSTRUCTIONS: a larger program is rebuilt, never written; a smaller one is."""
-    from knit import _program_cache
+def test_a_program_is_cached_only_when_rebuilding_it_costs_more_than_loading(monkeypatch, tmp_path):
+    """The program disk cache writes a program only when trace + lower took longer than loading
+    it would (CACHE_LOAD_SECONDS_PER_INSTRUCTION per instruction)."""
+    from knit import _kernel, _program_cache
 
     a = np.random.default_rng(6).standard_normal((512, 64)).astype(np.float32)
     monkeypatch.setenv("KNIT_CACHE_DIR", str(tmp_path))
-    for limit, stored in (("11", False), ("12", True)):  # tiled_copy here: 4 tiles x (load, exp, store)
-        monkeypatch.setenv("KNIT_CACHE_MAX_INSTRUCTIONS", limit)
+    for per_instruction, stored in ((1.0, False), (0.0, True)):  # loading: 1 s an instruction / free
+        monkeypatch.setattr(_kernel, "CACHE_LOAD_SECONDS_PER_INSTRUCTION", per_instruction)
         for entry in glob.glob(os.path.join(_program_cache.directory(), "*")):
             os.remove(entry)
         compiled = knit.jit(tiled_copy).compile(a)
         np.testing.assert_allclose(compiled(a), np.exp(a), rtol=1e-6)
-        assert compiled.core.num_instructions == 12
+        assert compiled.trace_seconds > 0
         assert bool(glob.glob(os.path.join(_program_cache.directory(), "*"))) == stored
