@@ -19,8 +19,8 @@ namespace {
 
 const std::string& scratch_directory() {
   static const std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("knit-fuzz-cache-" + std::to_string(::getpid())))
-                        .string();
+    std::string d =
+        (std::filesystem::temp_directory_path() / ("knit-fuzz-cache-" + std::to_string(::getpid()))).string();
     std::filesystem::create_directories(d);
     return d;
   }();
@@ -28,7 +28,8 @@ const std::string& scratch_directory() {
 }
 
 void write_file(const std::string& path, std::string_view bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace

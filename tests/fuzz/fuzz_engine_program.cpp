@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::must_succeed("an accepted engine program does not read back", [&] {
       const std::string again = codegen::EngineProgram::from_text(printed).to_text();
       if (again != printed)
-        fuzz::finding("an engine program does not print back the same", (printed + "\n--- reprinted:\n" + again).c_str());
+        fuzz::finding("an engine program does not print back the same",
+                      (printed + "\n--- reprinted:\n" + again).c_str());
     });
   });
   return 0;

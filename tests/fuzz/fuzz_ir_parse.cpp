@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::must_succeed("printed IR does not parse back to the same text", [&] {
       const std::string again = ir::print(ir::parse(printed));
       if (again != printed)
-        fuzz::finding("printed IR does not parse back to the same text", (printed + "\n--- reprinted:\n" + again).c_str());
+        fuzz::finding("printed IR does not parse back to the same text",
+                      (printed + "\n--- reprinted:\n" + again).c_str());
     });
     ir::verify(kernel);
   });

@@ -9,7 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace knit;
   const std::string_view text = fuzz::text_of(data, size);
   fuzz::must_succeed("the manifest reader threw", [&] {
-    const std::optional<std::string> key = frontend::key_by_manifest("knit fuzz\n", llvm::StringRef(text.data(), text.size()));
+    const std::optional<std::string> key = frontend::key_by_manifest("knit fuzz\n",
+                                                                     llvm::StringRef(text.data(), text.size()));
     if (key && text.find("file ") == std::string_view::npos)
       fuzz::finding("a key from a manifest that names no file", std::string(text).c_str());
   });
