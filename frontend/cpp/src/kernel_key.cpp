@@ -96,7 +96,8 @@ std::optional<std::string> key_by_manifest(const std::string& head, llvm::String
   std::istringstream in(manifest.str());
   for (std::string kind, stamp, path; in >> kind >> stamp && in.get() == ' ' && std::getline(in, path);) {
     if (kind == "file") {
-      if (!fs::is_regular_file(path) || file_hash(path) != stamp) return std::nullopt;
+      std::error_code ec;  // (a path too long for the file system is a stale manifest, not an exception)
+      if (!fs::is_regular_file(path, ec) || file_hash(path) != stamp) return std::nullopt;
       files.push_back(path);
       hashes.push_back(stamp);
     } else if (kind == "dir") {
