@@ -14,6 +14,7 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import (  # noqa: E402
     HealthCheck,
+    example,
     given,
     settings,
     strategies as st,  # noqa: E402
@@ -95,6 +96,8 @@ PARAM_VALUE = st.one_of(LINE_TEXT, st.sampled_from(["{[]: 1}", "{{}}", "{[1]}", 
 
 @FUZZ
 @given(name=st.one_of(st.sampled_from(["eps", "n", "_"]), LINE_TEXT), value=PARAM_VALUE)
+@example(name="eps", value="{[]: 1}")  # once a TypeError out of ast.literal_eval
+@example(name="eps", value="(" * 300 + ")" * 300)
 def test_any_param_gives_a_value_or_a_usage_error(name, value):
     text = f"{name}={value}"
     try:
