@@ -24,6 +24,9 @@ if(knit_sanitize_list)
                           -fno-omit-frame-pointer)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${knit_sanitize_flags}>")
   add_link_options(${knit_sanitize_flags})
+  # pybind11 would link its modules with -flto, which leaves ASan's module constructors in
+  # discarded sections (a link error with GNU ld); an instrumented build does without LTO.
+  set(CMAKE_INTERPROCEDURAL_OPTIMIZATION OFF)
   message(STATUS "Knit: instrumented with -fsanitize=${knit_sanitize_list}")
 endif()
 
