@@ -4,6 +4,7 @@
 // as the entry file of key "k"; a load must give either nothing (the entry rejected and removed)
 // or exactly the payload that decode_entry finds in the same bytes. The first input byte, when
 // odd, asks instead for a sound entry built around the rest, whose load must return it whole.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,14 +18,20 @@
 
 namespace {
 
+// A folder of this process's own, removed at exit (never destroyed before that: the exit handler
+// reads it).
 const std::string& scratch_directory() {
-  static const std::string dir = [] {
-    std::string d =
-        (std::filesystem::temp_directory_path() / ("knit-fuzz-cache-" + std::to_string(::getpid()))).string();
-    std::filesystem::create_directories(d);
+  static const std::string* dir = [] {
+    auto* d = new std::string(
+        (std::filesystem::temp_directory_path() / ("knit-fuzz-cache-" + std::to_string(::getpid()))).string());
+    std::filesystem::create_directories(*d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(scratch_directory(), ec);
+    });
     return d;
   }();
-  return dir;
+  return *dir;
 }
 
 void write_file(const std::string& path, std::string_view bytes) {
