@@ -29,8 +29,12 @@ def _manifest_entries(objects):
 def test_a_manifest_naming_a_path_too_long_for_the_file_system_is_stale_not_an_exception(tmp_path):
     """fuzz_kernel_manifest: `std::filesystem::is_regular_file` threw "File name too long" out of
     the manifest reader, so a damaged manifest failed every later load of the file."""
-    path = write_kernel_dir(tmp_path)
-    settle(tmp_path)  # a folder changed within the last second gets no manifest
+    source = tmp_path / "src"
+    source.mkdir()
+    path = write_kernel_dir(source)
+    # A folder the includes search that changed within the last second gets no manifest: the
+    # kernel's folder is dated back, and the cache (created by the run) is not in it.
+    settle(source)
     env = {"KNIT_CACHE_DIR": str(tmp_path / "cache")}
     args = ("run", path, "--shape", "64x32", "--shape", "64x32", "--reference", "2 * x0 + x1")
     first = knit_cli(*args, env=env)
@@ -38,7 +42,7 @@ def test_a_manifest_naming_a_path_too_long_for_the_file_system_is_stale_not_an_e
     objects = tmp_path / "cache" / "objects"
     (key, payload), = _manifest_entries(objects)
     stamp = payload.split(b" ")[1].decode()
-    assert _core.cache_store(str(objects), ".o", key, f"file {stamp} {tmp_path}/{TOO_LONG}\n".encode())
+    assert _core.cache_store(str(objects), ".o", key, f"file {stamp} {source}/{TOO_LONG}\n".encode())
 
     code, out, err = knit_cli(*args, env=env)
     assert code == 0, out + err
