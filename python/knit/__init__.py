@@ -5,6 +5,13 @@ kernel runs on Knit's simulator: it is traced into Knit's tile IR (verified as i
 scheduled onto a NeuronCore model (engine queues, semaphores) and executed with hardware
 numerics; knit.profile / knit.benchmark report its simulated latency.
 """
+import os as _os
+
+# A build of the compiled core kept in another folder (the sanitizer lane's, docs/reliability.md)
+# is imported in place of the one beside this file when KNIT_EXTENSION_DIR names that folder.
+if _os.environ.get("KNIT_EXTENSION_DIR"):
+    __path__.insert(0, _os.environ["KNIT_EXTENSION_DIR"])
+
 from . import cache, isa, language, typing  # noqa: F401
 from ._dtypes import dtype  # noqa: F401  (nki.dtype, used in kernels' type annotations)
 from ._kernel import Compiled, Kernel, baremetal, compile, jit, simulate, simulate_kernel  # noqa: F401

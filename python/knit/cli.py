@@ -145,7 +145,8 @@ def _parse_param(text):
         raise UsageError(f"--param {text!r}: write NAME=VALUE, e.g. epsilon=1e-5")
     try:
         return name, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
+    # TypeError: a literal literal_eval cannot build ({[]: 1}); RecursionError/MemoryError: deep nesting
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         raise UsageError(f"--param {text!r}: the value must be a Python literal (1e-5, 4, True, 'name')") from None
 
 

@@ -4,9 +4,11 @@ here, naming it."""
 import ast
 import pathlib
 
+import knit
 from knit import _core
 
-STUB = pathlib.Path(_core.__file__).with_name("_core.pyi")
+# Beside the package's sources (the module itself may be another build's: KNIT_EXTENSION_DIR).
+STUB = pathlib.Path(knit.__file__).with_name("_core.pyi")
 
 
 def _stub_names():

@@ -173,7 +173,8 @@ bool CppKernelFile::compile_or_load(const std::vector<std::string>& args, codege
 
 std::unique_ptr<CppKernelFile> CppKernelFile::load(const std::string& path,
                                                    const std::vector<std::string>& extra_args) {
-  if (!std::filesystem::is_regular_file(path))
+  std::error_code ec;  // (a name too long for the file system is no file either)
+  if (!std::filesystem::is_regular_file(path, ec))
     user_error(SourceLoc{path, 0, 0}, "cpp-file", "no C++ kernel file " + path + "; give the path of a .cpp file");
   const std::string file = std::filesystem::absolute(path).lexically_normal().string();
   std::unique_ptr<CppKernelFile> out(new CppKernelFile());

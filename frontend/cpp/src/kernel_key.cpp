@@ -89,13 +89,15 @@ std::string manifest_of(const std::vector<std::string>& args, const std::vector<
 
 std::string manifest_key(const std::string& head) { return codegen::content_hash("manifest\n" + head); }
 
-// The key by the manifest, if every recorded file and folder is as recorded.
+}  // namespace
+
 std::optional<std::string> key_by_manifest(const std::string& head, llvm::StringRef manifest) {
   std::vector<std::string> files, hashes;
   std::istringstream in(manifest.str());
   for (std::string kind, stamp, path; in >> kind >> stamp && in.get() == ' ' && std::getline(in, path);) {
     if (kind == "file") {
-      if (!fs::is_regular_file(path) || file_hash(path) != stamp) return std::nullopt;
+      std::error_code ec;  // (a path too long for the file system is a stale manifest, not an exception)
+      if (!fs::is_regular_file(path, ec) || file_hash(path) != stamp) return std::nullopt;
       files.push_back(path);
       hashes.push_back(stamp);
     } else if (kind == "dir") {
@@ -108,6 +110,8 @@ std::optional<std::string> key_by_manifest(const std::string& head, llvm::String
   if (files.empty()) return std::nullopt;
   return key_of(head, files, hashes);
 }
+
+namespace {
 
 // The key of the files a compile read, recording them as the manifest. Sorted: preprocessing
 // lists the kernel file first, a compile after the precompiled header's inputs.

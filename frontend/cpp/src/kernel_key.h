@@ -30,6 +30,9 @@ namespace knit::frontend {
 // failed (`diags` says why).
 std::optional<std::string> kernel_file_key(const std::vector<std::string>& args, const codegen::OrcJit& jit,
                                            codegen::DiskObjectCache& cache, CollectingConsumer& diags);
+// The key by a manifest's text (read back from the cache, so outside bytes: tests/fuzz feeds it),
+// if every file and folder it records is as recorded; nothing otherwise.
+std::optional<std::string> key_by_manifest(const std::string& head, llvm::StringRef manifest);
 std::string key_of_compile(const std::vector<std::string>& args, const codegen::OrcJit& jit,
                            codegen::DiskObjectCache& cache, const std::vector<std::string>& files);
 
