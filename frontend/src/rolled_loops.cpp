@@ -49,10 +49,11 @@ struct Remap {
   }
 
   void instruction(ir::Instruction& inst) const {
+    ir::for_each_view_mut(inst, [&](ir::View& v) { view(v); });
     std::visit(
         [&](auto& op) {
           if constexpr (!std::is_same_v<std::decay_t<decltype(op)>, std::monostate>) {
-            op.fields([&](const char*, auto& value) { field(value); });
+            op.fields([&](const char*, auto& value) { register_field(value); });
           }
         },
         inst.op);
@@ -60,16 +61,8 @@ struct Remap {
   }
 
   template <class T>
-  void field(T& value) const {
-    if constexpr (std::is_same_v<T, ir::View>) {
-      view(value);
-    } else if constexpr (std::is_same_v<T, std::optional<ir::View>>) {
-      if (value) view(*value);
-    } else if constexpr (std::is_same_v<T, ir::Operand>) {
-      if (value.is_tile()) view(value.tile);
-    } else if constexpr (std::is_same_v<T, ir::ViewList>) {
-      for (ir::View& v : value) view(v);
-    } else if constexpr (std::is_same_v<T, ir::Reg>) {
+  void register_field(T& value) const {
+    if constexpr (std::is_same_v<T, ir::Reg>) {
       if (value.valid()) value.id = reg(value.id);
     } else if constexpr (std::is_same_v<T, ir::IntValue>) {
       if (value.is_reg()) value.reg = reg(value.reg);
@@ -149,28 +142,26 @@ void Builder::check_escapes(const ir::Instruction& inst) const {
   auto open = [&](int serial) {
     return std::any_of(rolled_.begin(), rolled_.end(), [&](const RolledLoop& l) { return l.serial == serial; });
   };
-  ir::for_each_view(inst, [&](const char*, const ir::View& v) {
-    const auto t = static_cast<size_t>(v.tensor);
-    if (t < closed_tensor_.size() && closed_tensor_[t]) escape(closed_tensor_[t] - 1);
-    for (const ir::RegTerm& term : v.dynamic) {
-      const int serial = rolled_serial(term.reg);
-      if (serial >= 0 && !open(serial)) escape(serial);
-      const auto r = static_cast<size_t>(term.reg);
-      if (serial < 0 && r < closed_register_.size() && closed_register_[r]) escape(closed_register_[r] - 1);
+  // A symbol may offset a view while its loop is open; it is never a device register.
+  auto check_register = [&](int reg, bool symbol_allowed) {
+    if (const int serial = rolled_serial(reg); serial >= 0) {
+      if (!symbol_allowed || !open(serial)) escape(serial);
+      return;
     }
-  });
-  auto check_register = [&](int reg) {
-    const int serial = rolled_serial(reg);
-    if (serial >= 0) escape(serial);  // a symbol is no device register
     const auto r = static_cast<size_t>(reg);
     if (reg >= 0 && r < closed_register_.size() && closed_register_[r]) escape(closed_register_[r] - 1);
   };
+  ir::for_each_view(inst, [&](const char*, const ir::View& v) {
+    const auto t = static_cast<size_t>(v.tensor);
+    if (t < closed_tensor_.size() && closed_tensor_[t]) escape(closed_tensor_[t] - 1);
+    for (const ir::RegTerm& term : v.dynamic) check_register(term.reg, true);
+  });
   ir::for_each_field(inst, [&](const char*, const auto& value) {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, ir::Reg>) {
-      if (value.valid()) check_register(value.id);
+      if (value.valid()) check_register(value.id, false);
     } else if constexpr (std::is_same_v<T, ir::IntValue>) {
-      if (value.is_reg()) check_register(value.reg);
+      if (value.is_reg()) check_register(value.reg, false);
     }
   });
 }

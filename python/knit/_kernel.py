@@ -338,8 +338,8 @@ class Kernel:
             try:
                 trace = self._new_trace(target, rolls, unroll)
                 compiled = self._trace_once(trace, args, kwargs, target)
-                if trace.rolled_open:  # left by break / return: the loop was never expanded
-                    raise _rolled.cannot_roll(trace.rolled_open)
+                # A loop left by break / return was never expanded: unroll it.
+                unroll.update(trace.rolled_sites[s] for s in trace.rolled_open)
                 if len(unroll) == before:
                     if trace.rolled_sites and _rolled.checking():
                         _rolled.check_same(compiled.core, self._trace_once(self._new_trace(target, False, set()), args,
@@ -347,7 +347,7 @@ class Kernel:
                     compiled.trace_info = _rolled.summary(trace, traces)
                     compiled.trace_seconds = time.perf_counter() - start
                     return compiled
-            except _rolled.RetraceUnrolled:
+            except _trace.RetraceUnrolled:
                 pass
             except Exception:
                 if trace is None or not trace.rolled_open:
@@ -558,9 +558,6 @@ def _not_a_tensor(e, kernel, names, args, kwargs):
     while tb.tb_next is not None:
         tb = tb.tb_next
     where = (tb.tb_frame.f_code.co_filename, tb.tb_lineno, 0)
-    err = user_error("argument-type", f"kernel {kernel}: argument '{param}' is a {type(obj).__name__}, but the kernel "
-                     f"uses it as a tensor (.{e.name}); pass an array (a NumPy array or a torch tensor)", where)
-    out = ArgumentTypeError(str(err))
-    for attr in ("kind", "rule", "message", "file", "line", "column"):
-        setattr(out, attr, getattr(err, attr))
-    return out
+    return user_error("argument-type", f"kernel {kernel}: argument '{param}' is a {type(obj).__name__}, but the "
+                      f"kernel uses it as a tensor (.{e.name}); pass an array (a NumPy array or a torch tensor)",
+                      where, ArgumentTypeError)

@@ -80,11 +80,7 @@ def _converted(api_name: str, e: Exception) -> NkiValidationError | None:
     text = str(e) if not isinstance(e, KeyError) else repr(e.args[0]) if e.args else "KeyError"
     if "Unable to cast" in text or "incompatible function arguments" in text:  # pybind11's words
         text = "an argument's value is out of range or of the wrong kind for Knit's core"
-    base = user_error("argument", f"{api_name}(): {text}", user_location())
-    err = cls(str(base))
-    for attr in ("kind", "rule", "message", "file", "line", "column"):
-        setattr(err, attr, getattr(base, attr))
-    return err
+    return user_error("argument", f"{api_name}(): {text}", user_location(), cls)
 
 
 def argument_boundary(api_name: str, check_keywords: Callable[[dict[str, Any]], None] | None = None
@@ -124,11 +120,7 @@ def unknown_keyword(api_name: str, bad: str, valid: frozenset[str]) -> UnknownKe
     close = difflib.get_close_matches(bad, sorted(valid), n=1)
     hint = f"; did you mean '{close[0]}'?" if close else f" (it takes: {', '.join(sorted(valid)) or 'none'})"
     message = f"{api_name}() got an unexpected keyword argument '{bad}'{hint}"
-    base = user_error("unknown-keyword", message, user_location())
-    err = UnknownKeywordError(str(base))
-    for attr in ("kind", "rule", "message", "file", "line", "column"):
-        setattr(err, attr, getattr(base, attr))
-    return err
+    return user_error("unknown-keyword", message, user_location(), UnknownKeywordError)
 
 
 def _legacy_keyword(api_name: str, name: str) -> NkiValidationError:

@@ -116,10 +116,7 @@ class RegExpr:
     def __add__(self, other): return self._affine(other, 1)
     def __radd__(self, other): return self._affine(other, 1)
     def __sub__(self, other): return self._affine(other, -1)
-    def __rsub__(self, other):
-        if not isinstance(other, (RegExpr, numbers.Integral)) or isinstance(other, bool):
-            return NotImplemented
-        return RegExpr.of(other)._affine(self, -1)
+    def __rsub__(self, other): return (-self)._affine(other, 1)
     def __neg__(self): return RegExpr(0)._affine(self, -1)
 
     def __mul__(self, other):

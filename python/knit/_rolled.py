@@ -48,7 +48,7 @@ from typing import Any
 from . import _core, _trace
 from ._register import RegExpr
 from ._tensor import NkiTensor
-from ._trace import RetraceUnrolled, cannot_roll  # noqa: F401  (re-exported: _kernel retraces on it)
+from ._trace import cannot_roll
 
 SYMBOL_BASE = _core.ROLLED_SYMBOL_BASE
 

@@ -50,8 +50,9 @@ def public_error(e):
     return out
 
 
-def user_error(rule, message, loc):
-    """An NkiValidationError raised from the Python layer, formatted like the C++ ones."""
+def user_error(rule, message, loc, cls=None):
+    """An NkiValidationError (or `cls`, a subclass of it) raised from the Python layer, formatted
+    like the C++ ones."""
     file, line = (loc[0], loc[1]) if loc else ("<unknown>", 0)
     text = f"{file}:{line}: error: [{rule}] {message}"
     try:
@@ -61,6 +62,6 @@ def user_error(rule, message, loc):
         text += f"\n  {src}\n  {' ' * col}^"
     except (OSError, IndexError):
         pass
-    err = NkiValidationError(text)
+    err = (cls or NkiValidationError)(text)
     err.kind, err.rule, err.message, err.file, err.line, err.column = "user", rule, message, file, line, 0
     return err

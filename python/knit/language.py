@@ -235,7 +235,7 @@ def affine_range(start: int, stop: int | None = None, step: int = 1) -> Iterable
     `for` statement it is traced once and expanded in C++ when it can be (knit/_rolled.py), with
     the loop index a symbol; otherwise (or with KNIT_ROLL=0) it unrolls in Python."""
     r = range(start) if stop is None else range(start, stop, step)
-    return _rolled.loop(r, user_frame()) if _rolled.enabled() else r
+    return _rolled.loop(r, user_frame())  # plain `r` unless the trace rolls loops (KNIT_ROLL)
 
 
 sequential_range = static_range = affine_range

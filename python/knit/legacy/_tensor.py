@@ -121,9 +121,7 @@ class PsumState:
         """Records the elements of `view` (of this tensor) as matmul-written."""
         if self.mode != "lazy_zero" or self.written is True:
             return
-        if view.dynamic:  # a rolled loop's index: which elements differs per iteration
-            raise _trace.cannot_roll([r - _core.ROLLED_SYMBOL_BASE for r, _ in view.dynamic
-                                      if r >= _core.ROLLED_SYMBOL_BASE])
+        needs_value(RegExpr(0, dict(view.dynamic)))  # a rolled loop's index: marks differ per iteration
         if view.offset == 0 and list(view.pattern) == list(self.full.pattern):
             self.written = True  # the whole tensor: the common `psum += matmul` of a full tile
             return
