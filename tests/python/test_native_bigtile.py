@@ -60,6 +60,45 @@ def test_row_kernels_at_big_tiles_give_the_reference_bytes(name, args):
         assert same_bytes(out, ref)
 
 
+# ---- instructions whose walk has a single row ----------------------------------------------------
+
+# An HBM operand, or a tile of one partition, walks as [1, ..., columns]: such an instruction
+# splits along its outermost dim of more than one index instead of its (single) row, down to the
+# innermost dim. 80000 bf16 elements: above the 2^16 split size, within one partition.
+WIDE = 80000
+
+
+@knit.jit
+def single_row_kernel(x, cube):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    cube_out = nl.ndarray(cube.shape, dtype=cube.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=cube_out, src=cube)  # HBM -> HBM, [1, 1, 1, all] after merging
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)  # one tile: two would not fit
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=3.0)
+    # value = column - WIDE / 2: the second half keeps t, the first half becomes -1.
+    nisa.affine_select(dst=t, pattern=[[1, WIDE]], channel_multiplier=0, on_true_tile=t,
+                       on_false_value=-1.0, cmp_op=nl.greater_equal, offset=-WIDE // 2)
+    nisa.dma_copy(dst=out, src=t)
+    return out, cube_out
+
+
+def test_single_row_instructions_split_along_their_columns_give_the_reference_bytes():
+    import ml_dtypes
+
+    x = randn(1, WIDE).astype(ml_dtypes.bfloat16)
+    cube = randn(3, 4, 20000, seed=1)
+    c = knit.compile(single_row_kernel, x, cube)
+    ref = c.reference(x, cube)
+    out = c.run(x, cube, backend="jit-strict")
+    assert c.last_run["native"] > 0 and c.last_run["interpreted"] == 0, c.last_run
+    assert all(same_bytes(o, r) for o, r in zip(out, ref))
+    assert np.array_equal(out[1], cube)
+    columns = np.arange(WIDE)[None, :]
+    expected = np.where(columns >= WIDE // 2, (x.astype(np.float32) * 3).astype(ml_dtypes.bfloat16), -1)
+    assert np.array_equal(out[0].astype(np.float32), expected.astype(np.float32))
+
+
 # ---- outputs handed over without a copy --------------------------------------------------------
 
 

@@ -94,6 +94,22 @@ KNIT_INLINE void map_bits(const MapShape& s, uint8_t* const* data, F&& value) {
   });
 }
 
+// A same-dtype copy whose innermost dim is contiguous on both sides moves whole rows with
+// memcpy: the C library's copy (rep movsb on this class of CPU) streams without reading the
+// destination first, which an element loop's stores do; a DMA of a tile runs about twice as fast.
+KNIT_INLINE bool contiguous_rows(const MapShape& s) {
+  const int64_t size = knit::ir::dtype_size(type(s.dst));
+  return s.dst.step[3] == size && s.a.step[3] == size;
+}
+
+KNIT_INLINE void copy_rows(const MapShape& s, uint8_t* const* data) {
+  const size_t row_bytes = static_cast<size_t>(s.walk.n[3] * knit::ir::dtype_size(type(s.dst)));
+  for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0)
+    for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
+      for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
+        std::memcpy(data[0] + at(s.dst, i0, i1, i2, 0), data[1] + at(s.a, i0, i1, i2, 0), row_bytes);
+}
+
 // iota / affine_select: the engine's affine index of a walk position (exec_select.cpp).
 KNIT_INLINE int64_t affine_value(const MapShape& s, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   return s.affine_offset + i0 * s.affine_step[0] + i1 * s.affine_step[1] + i2 * s.affine_step[2] +
@@ -123,7 +139,9 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
   const float* c1 = columns[1];
   switch (s.kind) {
     case MapKind::copy:
-      if (s.dst.dtype == s.a.dtype) {
+      if (s.dst.dtype == s.a.dtype && contiguous_rows(s)) {
+        copy_rows(s, data);
+      } else if (s.dst.dtype == s.a.dtype) {
         map_bits(s, data, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
           return knit::ir::load_bits(type(s.a), a + at(s.a, i0, i1, i2, i3));
         });

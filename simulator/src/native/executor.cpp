@@ -84,32 +84,51 @@ const Walk& walk_of(const RowShape& s) { return s.data_walk; }
 int64_t touched_elements(const MapShape& s) { return walk_elements(s.walk); }
 int64_t touched_elements(const ReduceShape& s) { return walk_elements(s.walk) * s.runs * s.group; }
 int64_t touched_elements(const RowShape& s) { return walk_elements(s.data_walk); }
-// Each row writes its own dst elements unless dst does not move along the rows (a stride-0 dim):
-// then the rows overwrite one another in order, and that must stay on one thread.
+// The walk dim a shape splits along: dim 0 (partitions, for on-chip operands), which every
+// body's per-row state (columns, folds, scans) is indexed by. A map whose dim 0 is a single row
+// (an HBM operand's walk, say a DMA's [1, 1, partitions, columns]) splits along its outermost
+// dim of more than one index instead, when its elements are independent of one another.
+int split_dim(const MapShape& s) {
+  const bool elements_apart = s.fold_op < 0 && s.kind != MapKind::scan && s.kind != MapKind::cumulative &&
+                              s.kind != MapKind::gather;
+  if (s.walk.n[0] > 1 || !elements_apart) return 0;
+  for (int d = 1; d < kWalkDims; ++d)
+    if (s.walk.n[d] > 1) return d;
+  return 0;
+}
+int split_dim(const ReduceShape&) { return 0; }
+int split_dim(const RowShape&) { return 0; }
+
+// Each index of the split dim writes its own dst elements unless dst does not move along it (a
+// stride-0 dim): then they overwrite one another in order, and that must stay on one thread.
 template <class Shape>
-bool rows_write_apart(const Shape& s) {
-  return s.dst.step[0] != 0;
+bool rows_write_apart(const Shape& s, int d) {
+  return s.dst.step[d] != 0;
 }
 
-// Splits a shape by its walk's dim 0 (partitions, for on-chip operands) into up to
-// kPartsPerThread x `threads` parts of whole rows (at most two distinct part shapes to compile). `piece(shape, r0,
-// rows)` returns the part's shape and its operands' byte offsets. Only for bodies whose rows are independent: then the
-// bytes are the same for any split.
+// Splits a shape by its walk's split_dim into up to kPartsPerThread x `threads` parts of whole
+// indices of that dim (at most two distinct part shapes to compile). `piece(shape, d, r0, n,
+// offsets)` returns the part's shape and its operands' byte offsets. Only for bodies whose split
+// indices are independent: then the bytes are the same for any split. Splitting the innermost
+// dim keeps parts a multiple of kInnerChunk elements, so each part's loop stays whole vectors.
+constexpr int64_t kInnerChunk = 256;
 template <class Shape, class Piece>
 std::vector<Part> row_parts(const std::string& bytes, int threads, int64_t scratch_floats, Piece&& piece) {
   Shape s;
   std::memcpy(&s, bytes.data(), sizeof s);
   const Walk& w = walk_of(s);
-  const int64_t rows = w.n[0];
-  const int64_t count = touched_elements(s) < kSplitElements || !rows_write_apart(s) || threads <= 1
+  const int d = split_dim(s);
+  const int64_t rows = w.n[d];
+  const int64_t count = touched_elements(s) < kSplitElements || !rows_write_apart(s, d) || threads <= 1
                             ? 1
                             : std::min<int64_t>(int64_t{threads} * kPartsPerThread, rows);
   if (count <= 1) return {Part{bytes, {0, 0, 0}, scratch_floats}};
-  const int64_t chunk = (rows + count - 1) / count;
+  int64_t chunk = (rows + count - 1) / count;
+  if (d == kWalkDims - 1) chunk = (chunk + kInnerChunk - 1) / kInnerChunk * kInnerChunk;
   std::vector<Part> parts;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-    Part part{{}, {0, 0, 0}, scratch_floats, r0};
-    Shape p = piece(s, r0, std::min(chunk, rows - r0), part.offset);
+    Part part{{}, {0, 0, 0}, scratch_floats, d == 0 ? r0 : 0};
+    Shape p = piece(s, d, r0, std::min(chunk, rows - r0), part.offset);
     part.shape = bytes_of(p);
     parts.push_back(std::move(part));
   }
@@ -120,26 +139,28 @@ std::vector<Part> row_parts(const std::string& bytes, int threads, int64_t scrat
 // and per-partition row statistics (every partition alone) split by rows.
 std::vector<Part> row_parts_of(const std::string& body, const std::string& shape, int64_t scratch_floats, int threads) {
   if (body == std::string_view("knit_map_body"))
-    return row_parts<MapShape>(shape, threads, scratch_floats, [](MapShape s, int64_t r0, int64_t n, int64_t* off) {
-      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.a.step[0], off[2] = r0 * s.b.step[0];
-      s.affine_offset += r0 * s.affine_step[0];
-      s.walk.n[0] = n;
-      return s;
-    });
+    return row_parts<MapShape>(shape, threads, scratch_floats,
+                               [](MapShape s, int d, int64_t r0, int64_t n, int64_t* off) {
+                                 off[0] = r0 * s.dst.step[d], off[1] = r0 * s.a.step[d], off[2] = r0 * s.b.step[d];
+                                 s.affine_offset += r0 * s.affine_step[d];
+                                 s.walk.n[d] = n;
+                                 return s;
+                               });
   if (body == std::string_view("knit_reduce_body"))
     return row_parts<ReduceShape>(shape, threads, scratch_floats,
-                                  [](ReduceShape s, int64_t r0, int64_t n, int64_t* off) {
+                                  [](ReduceShape s, int, int64_t r0, int64_t n, int64_t* off) {
                                     off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0];
                                     s.walk.n[0] = n;
                                     return s;
                                   });
   if (body == std::string_view("knit_row_body"))
-    return row_parts<RowShape>(shape, threads, scratch_floats, [](RowShape s, int64_t r0, int64_t n, int64_t* off) {
-      off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0], off[2] = r0 * s.vals.step[0];
-      s.data_walk.n[0] = s.dst_walk.n[0] = n;
-      s.first_row += r0;
-      return s;
-    });
+    return row_parts<RowShape>(
+        shape, threads, scratch_floats, [](RowShape s, int, int64_t r0, int64_t n, int64_t* off) {
+          off[0] = r0 * s.dst.step[0], off[1] = r0 * s.data.step[0], off[2] = r0 * s.vals.step[0];
+          s.data_walk.n[0] = s.dst_walk.n[0] = n;
+          s.first_row += r0;
+          return s;
+        });
   return {Part{shape, {0, 0, 0}, scratch_floats}};
 }
 
