@@ -231,14 +231,7 @@ uint32_t memset_bits(ir::DType t, double value) {
 
 Moments group_moments(const float* row, int64_t F, int64_t first) {
   Moments g;
-  float sum = 0;
-  for (int64_t j = first; j < F; j += 2) {
-    sum += row[j];
-    g.count += 1;
-  }
-  if (g.count == 0) return g;
-  g.mean = sum / g.count;
-  for (int64_t j = first; j < F; j += 2) g.m2 += (row[j] - g.mean) * (row[j] - g.mean);
+  group_moments_rows<1>(&row, F, first, &g);
   return g;
 }
 

@@ -59,6 +59,23 @@ struct Moments {
   float count = 0, mean = 0, m2 = 0;
 };
 Moments group_moments(const float* row, int64_t F, int64_t first);
+// group_moments of R rows at once, the same bits per row: each row's sums are still one chain in
+// element order, and the R chains advance side by side (which the CPU overlaps).
+template <int64_t R>
+void group_moments_rows(const float* const* rows, int64_t F, int64_t first, Moments* out) {
+  float sum[R] = {}, m2[R] = {}, mean[R] = {};
+  float count = 0;
+  for (int64_t j = first; j < F; j += 2) {
+    for (int64_t r = 0; r < R; ++r) sum[r] += rows[r][j];
+    count += 1;
+  }
+  for (int64_t r = 0; r < R; ++r) out[r] = Moments{count, 0, 0};
+  if (count == 0) return;
+  for (int64_t r = 0; r < R; ++r) mean[r] = sum[r] / count;
+  for (int64_t j = first; j < F; j += 2)
+    for (int64_t r = 0; r < R; ++r) m2[r] += (rows[r][j] - mean[r]) * (rows[r][j] - mean[r]);
+  for (int64_t r = 0; r < R; ++r) out[r] = Moments{count, mean[r], m2[r]};
+}
 // Chan et al.'s combination of k (count, mean, m2) triples: N = sum n, mean = sum(n * mean) / N,
 // variance = sum(m2 + n * (mean_k - mean)^2) / N (population variance). No samples: 0/0 = NaN.
 // Returns (mean, variance).

@@ -99,6 +99,45 @@ def test_single_row_instructions_split_along_their_columns_give_the_reference_by
     assert np.array_equal(out[0].astype(np.float32), expected.astype(np.float32))
 
 
+# ---- row folds and bn_stats, several partitions side by side -----------------------------------
+
+# The native bodies fold 8 partitions' rows side by side (each row still one chain in element
+# order), then the partitions left over one at a time: 21 partitions = two blocks of 8 and 5 alone.
+# A bf16 input widens the values' range of rounding, and 3 x 700 free elements cross the 256-element
+# chunks and take the outer-dims path for the [P, 3, 700] view.
+@knit.jit
+def folds_kernel(x):
+    sums = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    stats = nl.ndarray((x.shape[0], 6), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    e = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(dst=e, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=s)
+    nisa.dma_copy(dst=sums, src=s)
+    st = nl.ndarray((x.shape[0], 6), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_stats(dst=st, data=t[:, 0, 0:500])
+    nisa.dma_copy(dst=stats, src=st)
+    return sums, stats
+
+
+def test_row_folds_and_bn_stats_of_several_partitions_give_the_reference_bytes():
+    import ml_dtypes
+
+    x = randn(21, 3, 700).astype(ml_dtypes.bfloat16)
+    c = knit.compile(folds_kernel, x)
+    ref = c.reference(x)
+    out = c.run(x, backend="jit-strict")
+    assert c.last_run["native"] > 0 and c.last_run["interpreted"] == 0, c.last_run
+    assert all(same_bytes(o, r) for o, r in zip(out, ref))
+    sums, stats = out
+    xf = x.astype(np.float64)
+    np.testing.assert_allclose(sums[:, 0], np.exp(xf).reshape(21, -1).sum(axis=1), rtol=1e-5)
+    even, odd = xf[:, 0, 0:500:2], xf[:, 0, 1:500:2]
+    np.testing.assert_allclose(stats[:, 1], even.mean(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats[:, 5], odd.var(axis=1) * 250, rtol=1e-4)
+
+
 # ---- outputs handed over without a copy --------------------------------------------------------
 
 

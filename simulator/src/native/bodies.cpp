@@ -50,41 +50,58 @@ KNIT_INLINE float load(const Access& a, const uint8_t* base, int64_t i0, int64_t
   return knit::ir::decode(type(a), base + at(a, i0, i1, i2, i3));
 }
 
+// Rows [i0, i0 + R) of a map with a row fold: each row's values folded left to right in element
+// order. A row's fold is one dependency chain that cannot be reordered without changing its bits,
+// so R rows advance side by side (R independent chains, which the CPU overlaps). The values of a
+// stretch of the innermost dim are computed into a local chunk per row first, stored to dst from
+// there, and folded last: the value loop (an exp, say) writes only the local chunk, so LLVM
+// vectorizes it without a run-time overlap check against dst (which, hoisted over R rows a
+// partition apart, would always fail and fall back to scalar code).
+constexpr int64_t kFoldRows = 8;
+template <int64_t R, class Value, class Put>
+KNIT_INLINE void fold_rows(const MapShape& s, AluOp op, int64_t i0, float* folds, Value&& value, Put&& put) {
+  constexpr int64_t kChunk = 256;
+  float chunk[R][kChunk];
+  float fold[R];
+  for (int64_t r = 0; r < R; ++r) fold[r] = s.fold_continues ? folds[i0 + r] : 0.0f;
+  bool first = !s.fold_continues;
+  for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
+    for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
+      for (int64_t c = 0; c < s.walk.n[3]; c += kChunk) {
+        const int64_t m = s.walk.n[3] - c < kChunk ? s.walk.n[3] - c : kChunk;
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t j = 0; j < m; ++j) chunk[r][j] = value(i0 + r, i1, i2, c + j);
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t j = 0; j < m; ++j) put(chunk[r][j], i0 + r, i1, i2, c + j);
+        int64_t j = 0;
+        if (first) {
+          for (int64_t r = 0; r < R; ++r) fold[r] = chunk[r][0];
+          j = 1, first = false;
+        }
+        for (; j < m; ++j)
+          for (int64_t r = 0; r < R; ++r) fold[r] = knit::sim::alu(op, fold[r], chunk[r][j]);
+      }
+  for (int64_t r = 0; r < R; ++r) folds[i0 + r] = fold[r];
+}
+
 // Element-wise kinds whose result is one fp32 value per element, stored rounded to dst. With a
 // row fold (activation's reduce_res, tensor_scalar_reduce, select_reduce, range_select), each
 // row's fp32 values (not the rounded stores) are folded left to right, from the row's first
-// value (or, with fold_continues, from the fold an earlier call left in folds[row]). The values of a stretch of the
-// innermost dim are computed into a local chunk first and folded after: the fold is one dependency chain that cannot be
-// reordered without changing its bits, and kept in the same loop it would keep the values (an exp, say) from
-// vectorizing too.
+// value (or, with fold_continues, from the fold an earlier call left in folds[row]): fold_rows.
 template <class F>
 KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* folds, F&& value) {
-  auto store = [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-    const float y = value(i0, i1, i2, i3);
+  auto put = [&](float y, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     knit::ir::encode(type(s.dst), y, data[0] + at(s.dst, i0, i1, i2, i3));
-    return y;
   };
   if (s.fold_op < 0) {
-    for_each(s.walk, store);
+    for_each(s.walk,
+             [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { put(value(i0, i1, i2, i3), i0, i1, i2, i3); });
     return;
   }
   const AluOp op = static_cast<AluOp>(s.fold_op);
-  constexpr int64_t kChunk = 256;
-  float chunk[kChunk];
-  for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0) {
-    float fold = s.fold_continues ? folds[i0] : 0.0f;
-    bool first = !s.fold_continues;
-    for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
-      for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
-        for (int64_t c = 0; c < s.walk.n[3]; c += kChunk) {
-          const int64_t m = s.walk.n[3] - c < kChunk ? s.walk.n[3] - c : kChunk;
-          for (int64_t j = 0; j < m; ++j) chunk[j] = store(i0, i1, i2, c + j);
-          int64_t j = 0;
-          if (first) fold = chunk[j++], first = false;
-          for (; j < m; ++j) fold = knit::sim::alu(op, fold, chunk[j]);
-        }
-    folds[i0] = fold;
-  }
+  int64_t i0 = 0;
+  for (; i0 + kFoldRows <= s.walk.n[0]; i0 += kFoldRows) fold_rows<kFoldRows>(s, op, i0, folds, value, put);
+  for (; i0 < s.walk.n[0]; ++i0) fold_rows<1>(s, op, i0, folds, value, put);
 }
 
 template <class F>
@@ -490,6 +507,37 @@ KNIT_INLINE bool search_rows(const RowShape& s, uint8_t* const* data) {
   }
 }
 
+// bn_stats of partitions [p, p + R): their rows decoded into scratch (R rows of F), the moments
+// of each parity summed for the R rows side by side (group_moments_rows, the reference's bits).
+template <int64_t R>
+KNIT_INLINE void bn_stats_block(const RowShape& s, uint8_t* const* data, float* scratch, int64_t p, int64_t F) {
+  const float* rows[R];
+  for (int64_t r = 0; r < R; ++r) {
+    float* row = scratch + r * F;
+    rows[r] = row;
+    int64_t f = 0;
+    for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+      row[f++] = knit::ir::decode(type(s.data), data[1] + at(s.data, p + r, i1, i2, i3));
+    });
+  }
+  knit::sim::Moments g[2][R];
+  for (int parity = 0; parity < 2; ++parity) knit::sim::group_moments_rows<R>(rows, F, parity, g[parity]);
+  for (int64_t r = 0; r < R; ++r) {
+    const float out[6] = {g[0][r].count, g[0][r].mean, g[0][r].m2, g[1][r].count, g[1][r].mean, g[1][r].m2};
+    int64_t k = 0;
+    for_each_free(s.dst_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
+      knit::ir::encode(type(s.dst), out[k++], data[0] + at(s.dst, p + r, i1, i2, i3));
+    });
+  }
+}
+
+KNIT_INLINE void bn_stats_rows(const RowShape& s, uint8_t* const* data, float* scratch) {
+  const int64_t F = s.data_walk.n[1] * s.data_walk.n[2] * s.data_walk.n[3];
+  int64_t p = 0;
+  for (; p + kMomentRows <= s.data_walk.n[0]; p += kMomentRows) bn_stats_block<kMomentRows>(s, data, scratch, p, F);
+  for (; p < s.data_walk.n[0]; ++p) bn_stats_block<1>(s, data, scratch, p, F);
+}
+
 // bn_stats / bn_aggr / max8: the reference decodes each partition's row to fp32 and calls the
 // same group_moments / combine_moments / top8 (alu.cpp), so the results are the same bits by
 // construction.
@@ -498,6 +546,7 @@ extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* operands, f
   const RowShape& s = *shape;
   if (search_rows(s, data)) return;
   float* row = reinterpret_cast<float*>(data[3]);
+  if (s.kind == RowKind::bn_stats) return bn_stats_rows(s, data, row);
   for (int64_t p = 0; p < s.data_walk.n[0]; ++p) {
     int64_t F = 0;
     for_each_free(s.data_walk, [&](int64_t i1, int64_t i2, int64_t i3) {
@@ -521,13 +570,6 @@ extern "C" void knit_row_body(const RowShape* shape, uint8_t* const* operands, f
     float out[8] = {};
     if (s.kind == RowKind::max8) {
       knit::sim::top8(row, F, out);
-    } else if (s.kind == RowKind::bn_stats) {
-      for (int parity = 0; parity < 2; ++parity) {
-        const knit::sim::Moments g = knit::sim::group_moments(row, F, parity);
-        out[3 * parity] = g.count;
-        out[3 * parity + 1] = g.mean;
-        out[3 * parity + 2] = g.m2;
-      }
     } else {
       const auto [mean, var] = knit::sim::combine_moments(row, F / 3);
       out[0] = mean;

@@ -309,7 +309,8 @@ const char* Planner::row(RowKind kind, const View& dst, const View& data, const 
     if (kind != RowKind::topk && (v.n[1] * v.n[2] > 1 || v.n[3] < 8)) return why::free_dims;  // not one run of 8+
     r.vals = access_of(v);
   }
-  out.scratch_floats = out.ops[1].n[1] * out.ops[1].n[2] * out.ops[1].n[3];
+  out.scratch_floats = out.ops[1].n[1] * out.ops[1].n[2] * out.ops[1].n[3] *
+                       (kind == RowKind::bn_stats ? kMomentRows : 1);
   out.shape = bytes_of(r);
   return nullptr;
 }

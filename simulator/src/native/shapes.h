@@ -100,6 +100,9 @@ struct ReduceShape {
 
 // Per-partition row statistics: each partition's data row (its free dims, row-major) is decoded
 // to fp32 into scratch, reduced to a few values, and those are stored to dst's free elements.
+// bn_stats decodes this many partitions' rows into scratch at a time and sums them side by side.
+constexpr int64_t kMomentRows = 8;
+
 enum class RowKind : int32_t {
   bn_stats,            // (count, mean, m2) of the even-, then of the odd-indexed elements: 6 values
   bn_aggr,             // (mean, variance) combining the row's (count, mean, m2) triples: 2 values
