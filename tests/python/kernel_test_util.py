@@ -20,18 +20,25 @@ def source_line(path, marker):
     raise AssertionError(marker)
 
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "examples", "kernels", "python")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples", "kernels", "python")
+BENCH = os.path.join(ROOT, "bench")
 
 
 @functools.cache
-def load_example(relpath):
-    """Imports examples/kernels/python/<relpath> as a module (the folders are not packages), once."""
-    name = "knit_example_" + re.sub(r"\W", "_", relpath)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, relpath))
+def load_file(path):
+    """Imports the Python file at `path` as a module (examples/ and bench/ are not packages), once."""
+    name = "knit_file_" + re.sub(r"\W", "_", os.path.abspath(path))
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_example(relpath):
+    """Imports examples/kernels/python/<relpath> as a module, once."""
+    return load_file(os.path.join(EXAMPLES, relpath))
+
 
 
 def randn(*shape, seed=0):
