@@ -70,6 +70,28 @@ def test_benchmark_times_shape_placeholders():
     assert bench.benchmark_result.nc_latency.get_latency_percentile(50) == latency
 
 
+def test_benchmark_times_on_the_target_given_as_target_or_platform_target():
+    """G1 spells it platform_target=, Knit's own API target=: either picks the target, never ignored."""
+    def add(a, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.add(nl.load(a), nl.load(b)))
+        return out
+
+    placeholder = nt.tensor[[128, 4096], nl.float32]
+
+    def latency(**options):
+        bench = nki.benchmark(warmup=2, iters=5, **options)(add)
+        bench(placeholder, placeholder)
+        return bench.benchmark_result.nc_latency.get_latency_percentile(50)
+
+    assert latency(target="trn1") == latency(platform_target="trn1") != latency(target="trn3")
+    assert latency(target="trn3") == latency(platform_target="trn3") == latency(target="trn3", platform_target="trn3")
+    with pytest.raises(ValueError, match="different targets"):
+        nki.benchmark(target="trn1", platform_target="trn2")(add)
+    with pytest.raises(ValueError, match="target='trn9'"):
+        nki.jit(target="trn9")(add)
+
+
 def test_affine_select_of_a_psum_tile_is_staged_through_sbuf():
     @nki.jit
     def causal(a, b):

@@ -65,14 +65,22 @@ class LegacyKernel(_Kernel):
         return type(self)(self.fn._legacy_fn, tuple(int(g) for g in grid), **self.options)
 
 
-def _options(kwargs):
-    target = kwargs.get("platform_target")
-    if target is None:
-        return {}
+def _target_name(key, target):
     name = _kisa._TARGETS.get(str(getattr(target, "value", target)).lower())
     if name is None:
-        raise ValueError(f"platform_target={target!r}: expected trn1, inf2, trn2 or trn3")
-    return {"platform_target": name}
+        raise ValueError(f"{key}={target!r}: expected trn1, inf2, trn2 or trn3")
+    return name
+
+
+def _options(kwargs):
+    """The runner options Knit acts on: the target, as G1's platform_target= or as Knit's own
+    target= (both accepted so that neither is silently ignored; they must agree)."""
+    given = {key: _target_name(key, kwargs[key]) for key in ("platform_target", "target")
+             if kwargs.get(key) is not None}
+    if len(set(given.values())) > 1:
+        raise ValueError(f"platform_target={kwargs['platform_target']!r} and target={kwargs['target']!r} "
+                         "name different targets: pass one of them")
+    return {"platform_target": next(iter(given.values()))} if given else {}
 
 
 def jit(func=None, mode="auto", **kwargs):
