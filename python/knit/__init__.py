@@ -19,7 +19,8 @@ from ._version import __version__  # noqa: F401
 from .benchmark import Benchmark, benchmark  # noqa: F401
 from .errors import JitFallbackWarning, KnitError, KnitIndexError, KnitRuntimeError, NkiValidationError  # noqa: F401
 from .profile import Profile, profile  # noqa: F401
+from .sweep import SweepResult, sweep  # noqa: F401
 
 __all__ = ["dtype", "jit", "simulate", "baremetal", "simulate_kernel", "compile", "Kernel", "Compiled", "language",
            "isa", "typing", "cache", "KnitError", "NkiValidationError", "KnitRuntimeError", "KnitIndexError", "profile",
-           "Profile", "benchmark", "Benchmark"]
+           "Profile", "benchmark", "Benchmark", "sweep", "SweepResult"]

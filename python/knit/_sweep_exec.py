@@ -1,0 +1,168 @@
+"""Where a sweep's chunks run: in this process, on a local process pool, or on Ray (docs/sweep.md).
+
+Every executor runs the same function (_sweep_run.run_chunk) on the same chunks, and the simulator
+is deterministic, so the points are the same whichever runs them; only wall times differ. A chunk
+whose worker process dies is run once more; if it dies again its points become error rows.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import pickle
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from . import _sweep_run
+from ._kernel import Kernel
+
+EXECUTORS = ("inline", "process", "ray")
+# Fewer points than this run in this process when no executor is named: a pool's start-up (a
+# fresh interpreter importing Knit per worker, about half a second) would cost more than it saves.
+INLINE_BELOW = 4
+# Chunks per worker: enough for the last ones to balance the load, few enough that scheduling
+# (about a millisecond per chunk on a pool, more on Ray) stays small next to a point's cost.
+CHUNKS_PER_WORKER = 4
+MAX_CHUNK = 32
+
+Unit = tuple[int, dict, tuple, dict]
+Deliver = Callable[[list[dict[str, Any]]], None]
+
+
+def choose(executor: Any, num_points: int) -> Any:
+    """The executor to use: the one named, else Ray when KNIT_RAY_ADDRESS is set, else inline for
+    a tiny space and the process pool otherwise."""
+    if executor is None:
+        if os.environ.get("KNIT_RAY_ADDRESS"):
+            return "ray"
+        return "inline" if num_points < INLINE_BELOW else "process"
+    if isinstance(executor, str) and executor not in EXECUTORS:
+        raise ValueError(f"executor={executor!r}: use one of {', '.join(EXECUTORS)}, a "
+                         f"concurrent.futures.Executor, or None (inline for tiny sweeps, else a process pool)")
+    return executor
+
+
+def workers_of(executor: Any) -> int:
+    if executor == "ray":
+        import ray
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+    if isinstance(executor, concurrent.futures.Executor):
+        return getattr(executor, "_max_workers", None) or os.cpu_count() or 1
+    return 1 if executor == "inline" else os.cpu_count() or 1
+
+
+def chunks(units: list[Unit], workers: int) -> list[list[Unit]]:
+    size = max(1, min(MAX_CHUNK, len(units) // (workers * CHUNKS_PER_WORKER)))
+    return [units[i:i + size] for i in range(0, len(units), size)]
+
+
+def shippable(kernel: Kernel, check: Any) -> tuple[_sweep_run.KernelRef | None, str]:
+    """(the kernel's reference, "") when other processes can run this sweep, else (None, why)."""
+    ref = _sweep_run.kernel_ref(kernel)
+    if ref is None:
+        return None, (f"kernel {kernel.fn.__qualname__} is not defined at a module's top level, so another "
+                      f"process cannot import it")
+    try:
+        pickle.dumps(check)
+    except Exception as e:
+        return None, f"check={check!r} cannot be pickled ({e}); make it a module-level function"
+    return ref, ""
+
+
+def run(executor: Any, kernel: Kernel, target: str, check: Any, work: list[list[Unit]], deliver: Deliver) -> str:
+    """Run every chunk, handing each chunk's records to `deliver` as it finishes; returns the name
+    of the executor that ran them."""
+    if executor == "inline" or not work:
+        for chunk in work:
+            deliver(_sweep_run.run_chunk(kernel, target, check, chunk))
+        return "inline"
+    ref, why = shippable(kernel, check)
+    if ref is None:
+        if executor == "process" or executor == "ray":
+            raise ValueError(f"executor={executor!r}: {why} (or use executor='inline')")
+        warnings.warn(f"knit.sweep runs in this process: {why}", stacklevel=3)
+        return run("inline", kernel, target, check, work, deliver)
+    if executor == "ray":
+        _run_ray(ref, target, check, work, deliver)
+        return "ray"
+    if executor == "process":
+        _run_pool(None, ref, target, check, work, deliver)
+        return "process"
+    _run_pool(executor, ref, target, check, work, deliver)
+    return type(executor).__name__
+
+
+def _new_pool() -> concurrent.futures.ProcessPoolExecutor:
+    # spawn: each worker is a fresh interpreter with this process's sys.path and environment
+    # (KNIT_CACHE_DIR, KNIT_BACKEND, ...) as they are now; fork would copy the C++ core's threads
+    # and locks mid-state.
+    return concurrent.futures.ProcessPoolExecutor(os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _run_pool(given: concurrent.futures.Executor | None, ref: _sweep_run.KernelRef, target: str, check: Any,
+              work: list[list[Unit]], deliver: Deliver) -> None:
+    """On a process pool (`given`, else a new spawn pool per attempt): chunks lost to a dead
+    worker (the pool then breaks) run once more on a new pool."""
+    pending, attempt = list(work), 0
+    while pending:
+        attempt += 1
+        pool = given if given is not None and attempt == 1 else _new_pool()
+        lost = []
+        try:
+            futures = {pool.submit(_sweep_run.run_chunk, ref, target, check, chunk, True): chunk for chunk in pending}
+            for future in concurrent.futures.as_completed(futures):
+                try:
+                    deliver(future.result())
+                except BrokenProcessPool:
+                    lost.append(futures[future])
+        finally:
+            if pool is not given:
+                pool.shutdown(wait=True, cancel_futures=True)
+        if lost and attempt >= 2:
+            for chunk in lost:
+                deliver(_died(chunk, attempt, "the process pool broke"))
+            lost = []
+        pending = lost
+
+
+def _died(chunk: Iterable[Unit], attempts: int, detail: str) -> list[dict[str, Any]]:
+    return [{"index": i, "config": config, **_sweep_run.worker_died_fields(attempts, detail)}
+            for i, config, _, _ in chunk]
+
+
+def _run_ray(ref: _sweep_run.KernelRef, target: str, check: Any, work: list[list[Unit]], deliver: Deliver) -> None:
+    """As Ray tasks (Ray retries a task whose worker died once: max_retries=1)."""
+    ray = ensure_ray()
+    task = ray.remote(max_retries=1)(_sweep_run.run_chunk)
+    pending = {task.remote(ref, target, check, chunk, True): chunk for chunk in work}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        chunk = pending.pop(done[0])
+        try:
+            deliver(ray.get(done[0]))
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                ray.exceptions.LocalRayletDiedError) as e:
+            deliver(_died(chunk, 2, type(e).__name__))
+
+
+def ensure_ray() -> Any:
+    """The ray module, connected: to KNIT_RAY_ADDRESS when set, else to the cluster ray.init
+    finds (RAY_ADDRESS), else to a local cluster Ray starts, whose workers can import Knit."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("executor='ray' needs Ray: pip install 'knit[ray]' (or pip install ray)") from None
+    if not ray.is_initialized():
+        address = os.environ.get("KNIT_RAY_ADDRESS") or None
+        env = {} if address else {"env_vars": {"PYTHONPATH": os.pathsep.join(_local_paths())}}
+        ray.init(address=address, runtime_env=env or None, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def _local_paths() -> list[str]:
+    """Knit's own folder and $PYTHONPATH, for the workers of a local cluster (a kernel's module
+    that they cannot import is imported from its file)."""
+    knit_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [knit_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
