@@ -71,16 +71,18 @@ def shippable(kernel: Kernel, check: Any) -> tuple[_sweep_run.KernelRef | None, 
     return ref, ""
 
 
-def run(executor: Any, kernel: Kernel, target: str, check: Any, work: list[list[Unit]], deliver: Deliver) -> str:
+def run(executor: Any, kernel: Kernel, target: str, check: Any, work: list[list[Unit]], deliver: Deliver,
+        named: bool = True) -> str:
     """Run every chunk, handing each chunk's records to `deliver` as it finishes; returns the name
-    of the executor that ran them."""
+    of the executor that ran them. An executor the user did not name (`named` False) that cannot
+    ship the kernel to other processes gives way to this process, with a warning."""
     if executor == "inline" or not work:
         for chunk in work:
             deliver(_sweep_run.run_chunk(kernel, target, check, chunk))
         return "inline"
     ref, why = shippable(kernel, check)
     if ref is None:
-        if executor == "process" or executor == "ray":
+        if named:
             raise ValueError(f"executor={executor!r}: {why} (or use executor='inline')")
         warnings.warn(f"knit.sweep runs in this process: {why}", stacklevel=3)
         return run("inline", kernel, target, check, work, deliver)

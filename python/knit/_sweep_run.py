@@ -199,7 +199,7 @@ def _user_frame(e: BaseException) -> tuple[str | None, int | None]:
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
         if not _source._inside_knit(name) and not os.path.abspath(name).startswith(_LIBRARY_DIRS):
-            where = (name, tb.tb_lineno)
+            where = (os.path.abspath(name), tb.tb_lineno)
         tb = tb.tb_next
     return where
 

@@ -382,7 +382,7 @@ def sweep(kernel: Callable[..., Any], space: Space, inputs: Inputs, *, target: s
 
     with progress.quiet_simulations():
         try:
-            ran_on = _sweep_exec.run(chosen, k, target, check, work, deliver)
+            ran_on = _sweep_exec.run(chosen, k, target, check, work, deliver, named=executor is not None)
         finally:
             progress.close()
     return SweepResult([found[i] for i in range(len(configs))], k.fn.__name__, target, metric,
@@ -396,17 +396,20 @@ class _ResumeLog:
     def __init__(self, path: PathLike | None, kernel_name: str, target: str) -> None:
         self.path, self.kernel_name, self.target = path, kernel_name, target
         self.done: dict[str, dict[str, Any]] = {}
+        self.broken_end = False  # the file ends in half a line: the next record starts a new one
         if path is None or not os.path.exists(path):
             return
         with open(path) as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:  # the last line of a sweep killed mid-write
-                    continue
-                if (record.get("kernel"), record.get("target")) == (kernel_name, target) and \
-                        record.get("error_rule") != _sweep_run.WORKER_DIED:
-                    self.done[record["key"]] = record
+            text = f.read()
+        self.broken_end = bool(text) and not text.endswith("\n")
+        for line in text.splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # the last line of a sweep killed mid-write
+                continue
+            if (record.get("kernel"), record.get("target")) == (kernel_name, target) and \
+                    record.get("error_rule") != _sweep_run.WORKER_DIED:
+                self.done[record["key"]] = record
 
     def append(self, records: list[dict[str, Any]]) -> None:
         if self.path is None:
@@ -414,7 +417,8 @@ class _ResumeLog:
         lines = [json.dumps({"kernel": self.kernel_name, "target": self.target, "key": config_key(r["config"]), **r},
                             default=repr) + "\n" for r in records]
         with open(self.path, "a") as f:
-            f.write("".join(lines))
+            f.write("\n" * self.broken_end + "".join(lines))
+        self.broken_end = False
 
 
 class _Progress:

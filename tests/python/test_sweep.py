@@ -1,0 +1,318 @@
+"""knit.sweep (docs/sweep.md): grid expansion, failed configs as rows, ranking, CSV / JSON round
+trips, the executors agreeing point for point, worker-death retry, resume, the progress bar and
+the plot. The tunable kernel is the blocked matmul of examples/kernels/python/matmul/stages.py at
+small shapes, whose DMA bytes are counted by hand from its loops."""
+import io
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import knit
+import knit.typing as nt
+from knit import _sweep_exec
+from knit._sweep_plot import pareto_front
+from knit.sweep import SweepPoint, SweepResult, expand
+
+STAGES_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "kernels", "python", "matmul"))
+sys.path.insert(0, STAGES_DIR)
+import stages  # noqa: E402
+
+K, M, N = 512, 512, 1024
+BF16 = "bfloat16"
+INPUTS = (nt.tensor[[K, M], BF16], nt.tensor[[K, N], BF16])
+SPACE = {"tiles_m": [1, 2, 3, 4], "tiles_n": [1, 2]}
+
+
+def assert_line():
+    """The line of blocked_mn's block-size assert (counted from the file, not from Knit)."""
+    with open(stages.__file__) as f:
+        lines = f.read().splitlines()
+    start = next(i for i, text in enumerate(lines) if text.startswith("def blocked_mn"))
+    return next(i for i in range(start, len(lines)) if "assert M % BM == 0" in lines[i]) + 1
+
+
+def blocked_mn_dma_bytes(k, m, n, tiles_n, itemsize=2):
+    """blocked_mn's HBM traffic: rhs once, the lhsT strip once per column block, the output once."""
+    column_blocks = n // (tiles_n * 512)
+    return itemsize * (k * n + column_blocks * k * m + m * n)
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return knit.sweep(stages.blocked_mn, SPACE, INPUTS, target="trn2", executor="inline")
+
+
+# ---- the space ---------------------------------------------------------------------------------
+
+
+def test_a_grid_is_the_cartesian_product_with_the_last_key_fastest():
+    assert expand({"a": [1, 2], "b": (3, 4, 5)}) == [
+        {"a": 1, "b": 3}, {"a": 1, "b": 4}, {"a": 1, "b": 5}, {"a": 2, "b": 3}, {"a": 2, "b": 4}, {"a": 2, "b": 5}]
+    assert expand({"a": range(2), "fixed": "x"}) == [{"a": 0, "fixed": "x"}, {"a": 1, "fixed": "x"}]
+    assert expand([{"a": 2}, {"a": 1, "b": 0}]) == [{"a": 2}, {"a": 1, "b": 0}]
+    assert expand({}) == [{}]
+
+
+def test_bad_spaces_and_unknown_parameters_are_clear_errors():
+    with pytest.raises(TypeError, match="dict of lists"):
+        expand(42)
+    with pytest.raises(ValueError, match="identifiers"):
+        expand({"latency_us": [1]})  # would collide with a result column
+    with pytest.raises(TypeError, match="has no parameter tile_m"):
+        knit.sweep(stages.blocked_mn, {"tile_m": [1]}, INPUTS)  # misspelt tunable
+    with pytest.raises(ValueError, match="metric"):
+        knit.sweep(stages.blocked_mn, {"tiles_m": [1]}, INPUTS, metric="speed")
+    with pytest.raises(ValueError, match="executor"):
+        knit.sweep(stages.blocked_mn, {"tiles_m": [1]}, INPUTS, executor="threads")
+
+
+# ---- points --------------------------------------------------------------------------------------
+
+
+def test_every_config_is_a_point_and_failed_ones_carry_their_error(grid):
+    assert [p.config for p in grid.points] == expand(SPACE)
+    assert [p.index for p in grid.points] == list(range(8))
+    failed = [p for p in grid.points if not p.ok]
+    assert [p.config["tiles_m"] for p in failed] == [3, 3]  # 512 rows do not split into blocks of 384
+    line = assert_line()
+    for p in failed:
+        assert p.latency_us is None and p.mfu is None and p.sbuf_high_water is None
+        assert p.error_file == os.path.abspath(stages.__file__) and p.error_line == line
+        assert p.error.startswith(f"stages.py:{line}: AssertionError: assert M % BM == 0")
+    for p in grid.points:
+        if p.ok:
+            assert p.dma_bytes == blocked_mn_dma_bytes(K, M, N, p.config["tiles_n"])
+            assert 0 < p.mfu <= 1 and 0 < p.hfu <= 1 and p.latency_us > 0
+            assert set(p.utilization) >= {"pe", "act", "dve", "pool", "dma0"}
+            assert p.instructions > 0 and p.compile_s >= 0 and p.simulate_s >= 0
+
+
+def test_a_point_measures_what_profile_and_the_compiled_program_report(grid):
+    p = grid.points[7]  # tiles_m=4, tiles_n=2
+    prof = knit.profile(stages.blocked_mn, *INPUTS, target="trn2", tiles_m=4, tiles_n=2)
+    stats = knit.compile(stages.blocked_mn, *INPUTS, target="trn2", tiles_m=4, tiles_n=2).stats
+    assert p.latency_us == prof.latency_us and p.mfu == prof.mfu
+    assert (p.sbuf_high_water, p.psum_high_water) == (stats["sbuf_high_water"], stats["psum_high_water"])
+    assert p.instructions == sum(prof.instructions.values())
+
+
+def test_best_is_the_fastest_and_ranked_puts_failures_last(grid):
+    ok = [p for p in grid.points if p.ok]
+    fastest = min(ok, key=lambda p: p.latency_us)
+    assert grid.best() is fastest
+    ranked = grid.ranked()
+    assert [p.latency_us for p in ranked[:6]] == sorted(p.latency_us for p in ok)
+    assert all(not p.ok for p in ranked[6:])
+    by_mfu = SweepResult(grid.points, "blocked_mn", "trn2", metric="mfu")
+    assert by_mfu.best().mfu == max(p.mfu for p in ok)
+    table = grid.table().splitlines()
+    assert "8 points, 2 failed" in table[0]
+    assert table[2].split()[:3] == ["1", str(fastest.config["tiles_m"]), str(fastest.config["tiles_n"])]
+    assert "AssertionError" in table[-1]
+
+
+def test_best_of_a_sweep_where_nothing_ran_says_why():
+    result = knit.sweep(stages.blocked_mn, {"tiles_m": [3]}, INPUTS, executor="inline")
+    with pytest.raises(ValueError, match="no configuration ran.*AssertionError"):
+        result.best()
+
+
+def test_an_inputs_function_sweeps_shapes_and_its_keys_are_not_passed_to_the_kernel():
+    def inputs(config):
+        return nt.tensor[[K, config["m"]], BF16], nt.tensor[[K, N], BF16]
+
+    result = knit.sweep(stages.blocked_mn, {"m": [256, 512], "tiles_m": [1], "tiles_n": [2]}, inputs, executor="inline")
+    assert all(p.ok for p in result.points)
+    assert [p.dma_bytes for p in result.points] == [blocked_mn_dma_bytes(K, m, N, 2) for m in (256, 512)]
+
+
+def test_an_inputs_function_that_raises_fails_only_its_point():
+    def inputs(config):
+        if config["tiles_m"] == 2:
+            raise ValueError("no such shape")
+        return INPUTS
+
+    result = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2]}, inputs, executor="inline")
+    assert result.points[0].ok
+    assert "inputs(config) failed" in result.points[1].error and "no such shape" in result.points[1].error
+
+
+# ---- functional checks ---------------------------------------------------------------------------
+
+
+def matmul_close(outputs, inputs):
+    lhsT, rhs = (a.astype(np.float64) for a in inputs)
+    return np.allclose(outputs, lhsT.T @ rhs, rtol=1e-4, atol=1e-4)
+
+
+def always_wrong(outputs, inputs):
+    return False
+
+
+def raises_in_check(outputs, inputs):
+    raise RuntimeError("reference unavailable")
+
+
+def small_arrays():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((256, 256)).astype(np.float32), rng.standard_normal((256, 1024)).astype(np.float32)
+
+
+def test_check_runs_each_point_functionally_against_a_numpy_reference():
+    result = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2], "tiles_n": [1, 2]}, small_arrays(),
+                        check=matmul_close, executor="inline")
+    assert all(p.ok and p.check is True for p in result.points)
+    timing_only = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2], "tiles_n": [1, 2]}, small_arrays(),
+                             executor="inline")
+    assert [p.latency_us for p in result.points] == [p.latency_us for p in timing_only.points]
+    assert all(p.check is None for p in timing_only.points)
+
+
+def test_a_failed_or_raising_check_fails_the_point():
+    wrong = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2]}, small_arrays(), check=always_wrong,
+                       executor="inline")
+    assert all(p.check is False and p.latency_us is None for p in wrong.points)
+    assert wrong.points[0].error == "check failed: check(outputs, inputs) returned False"
+    raising = knit.sweep(stages.blocked_mn, {"tiles_m": [1]}, small_arrays(), check=raises_in_check,
+                         executor="inline")
+    p = raising.points[0]
+    assert p.error_file == os.path.abspath(__file__) and "check failed: RuntimeError: reference unavailable" in p.error
+    with_placeholders = knit.sweep(stages.blocked_mn, {"tiles_m": [1]}, INPUTS, check=matmul_close,
+                                   executor="inline")
+    assert "needs real arrays" in with_placeholders.points[0].error
+
+
+# ---- files ---------------------------------------------------------------------------------------
+
+
+def test_csv_and_json_round_trip_every_field(grid, tmp_path):
+    expected = [p.measured() for p in grid.points]
+    back = SweepResult.from_csv(grid.to_csv(tmp_path / "r.csv") and tmp_path / "r.csv")
+    assert [p.measured() for p in back.points] == expected
+    assert [p.measured() for p in SweepResult.from_csv(grid.to_csv()).points] == expected
+    again = SweepResult.from_json(grid.to_json(tmp_path / "r.json") and tmp_path / "r.json")
+    assert [p.measured() for p in again.points] == expected
+    assert (again.kernel_name, again.target, again.metric) == ("blocked_mn", "trn2", "latency")
+    header = grid.to_csv().splitlines()[0].split(",")
+    assert header[:4] == ["index", "tiles_m", "tiles_n", "latency_us"] and "util_pe" in header
+
+
+def test_to_pandas_has_one_row_per_point(grid):
+    pandas = pytest.importorskip("pandas", reason="to_pandas needs pandas (pip install pandas)")
+    frame = grid.to_pandas()
+    assert isinstance(frame, pandas.DataFrame) and len(frame) == 8
+    assert list(frame["tiles_m"]) == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert frame["latency_us"].min() == grid.best().latency_us
+
+
+def test_plot_writes_a_png_and_the_pareto_front_is_the_undominated_points(grid, tmp_path):
+    def pt(sbuf, latency):
+        return SweepPoint(config={}, latency_us=latency, sbuf_high_water=sbuf)
+
+    a, b, c, d = pt(10, 50.0), pt(20, 40.0), pt(20, 45.0), pt(30, 41.0)
+    assert pareto_front([d, c, b, a, SweepPoint(config={}, error="x")]) == [a, b]
+    pytest.importorskip("matplotlib", reason="SweepResult.plot needs matplotlib")
+    path = grid.plot(tmp_path / "sweep.png")
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- executors -----------------------------------------------------------------------------------
+
+
+def test_the_process_pool_gives_the_same_points_as_inline(grid):
+    pooled = knit.sweep(stages.blocked_mn, SPACE, INPUTS, target="trn2", executor="process")
+    assert pooled.executor == "process"
+    assert [p.measured() for p in pooled.points] == [p.measured() for p in grid.points]
+
+
+def test_no_executor_runs_tiny_sweeps_inline_and_others_on_the_pool(monkeypatch):
+    monkeypatch.delenv("KNIT_RAY_ADDRESS", raising=False)
+    assert _sweep_exec.choose(None, 3) == "inline" and _sweep_exec.choose(None, 4) == "process"
+    monkeypatch.setenv("KNIT_RAY_ADDRESS", "auto")
+    assert _sweep_exec.choose(None, 3) == "ray" and _sweep_exec.choose("inline", 100) == "inline"
+
+
+def test_chunks_cover_every_point_in_order():
+    units = [(i, {}, (), {}) for i in range(100)]
+    for workers in (1, 2, 64):
+        work = _sweep_exec.chunks(units, workers)
+        assert [u for chunk in work for u in chunk] == units
+        assert max(len(c) for c in work) <= _sweep_exec.MAX_CHUNK
+
+
+@knit.jit
+def dies_once(lhsT, rhs, tiles_m=1):
+    """blocked_mn, except that the first trace with tiles_m=2 kills its process (when the test
+    names a marker file): a worker dying in the middle of a chunk."""
+    marker = os.environ.get("KNIT_TEST_SWEEP_DIE_MARKER")
+    if marker and tiles_m == 2 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(3)
+    return stages.blocked_mn(lhsT, rhs, tiles_m=tiles_m)
+
+
+def test_a_chunk_whose_worker_dies_runs_again(tmp_path, monkeypatch):
+    marker = tmp_path / "died"
+    monkeypatch.setenv("KNIT_TEST_SWEEP_DIE_MARKER", str(marker))
+    result = knit.sweep(dies_once, {"tiles_m": [1, 2, 4, 1, 2, 4]}, INPUTS, executor="process")
+    assert marker.exists()  # a worker did die
+    assert all(p.ok for p in result.points), result.table()
+    inline = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2, 4, 1, 2, 4]}, INPUTS, executor="inline")
+    assert [p.latency_us for p in result.points] == [p.latency_us for p in inline.points]
+
+
+def test_a_kernel_other_processes_cannot_import_runs_inline_with_a_warning():
+    @knit.jit
+    def local(lhsT, rhs, tiles_m=1):
+        return stages.blocked_mn(lhsT, rhs, tiles_m=tiles_m)
+
+    with pytest.warns(UserWarning, match="not defined at a module's top level"):
+        result = knit.sweep(local, {"tiles_m": [1, 2, 4, 1]}, INPUTS)
+    assert result.executor == "inline" and all(p.ok for p in result.points)
+    with pytest.raises(ValueError, match="executor='process'"):
+        knit.sweep(local, {"tiles_m": [1, 2]}, INPUTS, executor="process")
+
+
+# ---- resume --------------------------------------------------------------------------------------
+
+
+def test_resume_skips_the_configs_already_in_the_file(grid, tmp_path):
+    log = tmp_path / "sweep.jsonl"
+    first = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2], "tiles_n": [1, 2]}, INPUTS, executor="inline",
+                       resume=log)
+    assert len(log.read_text().splitlines()) == 4
+    # An interrupted sweep: the file lost its last record and ends in half a line.
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])
+    resumed = knit.sweep(stages.blocked_mn, SPACE, INPUTS, executor="inline", resume=log)
+    assert [p.measured() for p in resumed.points] == [p.measured() for p in grid.points]
+    records = log.read_text().splitlines()[4:]  # after the 3 kept and the broken line
+    assert len(records) == 5  # 8 points, 3 were done
+    assert [p.measured() for p in first.points] == [resumed.points[i].measured() for i in (0, 1, 2, 3)]
+    done = knit.sweep(stages.blocked_mn, SPACE, INPUTS, executor="inline", resume=log)
+    assert done.executor == "resume" and [p.measured() for p in done.points] == [p.measured() for p in grid.points]
+    other_target = knit.sweep(stages.blocked_mn, {"tiles_m": [1]}, INPUTS, target="trn1", resume=log)
+    assert other_target.executor == "inline"  # a record of another target is not this point
+
+
+# ---- progress ------------------------------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_a_progress_bar_shows_points_and_failures_on_a_terminal_only(monkeypatch):
+    pytest.importorskip("tqdm", reason="the progress bar needs tqdm (pip install tqdm)")
+    for progress, tty, shown in (("1", True, True), ("0", True, False), ("1", False, False)):
+        monkeypatch.setenv("KNIT_PROGRESS", progress)
+        err = _Terminal() if tty else io.StringIO()
+        monkeypatch.setattr(sys, "stderr", err)
+        knit.sweep(stages.blocked_mn, {"tiles_m": [1, 3]}, INPUTS, executor="inline")
+        text = err.getvalue()
+        assert ("knit sweep" in text and "2/2" in text and "failed=1" in text) == shown, text
+        assert shown or text == ""
