@@ -15,7 +15,8 @@ from knit import _sweep_exec
 from knit._sweep_plot import pareto_front
 from knit.sweep import SweepPoint, SweepResult, expand
 
-STAGES_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "kernels", "python", "matmul"))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+STAGES_DIR = os.path.join(REPO, "examples", "kernels", "python", "matmul")
 sys.path.insert(0, STAGES_DIR)
 import stages  # noqa: E402
 
