@@ -317,3 +317,38 @@ def test_a_progress_bar_shows_points_and_failures_on_a_terminal_only(monkeypatch
         text = err.getvalue()
         assert ("knit sweep" in text and "2/2" in text and "failed=1" in text) == shown, text
         assert shown or text == ""
+
+
+# ---- Ray -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of 2 CPUs for this module's Ray tests, shut down after them. Its workers
+    import Knit from this checkout (PYTHONPATH, which they inherit)."""
+    ray = pytest.importorskip("ray", reason="Ray is optional (pip install 'knit[ray]'); ./dev installs it")
+    before = os.environ.get("PYTHONPATH")
+    paths = [os.path.join(REPO, "python"), STAGES_DIR] + ([before] if before else [])
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def test_ray_gives_the_same_points_as_inline(ray_cluster, grid):
+    on_ray = knit.sweep(stages.blocked_mn, SPACE, INPUTS, target="trn2", executor="ray")
+    assert on_ray.executor == "ray"
+    assert [p.measured() for p in on_ray.points] == [p.measured() for p in grid.points]
+
+
+def test_knit_ray_address_sends_an_unnamed_executor_to_ray(ray_cluster, grid, monkeypatch):
+    monkeypatch.setenv("KNIT_RAY_ADDRESS", "auto")  # ray.init is done: the sweep uses that cluster
+    on_ray = knit.sweep(stages.blocked_mn, SPACE, INPUTS, target="trn2")
+    assert on_ray.executor == "ray"
+    assert [p.measured() for p in on_ray.points] == [p.measured() for p in grid.points]
