@@ -16,6 +16,7 @@ from . import cache, isa, language, typing  # noqa: F401
 from ._dtypes import dtype  # noqa: F401  (nki.dtype, used in kernels' type annotations)
 from ._kernel import Compiled, Kernel, baremetal, compile, jit, simulate, simulate_kernel  # noqa: F401
 from ._version import __version__  # noqa: F401
+from .autotune import Autotuned, autotune  # noqa: F401
 from .benchmark import Benchmark, benchmark  # noqa: F401
 from .errors import JitFallbackWarning, KnitError, KnitIndexError, KnitRuntimeError, NkiValidationError  # noqa: F401
 from .profile import Profile, profile  # noqa: F401
@@ -23,4 +24,5 @@ from .sweep import SweepResult, sweep  # noqa: F401
 
 __all__ = ["dtype", "jit", "simulate", "baremetal", "simulate_kernel", "compile", "Kernel", "Compiled", "language",
            "isa", "typing", "cache", "KnitError", "NkiValidationError", "KnitRuntimeError", "KnitIndexError", "profile",
-           "Profile", "benchmark", "Benchmark", "sweep", "SweepResult"]
+           "Profile", "benchmark", "Benchmark", "sweep", "SweepResult",
+           "autotune", "Autotuned"]

@@ -90,10 +90,20 @@ def run(executor: Any, kernel: Kernel, target: str, check: Any, work: list[list[
         _run_ray(ref, target, check, work, deliver)
         return "ray"
     if executor == "process":
+        _refuse_nested_start()
         _run_pool(None, ref, target, check, work, deliver)
         return "process"
     _run_pool(executor, ref, target, check, work, deliver)
     return type(executor).__name__
+
+
+def _refuse_nested_start() -> None:
+    """A spawned worker re-imports the main script; a sweep at the script's top level would start
+    a pool of its own there, which Python forbids. Say how to fix it."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError("knit.sweep was started while a worker process imported your script: put the script's "
+                           "sweep under `if __name__ == '__main__':` (each worker of a process pool imports the "
+                           "main script again), or pass executor='inline'")
 
 
 def _new_pool() -> concurrent.futures.ProcessPoolExecutor:
@@ -124,7 +134,8 @@ def _run_pool(given: concurrent.futures.Executor | None, ref: _sweep_run.KernelR
                 pool.shutdown(wait=True, cancel_futures=True)
         if lost and attempt >= 2:
             for chunk in lost:
-                deliver(_died(chunk, attempt, "the process pool broke"))
+                deliver(_died(chunk, attempt, "the process pool broke; a script that starts a sweep at its top "
+                                             "level must guard it with `if __name__ == '__main__':`"))
             lost = []
         pending = lost
 

@@ -74,6 +74,7 @@ def resolve(ref: KernelRef) -> Kernel:
         if module is None or not hasattr(module, ref.qualname.split(".")[0]):
             module = _kernel_file._import_path(ref.file)  # a script, or a module not on this sys.path
         found = _lookup(module, ref.qualname)
+        found = getattr(found, "base", found)  # an @knit.autotune kernel: the kernel it tunes
         kernel = found if isinstance(found, Kernel) else Kernel(found)
         _resolved[ref] = type(kernel)(kernel.fn, ref.grid, **dict(ref.options))
     return _resolved[ref]
