@@ -62,8 +62,8 @@ def shippable(kernel: Kernel, check: Any) -> tuple[_sweep_run.KernelRef | None, 
     """(the kernel's reference, "") when other processes can run this sweep, else (None, why)."""
     ref = _sweep_run.kernel_ref(kernel)
     if ref is None:
-        return None, (f"kernel {kernel.fn.__qualname__} is not defined at a module's top level, so another "
-                      f"process cannot import it")
+        return None, (f"kernel {kernel.fn.__qualname__} is not a Python kernel defined at a module's top level, "
+                      f"so another process cannot import it")
     try:
         pickle.dumps(check)
     except Exception as e:

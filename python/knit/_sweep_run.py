@@ -41,10 +41,10 @@ def kernel_ref(kernel: Kernel) -> KernelRef | None:
     """The kernel's reference, or None when a worker could not find it by name (a kernel defined
     inside a function, or a module-level name bound to something else)."""
     fn = kernel.fn
-    ref = KernelRef(fn.__module__, fn.__qualname__, os.path.abspath(fn.__code__.co_filename), kernel.grid,
+    ref = KernelRef(str(fn.__module__), fn.__qualname__, os.path.abspath(fn.__code__.co_filename), kernel.grid,
                     tuple(sorted(kernel.options.items())))
-    if "<" in ref.qualname:
-        return None
+    if "<" in ref.qualname or type(kernel).__init__ is not Kernel.__init__:
+        return None  # a local function, or a kernel not rebuilt from its function (a C++ file's)
     try:
         found = _lookup(sys.modules[ref.module], ref.qualname)
     except (KeyError, AttributeError):
@@ -82,7 +82,10 @@ def resolve(ref: KernelRef) -> Kernel:
 
 def private_copy(kernel: Kernel) -> Kernel:
     """The kernel with a compile cache of its own: a sweep's compiled programs are dropped with
-    its chunk instead of staying in the user's kernel for the life of the process."""
+    its chunk instead of staying in the user's kernel for the life of the process. A kernel built
+    another way (a C++ file's) is used as it is."""
+    if type(kernel).__init__ is not Kernel.__init__:
+        return kernel
     return type(kernel)(kernel.fn, kernel.grid, cache={}, **kernel.options)
 
 

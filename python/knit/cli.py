@@ -5,6 +5,7 @@
     knit ir FILE[::KERNEL] ...      the traced tile IR
     knit asm FILE[::KERNEL] ...     the engine program
     knit profile FILE ... --trace out.json --plot out.png
+    knit sweep FILE[::KERNEL] --param tiles_m=1,2,4 --shape 1024x512 ...   ranked table (docs/sweep.md)
     knit lint FILE.cpp              static checks of a C++ kernel file
     knit cache info | clear
 
@@ -21,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from . import _kernel_file, cache
+from . import _cli_sweep, _kernel_file, cache
 from ._kernel_file import UsageError
 from .errors import KnitError
 from .profile import profile as profile_kernel
@@ -70,6 +71,9 @@ def build_parser():
     prof.add_argument("--plot", metavar="OUT.png", help="write an engine timeline plot (needs matplotlib)")
     prof.add_argument("--timing-only", action="store_true", help="simulate timing only (no data computed)")
     prof.add_argument("--json", action="store_true", help="print neuron-profile style summary JSON instead")
+    sweep = commands.add_parser("sweep", help="simulate a kernel over a grid of parameters and shapes; ranked table")
+    _kernel_options(sweep)
+    _cli_sweep.add_options(sweep)
     lint = commands.add_parser("lint", help="static checks of a C++ kernel file (Clang AST)")
     lint.add_argument("file", metavar="FILE")
     lint.add_argument("--cxxflag", action="append", metavar="FLAG", help="an extra compiler flag; repeatable")
@@ -324,6 +328,8 @@ def main(argv=None):
         if args.command == "cache":
             return cmd_cache(args)
         args = _merge_directives(parser, args)
+        if args.command == "sweep":
+            return _cli_sweep.cmd_sweep(args)
         job = Job(args)
         return {"run": cmd_run, "ir": cmd_show, "asm": cmd_show, "profile": cmd_profile}[args.command](job, args)
     except UsageError as e:

@@ -4,6 +4,7 @@ the plot. The tunable kernel is the blocked matmul of examples/kernels/python/ma
 small shapes, whose DMA bytes are counted by hand from its loops."""
 import io
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 import knit
 import knit.typing as nt
-from knit import _sweep_exec
+from knit import _sweep_exec, cli
 from knit._sweep_plot import pareto_front
 from knit.sweep import SweepPoint, SweepResult, expand
 
@@ -270,7 +271,7 @@ def test_a_kernel_other_processes_cannot_import_runs_inline_with_a_warning():
     def local(lhsT, rhs, tiles_m=1):
         return stages.blocked_mn(lhsT, rhs, tiles_m=tiles_m)
 
-    with pytest.warns(UserWarning, match="not defined at a module's top level"):
+    with pytest.warns(UserWarning, match="not a Python kernel defined at a module's top level"):
         result = knit.sweep(local, {"tiles_m": [1, 2, 4, 1]}, INPUTS)
     assert result.executor == "inline" and all(p.ok for p in result.points)
     with pytest.raises(ValueError, match="executor='process'"):
@@ -352,3 +353,55 @@ def test_knit_ray_address_sends_an_unnamed_executor_to_ray(ray_cluster, grid, mo
     on_ray = knit.sweep(stages.blocked_mn, SPACE, INPUTS, target="trn2")
     assert on_ray.executor == "ray"
     assert [p.measured() for p in on_ray.points] == [p.measured() for p in grid.points]
+
+
+# ---- the command line ----------------------------------------------------------------------------
+
+STAGES_FILE = os.path.join(STAGES_DIR, "stages.py")
+
+
+def test_knit_sweep_prints_the_ranked_table_and_writes_the_points(tmp_path, capsys):
+    out = tmp_path / "points.csv"
+    code = cli.main(["sweep", f"{STAGES_FILE}::blocked_mn", "--param", "tiles_m=1,3,4", "--param", "tiles_n=1,2",
+                     "--shape", f"{K}x{M}:bfloat16", "--shape", f"{K}x{N}:bfloat16", "--target", "trn1",
+                     "--executor", "inline", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    saved = SweepResult.from_csv(out)
+    expected = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 3, 4], "tiles_n": [1, 2]}, INPUTS, target="trn1",
+                          executor="inline")
+    assert [p.measured() for p in saved.points] == [p.measured() for p in expected.points]
+    lines = printed.splitlines()
+    assert lines[0].startswith("knit sweep of blocked_mn on trn1: 6 points, 2 failed")
+    best = expected.best()
+    assert lines[2].split()[:4] == ["1", str(best.config["tiles_m"]), str(best.config["tiles_n"]),
+                                    f"{best.latency_us:.2f}"]
+
+
+def test_knit_sweep_sweeps_shape_sets_on_the_process_pool(tmp_path):
+    out = tmp_path / "points.json"
+    done = subprocess.run([sys.executable, "-m", "knit", "sweep", f"{STAGES_FILE}::blocked_mn", "--param",
+                           "tiles_m=1,2", "--param", "tiles_n=2", "--shape", "512x256:bfloat16,512x512:bfloat16",
+                           "--shape", "512x1024:bfloat16", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), KNIT_PROGRESS="0"))
+    assert done.returncode == 0, done.stderr
+    assert "(process)" in done.stdout
+    result = SweepResult.from_json(out)
+    assert [p.config for p in result.points] == [
+        {"tiles_m": m, "tiles_n": 2, "shapes": f"512x{cols}:bfloat16 512x1024:bfloat16"}
+        for m in (1, 2) for cols in (256, 512)]
+    assert [p.dma_bytes for p in result.points] == [blocked_mn_dma_bytes(512, cols, 1024, 2)
+                                                    for m in (1, 2) for cols in (256, 512)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--param", "tiles_m=1,x y"], "not a Python literal"),
+    (["--param", "tiles_m"], "write NAME=VALUE"),
+    (["--shape", "512x256,512x512", "--shape", "512x1024,512x512,512x128"], "same number"),
+    (["--out", "points.txt"], "a .csv or a .json file"),
+])
+def test_knit_sweep_usage_errors(argv, message, capsys):
+    shapes = [] if "--shape" in argv else ["--shape", f"{K}x{M}", "--shape", f"{K}x{N}"]
+    code = cli.main(["sweep", f"{STAGES_FILE}::blocked_mn", *shapes, *argv])
+    assert code == 2 and message in capsys.readouterr().err
