@@ -175,12 +175,14 @@ def error_fields(e: BaseException, prefix: str = "") -> dict[str, Any]:
     assert, the user's check)."""
     rule = getattr(e, "rule", None)
     file, line = getattr(e, "file", None), getattr(e, "line", None)
-    if not file:
+    if file:
+        file = os.path.abspath(file)
+    else:
         file, line = _user_frame(e)
-    message = getattr(e, "message", None)
-    if not message:
-        lines = str(e).strip().splitlines()
-        message = lines[0] if lines else ""
+    # One line: the rest of a Knit error's message (the tensors alive, the fix) names files by
+    # the paths each process imported them from, which differ between executors.
+    lines = str(getattr(e, "message", None) or e).strip().splitlines()
+    message = lines[0] if lines else ""
     if not message and file and line:  # a bare `assert`: its condition says what failed
         message = linecache.getline(file, line).strip()
     text = type(e).__name__ + (f" [{rule}]" if rule else "") + (f": {message}" if message else "")

@@ -405,3 +405,13 @@ def test_knit_sweep_usage_errors(argv, message, capsys):
     shapes = [] if "--shape" in argv else ["--shape", f"{K}x{M}", "--shape", f"{K}x{N}"]
     code = cli.main(["sweep", f"{STAGES_FILE}::blocked_mn", *shapes, *argv])
     assert code == 2 and message in capsys.readouterr().err
+
+
+def test_an_error_is_one_line_with_a_normalized_file_so_every_executor_reports_it_alike():
+    from knit._sweep_run import error_fields
+
+    error = knit.KnitError("stages.py:62: error: [capacity] no room\n  held by 't2' at /x/../y.py:3")
+    error.rule, error.message, error.file, error.line = "capacity", "no room\n  't2' at /x/../y.py:3", "/x/../y.py", 3
+    fields = error_fields(error)
+    assert fields == {"error": "y.py:3: KnitError [capacity]: no room", "error_rule": "capacity",
+                      "error_file": "/y.py", "error_line": 3}
