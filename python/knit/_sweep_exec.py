@@ -6,12 +6,15 @@ whose worker process dies is run once more; if it dies again its points become e
 """
 from __future__ import annotations
 
+import ast
 import concurrent.futures
+import contextlib
 import multiprocessing
 import os
 import pickle
+import sys
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -64,11 +67,26 @@ def shippable(kernel: Kernel, check: Any) -> tuple[_sweep_run.KernelRef | None, 
     if ref is None:
         return None, (f"kernel {kernel.fn.__qualname__} is not a Python kernel defined at a module's top level, "
                       f"so another process cannot import it")
+    if ref.module == "__main__" and not _has_main_guard(ref.file):
+        return None, (f"kernel {kernel.fn.__qualname__} is defined in a script without an `if __name__ == "
+                      f"'__main__':` block, which each worker would run again when it imports the kernel; put the "
+                      f"script's sweep under one to use a process pool")
     try:
         pickle.dumps(check)
     except Exception as e:
         return None, f"check={check!r} cannot be pickled ({e}); make it a module-level function"
     return ref, ""
+
+
+def _has_main_guard(path: str) -> bool:
+    """Whether the script has a top-level `if __name__ == "__main__":` block."""
+    try:
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    tests = [ast.unparse(node.test) for node in tree.body if isinstance(node, ast.If)]
+    return any("__name__" in test and "__main__" in test for test in tests)
 
 
 def run(executor: Any, kernel: Kernel, target: str, check: Any, work: list[list[Unit]], deliver: Deliver,
@@ -123,21 +141,49 @@ def _run_pool(given: concurrent.futures.Executor | None, ref: _sweep_run.KernelR
         pool = given if given is not None and attempt == 1 else _new_pool()
         lost = []
         try:
-            futures = {pool.submit(_sweep_run.run_chunk, ref, target, check, chunk, True): chunk for chunk in pending}
+            with _main_not_reimported():  # the workers start as the chunks are submitted
+                futures = {pool.submit(_sweep_run.run_chunk, ref, target, check, chunk, True): chunk
+                           for chunk in pending}
             for future in concurrent.futures.as_completed(futures):
                 try:
-                    deliver(future.result())
+                    records = future.result()
                 except BrokenProcessPool:
                     lost.append(futures[future])
+                    continue
+                except Exception as e:  # the chunk could not start (its kernel did not import, say)
+                    records = _failed(futures[future], e)
+                deliver(records)
         finally:
             if pool is not given:
                 pool.shutdown(wait=True, cancel_futures=True)
         if lost and attempt >= 2:
             for chunk in lost:
-                deliver(_died(chunk, attempt, "the process pool broke; a script that starts a sweep at its top "
-                                             "level must guard it with `if __name__ == '__main__':`"))
+                deliver(_died(chunk, attempt, "the process pool broke"))
             lost = []
         pending = lost
+
+
+@contextlib.contextmanager
+def _main_not_reimported() -> Iterator[None]:
+    """While workers start, the main module does not name its file: a spawned worker then does
+    not run the main script again (Python's multiprocessing would, so that objects of __main__
+    unpickle). Nothing of __main__ travels in a sweep: a kernel defined there is found by its
+    file (_sweep_run.resolve). So a script that sweeps at its top level, unguarded, works."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__dict__.pop("__file__", None)
+        main.__spec__ = None
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
+
+
+def _failed(chunk: Iterable[Unit], e: BaseException) -> list[dict[str, Any]]:
+    return [{"index": i, "config": config, "compile_s": 0.0, "simulate_s": 0.0, **_sweep_run.error_fields(e)}
+            for i, config, _, _ in chunk]
 
 
 def _died(chunk: Iterable[Unit], attempts: int, detail: str) -> list[dict[str, Any]]:
@@ -154,10 +200,13 @@ def _run_ray(ref: _sweep_run.KernelRef, target: str, check: Any, work: list[list
         done, _ = ray.wait(list(pending), num_returns=1)
         chunk = pending.pop(done[0])
         try:
-            deliver(ray.get(done[0]))
+            records = ray.get(done[0])
         except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                 ray.exceptions.LocalRayletDiedError) as e:
-            deliver(_died(chunk, 2, type(e).__name__))
+            records = _died(chunk, 2, type(e).__name__)
+        except ray.exceptions.RayTaskError as e:  # the chunk could not start (its kernel did not import, say)
+            records = _failed(chunk, e.cause if isinstance(e.cause, BaseException) else e)
+        deliver(records)
 
 
 def ensure_ray() -> Any:

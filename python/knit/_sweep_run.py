@@ -72,12 +72,34 @@ def resolve(ref: KernelRef) -> Kernel:
             except ImportError:
                 module = None
         if module is None or not hasattr(module, ref.qualname.split(".")[0]):
-            module = _kernel_file._import_path(ref.file)  # a script, or a module not on this sys.path
+            module = _import_script(ref.file)
         found = _lookup(module, ref.qualname)
         found = getattr(found, "base", found)  # an @knit.autotune kernel: the kernel it tunes
         kernel = found if isinstance(found, Kernel) else Kernel(found)
         _resolved[ref] = type(kernel)(kernel.fn, ref.grid, **dict(ref.options))
     return _resolved[ref]
+
+
+# Whether this process is importing a kernel's file for a sweep (see _import_script).
+importing_script = False
+
+
+def _import_script(path: str) -> Any:
+    """Import the file of a kernel (a script, or a module not on this sys.path). A sweep the file
+    starts at its top level (unguarded by `if __name__ == "__main__"`) would sweep again in every
+    worker: knit.sweep raises instead (refuse_nested_sweep)."""
+    global importing_script
+    importing_script = True
+    try:
+        return _kernel_file._import_path(path)
+    finally:
+        importing_script = False
+
+
+def refuse_nested_sweep() -> None:
+    if importing_script:
+        raise RuntimeError("knit.sweep was called while a sweep worker imported the kernel's file: put the file's "
+                           "sweep under `if __name__ == '__main__':`, or pass executor='inline'")
 
 
 def private_copy(kernel: Kernel) -> Kernel:
@@ -94,7 +116,11 @@ def run_chunk(kernel: Kernel | KernelRef, target: str, check: Callable[..., Any]
     """Evaluate every point of a chunk; a point that fails is a record with its error."""
     if quiet:
         os.environ["KNIT_PROGRESS"] = "0"  # a worker's progress lines would break the sweep's bar
-    k = private_copy(resolve(kernel) if isinstance(kernel, KernelRef) else kernel)
+    try:
+        k = private_copy(resolve(kernel) if isinstance(kernel, KernelRef) else kernel)
+    except Exception as e:  # the kernel's file did not import here: every point says why
+        return [{"index": index, "config": config, "compile_s": 0.0, "simulate_s": 0.0, **error_fields(e)}
+                for index, config, _, _ in units]
     return [{"index": index, "config": config, **evaluate(k, target, args, kwargs, check)}
             for index, config, args, kwargs in units]
 

@@ -350,6 +350,7 @@ def sweep(kernel: Callable[..., Any], space: Space, inputs: Inputs, *, target: s
     process pool; Ray when KNIT_RAY_ADDRESS is set), "inline", "process", "ray", or a
     concurrent.futures.Executor. resume: a JSON-lines file the points are appended to as they
     finish; a new sweep with the same file skips the configs already there."""
+    _sweep_run.refuse_nested_sweep()
     started = time.perf_counter()
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     target = _TARGETS.get(str(target).lower(), str(target))

@@ -415,3 +415,43 @@ def test_an_error_is_one_line_with_a_normalized_file_so_every_executor_reports_i
     fields = error_fields(error)
     assert fields == {"error": "y.py:3: KnitError [capacity]: no room", "error_rule": "capacity",
                       "error_file": "/y.py", "error_line": 3}
+
+
+SCRIPT = """\
+import sys
+sys.path.insert(0, {stages!r})
+import knit, knit.typing as nt, stages
+
+@knit.jit
+def own(lhsT, rhs, tiles_m=1):
+    return stages.blocked_mn(lhsT, rhs, tiles_m=tiles_m)
+
+def main():
+    result = knit.sweep({kernel}, {{"tiles_m": [1, 2, 3, 4]}}, (nt.tensor[[512, 512], "bfloat16"],
+                        nt.tensor[[512, 1024], "bfloat16"]), executor={executor!r})
+    print(result.executor, [p.ok for p in result.points])
+    print(result.points[0].error)
+"""
+
+
+GUARDED = 'if __name__ == "__main__":\n    main()\n'
+UNGUARDED = "main()\n"
+GUARD_ELSEWHERE = 'if __name__ == "__main__":\n    pass\nmain()\n'
+
+
+@pytest.mark.parametrize("kernel, tail, executor, expected", [
+    ("stages.blocked_mn", UNGUARDED, None, "process [True, True, False, True]"),  # the script is not run again
+    ("own", GUARDED, None, "process [True, True, False, True]"),  # a worker imports the script for its kernel
+    ("own", UNGUARDED, None, "inline [True, True, False, True]"),  # ... which would sweep again: inline, warned
+    ("own", UNGUARDED, "process", "ValueError: executor='process': kernel own is defined in a script without"),
+    ("own", GUARD_ELSEWHERE, None, "process [False, False, False, False]"),  # each point says why (below)
+])
+def test_scripts_that_sweep_on_the_process_pool(tmp_path, kernel, tail, executor, expected):
+    script = tmp_path / "sweep_script.py"
+    script.write_text(SCRIPT.format(stages=STAGES_DIR, kernel=kernel, executor=executor) + tail)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), KNIT_PROGRESS="0"))
+    assert expected in done.stdout + done.stderr, done.stdout + done.stderr
+    assert ("UserWarning: knit.sweep runs in this process" in done.stderr) == expected.startswith("inline")
+    if tail is GUARD_ELSEWHERE:
+        assert "knit.sweep was called while a sweep worker imported the kernel's file" in done.stdout
