@@ -170,7 +170,8 @@ def _main_not_reimported() -> Iterator[None]:
     unpickle). Nothing of __main__ travels in a sweep: a kernel defined there is found by its
     file (_sweep_run.resolve). So a script that sweeps at its top level, unguarded, works."""
     main = sys.modules.get("__main__")
-    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__file__", "__spec__")
+                             if main is not None and k in main.__dict__}
     if main is not None:
         main.__dict__.pop("__file__", None)
         main.__spec__ = None
