@@ -49,8 +49,7 @@ def choose(executor: Any, num_points: int) -> Any:
 
 def workers_of(executor: Any) -> int:
     if executor == "ray":
-        import ray
-        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+        return max(1, int(ensure_ray().cluster_resources().get("CPU", 1)))
     if isinstance(executor, concurrent.futures.Executor):
         return getattr(executor, "_max_workers", None) or os.cpu_count() or 1
     return 1 if executor == "inline" else os.cpu_count() or 1
