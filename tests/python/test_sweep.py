@@ -455,3 +455,21 @@ def test_scripts_that_sweep_on_the_process_pool(tmp_path, kernel, tail, executor
     assert ("UserWarning: knit.sweep runs in this process" in done.stderr) == expected.startswith("inline")
     if tail is GUARD_ELSEWHERE:
         assert "knit.sweep was called while a sweep worker imported the kernel's file" in done.stdout
+
+
+@pytest.mark.slow
+def test_knit_sweep_on_ray_starts_a_local_cluster_whose_workers_import_knit(tmp_path):
+    """No ray.init and no PYTHONPATH naming Knit: the local cluster Knit starts gives its workers
+    Knit's folder (and the kernel's file is imported by path)."""
+    pytest.importorskip("ray", reason="Ray is optional (pip install 'knit[ray]'); ./dev installs it")
+    out = tmp_path / "points.json"
+    code = (f"import sys; sys.path.insert(0, {os.path.join(REPO, 'python')!r}); from knit.cli import main; "
+            f"sys.exit(main(['sweep', {STAGES_FILE + '::blocked_mn'!r}, '--param', 'tiles_m=1,2,3,4', '--shape', "
+            f"'{K}x{M}:bfloat16', '--shape', '{K}x{N}:bfloat16', '--executor', 'ray', '--out', {str(out)!r}]))")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS", "KNIT_RAY_ADDRESS")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=dict(env, KNIT_PROGRESS="0"))
+    assert done.returncode == 0, done.stderr
+    assert "(ray)" in done.stdout
+    expected = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2, 3, 4]}, INPUTS, executor="inline")
+    assert [p.measured() for p in SweepResult.from_json(out).points] == [p.measured() for p in expected.points]
