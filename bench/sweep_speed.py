@@ -8,20 +8,21 @@ x tiles_k = 5 x 3 x 4 block sizes at two bf16 shapes, 4096^3 and the NKI matmul 
 check: points with their error). The disk cache is off (KNIT_CACHE=0), so every executor traces,
 lowers and simulates every point. Each row's wall time includes starting its pool (a fresh
 interpreter per worker importing Knit); Ray's cluster start is measured separately. The points of
-every executor are checked equal to the inline ones.
+every executor are checked equal to the inline ones. The output is also written to
+bench/results/ (bench/record.py).
 """
 import argparse
 import concurrent.futures
 import multiprocessing
 import os
-import sys
 import time
 
 os.environ["KNIT_CACHE"] = "0"  # before Knit starts: every point is traced and lowered afresh
 os.environ.setdefault("KNIT_PROGRESS", "0")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "examples", "kernels", "python", "matmul"))
+import record  # noqa: E402  (bench/record.py: the measured checkout, the results file)
+
+record.use_tree(os.path.join("examples", "kernels", "python", "matmul"))
 
 import stages  # noqa: E402
 
@@ -54,8 +55,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray rows")
     args = parser.parse_args()
+    with record.recorded("sweep_speed"):
+        run(args.no_ray)
+
+
+def run(no_ray):
     cores = os.cpu_count() or 1
-    print(f"blocked_mnk sweep, {cores} cores, KNIT_CACHE=0")
+    print(f"blocked_mnk sweep, {cores} cores, KNIT_CACHE=0, load average {os.getloadavg()[0]:.1f} at the start")
     print(f"{'executor':<28}{'points':>7}{'failed':>8}{'wall s':>9}{'points/s':>10}")
     inline = timed("inline", "inline")
     spawn = multiprocessing.get_context("spawn")
@@ -63,20 +69,41 @@ def main():
         with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn) as pool:
             timed(f"process pool, {workers} worker(s)", pool, inline)
     timed(f"process (default, {cores})", "process", inline)
-    if args.no_ray:
+    if no_ray:
         return
     try:
         import ray
     except ImportError:
         print("ray: not installed (pip install ray)")
         return
+    # The workers import the measured checkout's knit and stages.py.
+    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(knit.__file__)),
+                                                os.path.dirname(stages.__file__)])
     start = time.perf_counter()
-    os.environ["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "..", "python"), *sys.path[:1]])
     ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False)
     print(f"(ray.init of a local {cores}-CPU cluster: {time.perf_counter() - start:.1f} s, not counted)")
     timed(f"ray, local, {cores} CPUs", "ray", inline)
     timed("ray again (warm workers)", "ray", inline)
     ray.shutdown()
+    two_nodes(inline)
+
+
+def two_nodes(inline):
+    """A head node and a worker node of 1 CPU each (separate raylets, as on two machines)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    start = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        os.environ["KNIT_RAY_ADDRESS"] = cluster.address
+        print(f"(a 2-node cluster, 1 CPU each: {time.perf_counter() - start:.1f} s to start, not counted)")
+        timed("ray, 2 nodes x 1 CPU", "ray", inline)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
 if __name__ == "__main__":
