@@ -197,16 +197,25 @@ def _run_ray(ref: _sweep_run.KernelRef, target: str, check: Any, work: list[list
     task = ray.remote(max_retries=1)(_sweep_run.run_chunk)
     pending = {task.remote(ref, target, check, chunk, True): chunk for chunk in work}
     while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        chunk = pending.pop(done[0])
-        try:
-            records = ray.get(done[0])
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                ray.exceptions.LocalRayletDiedError) as e:
-            records = _died(chunk, 2, type(e).__name__)
-        except ray.exceptions.RayTaskError as e:  # the chunk could not start (its kernel did not import, say)
-            records = _failed(chunk, e.cause if isinstance(e.cause, BaseException) else e)
-        deliver(records)
+        # Up to RAY_BATCH finished chunks at a time, or those done within a second: a wait costs
+        # time in the number of pending tasks, so one wait per chunk would be quadratic.
+        done, _ = ray.wait(list(pending), num_returns=min(len(pending), RAY_BATCH), timeout=1.0)
+        for finished in done:
+            deliver(_ray_records(ray, finished, pending.pop(finished)))
+
+
+# How many finished chunks one ray.wait may return.
+RAY_BATCH = 16
+
+
+def _ray_records(ray: Any, finished: Any, chunk: list[Unit]) -> list[dict[str, Any]]:
+    try:
+        return ray.get(finished)
+    except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+            ray.exceptions.LocalRayletDiedError) as e:
+        return _died(chunk, 2, type(e).__name__)
+    except ray.exceptions.RayTaskError as e:  # the chunk could not start (its kernel did not import, say)
+        return _failed(chunk, e.cause if isinstance(e.cause, BaseException) else e)
 
 
 def ensure_ray() -> Any:
