@@ -23,7 +23,7 @@ from ._kernel import Kernel
 
 EXECUTORS = ("inline", "process", "ray")
 # Fewer points than this run in this process when no executor is named: a pool's start-up (a
-# fresh interpreter importing Knit per worker, about half a second) would cost more than it saves.
+# fresh interpreter importing Knit per worker, about 0.3 s) would cost more than it saves.
 INLINE_BELOW = 4
 # Chunks per worker: enough for the last ones to balance the load, few enough that scheduling
 # (about a millisecond per chunk on a pool, more on Ray) stays small next to a point's cost.
@@ -56,8 +56,11 @@ def workers_of(executor: Any) -> int:
 
 
 def chunks(units: list[Unit], workers: int) -> list[list[Unit]]:
-    size = max(1, min(MAX_CHUNK, len(units) // (workers * CHUNKS_PER_WORKER)))
-    return [units[i:i + size] for i in range(0, len(units), size)]
+    """About CHUNKS_PER_WORKER chunks per worker of at most MAX_CHUNK points, each taking every
+    n-th point: neighbours in a grid share their outer keys, and so often their cost (large
+    shapes, small blocks), so strided chunks balance better than runs of neighbours."""
+    count = min(len(units), max(workers * CHUNKS_PER_WORKER, -(-len(units) // MAX_CHUNK)))
+    return [units[i::count] for i in range(count)]
 
 
 def shippable(kernel: Kernel, check: Any) -> tuple[_sweep_run.KernelRef | None, str]:

@@ -237,12 +237,14 @@ def test_no_executor_runs_tiny_sweeps_inline_and_others_on_the_pool(monkeypatch)
     assert _sweep_exec.choose(None, 3) == "ray" and _sweep_exec.choose("inline", 100) == "inline"
 
 
-def test_chunks_cover_every_point_in_order():
+def test_chunks_cover_every_point_once_about_four_per_worker():
     units = [(i, {}, (), {}) for i in range(100)]
-    for workers in (1, 2, 64):
+    for workers, count in ((1, 4), (2, 8), (5, 20), (64, 100)):
         work = _sweep_exec.chunks(units, workers)
-        assert [u for chunk in work for u in chunk] == units
-        assert max(len(c) for c in work) <= _sweep_exec.MAX_CHUNK
+        assert sorted(u for chunk in work for u in chunk) == units
+        assert len(work) == count and max(len(c) for c in work) <= _sweep_exec.MAX_CHUNK
+    assert [len(c) for c in _sweep_exec.chunks(units * 10, 1)][:2] == [32, 32]  # 1000 points: 32 chunks of 31-32
+    assert _sweep_exec.chunks(units, 5)[0][:3] == [units[0], units[20], units[40]]  # strided: neighbours apart
 
 
 @knit.jit
