@@ -344,12 +344,14 @@ def ray_cluster():
             os.environ["PYTHONPATH"] = before
 
 
+@pytest.mark.slow  # the cluster's start: 3 s
 def test_ray_gives_the_same_points_as_inline(ray_cluster, grid):
     on_ray = knit.sweep(stages.blocked_mn, SPACE, INPUTS, target="trn2", executor="ray")
     assert on_ray.executor == "ray"
     assert [p.measured() for p in on_ray.points] == [p.measured() for p in grid.points]
 
 
+@pytest.mark.slow  # the cluster's start: 3 s
 def test_knit_ray_address_sends_an_unnamed_executor_to_ray(ray_cluster, grid, monkeypatch):
     monkeypatch.setenv("KNIT_RAY_ADDRESS", "auto")  # ray.init is done: the sweep uses that cluster
     on_ray = knit.sweep(stages.blocked_mn, SPACE, INPUTS, target="trn2")
