@@ -9,28 +9,18 @@
   benchmark does): it must trace, lower and time without error, move at least its inputs' and
   output's bytes, and last at least as long as its busiest engine is busy.
 """
-import os
-import sys
-
 import numpy as np
 import pytest
 
 import knit  # noqa: E402  (tests/python/conftest.py puts python/ on sys.path)
 import knit.language as nl  # noqa: E402
 import knit.typing as nt  # noqa: E402
+from kernel_test_util import load_example  # noqa: E402
 
-_NKIBENCH = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "kernels", "python", "nkibench")
-sys.path.insert(0, os.path.abspath(_NKIBENCH))  # the kernels import their sibling _common
-
-import adamw  # noqa: E402
-import bmm  # noqa: E402
-import lora  # noqa: E402
-import silu  # noqa: E402
-import swiglu  # noqa: E402
-import transpose_matmul  # noqa: E402
-from shapes import PUBLISHED_SHAPES  # noqa: E402
-
-import matmul  # noqa: E402
+nkibench = load_example("nkibench/shapes.py")  # loads the kernels under unique module names
+PUBLISHED_SHAPES = nkibench.PUBLISHED_SHAPES
+adamw, bmm, lora, matmul, silu, swiglu, transpose_matmul = (
+    nkibench.load(n) for n in ("adamw", "bmm", "lora", "matmul", "silu", "swiglu", "transpose_matmul"))
 
 FP32_EPS = 2.0 ** -23
 
