@@ -77,8 +77,8 @@ class Profile:
 
     @functools.cached_property
     def _timeline(self):
-        """(core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on) per executed
-        instruction, as Python tuples, built only when a report or trace needs them."""
+        """(core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on, waited_row, dma_bytes)
+        per executed instruction, as Python tuples, built only when a report or trace needs them."""
         return self._timeline_array.tolist()
 
     @functools.cached_property
@@ -98,7 +98,7 @@ class Profile:
         """The n instructions that waited longest: (queue, opcode, file:line, stall ns, waited-for queue)."""
         rows = sorted(self._timeline, key=lambda t: -t[6])[:n]
         out = []
-        for core, ir, q, start, end, issue, stall, on in rows:
+        for core, ir, q, start, end, issue, stall, on, *_ in rows:
             if stall <= 0:
                 break
             op, file, line = self._source[ir]
