@@ -70,6 +70,9 @@ def build_parser():
     prof.add_argument("--plot", metavar="OUT.png", help="write an engine timeline plot (needs matplotlib)")
     prof.add_argument("--timing-only", action="store_true", help="simulate timing only (no data computed)")
     prof.add_argument("--json", action="store_true", help="print neuron-profile style summary JSON instead")
+    prof.add_argument("--by-line", action="store_true",
+                      help="print the kernel's source annotated with each line's time, waits and share of the "
+                           "critical path (with --json: the per-line JSON of docs/cli.md)")
     lint = commands.add_parser("lint", help="static checks of a C++ kernel file (Clang AST)")
     lint.add_argument("file", metavar="FILE")
     lint.add_argument("--cxxflag", action="append", metavar="FLAG", help="an extra compiler flag; repeatable")
@@ -277,7 +280,10 @@ def cmd_show(job, args):
 def cmd_profile(job, args):
     inputs = job.placeholders() if args.timing_only else job.inputs()
     prof = profile_kernel(job.kernel, *inputs, target=job.target, **job.params)
-    if args.json:
+    if args.by_line:
+        lines = prof.by_line()
+        print(lines.json() if args.json else lines.annotate())
+    elif args.json:
         import json
         print(json.dumps(prof.summary_json(), indent=2))
     else:

@@ -13,8 +13,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _kernel, _trace
+from . import _kernel, _lines, _trace
 from ._kernel import Kernel
+from ._lines import LineProfile
 from .typing import TensorType
 
 PathLike = str | os.PathLike
@@ -85,6 +86,12 @@ class Profile:
     def _source(self):
         """(opcode, file, line) per body instruction, built only when a report names one."""
         return self._program.source
+
+    def by_line(self) -> LineProfile:
+        """The run folded onto the kernel's source lines: busy time per engine, waits, DMA bytes
+        and the critical path per line (docs/profiling.md)."""
+        return _lines.build(self.kernel_name, self.target, self.total_ns, self.launch_ns, self._queues,
+                            self._timeline, self._source)
 
     @property
     def latency_us(self) -> float:

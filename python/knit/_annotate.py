@@ -1,0 +1,114 @@
+"""Text views of a LineProfile (knit/_lines.py): the annotated source, like `perf annotate`, and
+the ranked table of the hottest lines with the critical path first."""
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._lines import LineProfile, LineStats
+
+HOT_MARK = ">>"
+_GAP = "..."
+_HEADER = f"{'':2} {'time us':>9} {'share':>6} {'instrs':>12} {'engine':>6} {'wait us':>9} {'path':>6}  |"
+_BLANK = " " * (len(_HEADER) - 1) + "|"
+
+
+def _gutter(s: LineStats, hot: bool, path_ns: float) -> str:
+    trips = f"x{s.trips}" if s.trips > 1 else ""
+    count = f"{s.instructions} {trips}".rstrip()
+    wait = f"{s.total_wait_ns / 1e3:9.2f}" if s.total_wait_ns > 0 else " " * 9
+    path = f"{100 * s.path_ns / path_ns:5.1f}%" if s.path_ns > 0 and path_ns > 0 else " " * 6
+    return (f"{HOT_MARK if hot else '':2} {s.total_ns / 1e3:9.2f} {100 * s.share:5.1f}% {count:>12} "
+            f"{s.engine:>6} {wait} {path}  |")
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _function_spans(path: str, wanted: set[int]) -> list[tuple[int, int]]:
+    """The (first, last) lines of the outermost Python functions holding a wanted line, in file
+    order; for other files (C++ kernels) the span from the first to the last wanted line."""
+    spans: list[tuple[int, int]] = []
+    if path.endswith(".py"):
+        try:
+            tree = ast.parse("".join(linecache.getlines(path)))
+        except SyntaxError:
+            tree = None
+        if tree is not None:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                    if any(first <= n <= node.end_lineno for n in wanted):
+                        spans.append((first, node.end_lineno))
+    spans = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
+    covered = {n for a, b in spans for n in range(a, b + 1)}
+    rest = sorted(n for n in wanted if n not in covered)
+    if rest:
+        spans.append((rest[0], rest[-1]))
+    return sorted(set(spans))
+
+
+def annotate(profile: LineProfile, top: int = 3) -> str:
+    """Each source file's functions that produced instructions, one gutter of figures per line
+    (blank for lines without instructions), the `top` busiest lines marked with >>."""
+    hot = {(s.file, s.line) for s in profile.rows[:top] if s.total_ns > 0}
+    by_file: dict[str, dict[int, LineStats]] = {}
+    for (file, line), s in profile.lines.items():
+        by_file.setdefault(file, {})[line] = s
+    order = sorted(by_file, key=lambda f: -sum(s.total_ns for s in by_file[f].values()))
+    path_ns = profile.critical_path.total_ns
+    out = [_headline(profile), _HEADER + f"{'line':>6}  source"]
+    for file in order:
+        stats = by_file[file]
+        out.append(f"{'':{len(_HEADER)}} {_short(file)}")
+        if not linecache.getlines(file):
+            for n in sorted(stats):
+                out.append(_gutter(stats[n], (file, n) in hot, path_ns) + f"{n:>6}  (source not available)")
+            continue
+        for k, (first, last) in enumerate(_function_spans(file, set(stats))):
+            if k:
+                out.append(_BLANK + f"{_GAP:>6}")
+            for n in range(first, last + 1):
+                text = linecache.getline(file, n).rstrip("\n")
+                gutter = _gutter(stats[n], (file, n) in hot, path_ns) if n in stats else _BLANK
+                out.append(f"{gutter}{n:>6}  {text}")
+    out.append(_path_summary(profile))
+    return "\n".join(out)
+
+
+def _headline(profile: LineProfile) -> str:
+    return (f"kernel {profile.kernel_name} on {profile.target}: {profile.total_ns / 1e3:.2f} us "
+            f"(includes {profile.launch_ns / 1e3:.1f} us launch overhead), engines busy "
+            f"{profile.busy_ns / 1e3:.2f} us in all; per line: busy time, share of it, executed instructions "
+            f"(x trips), busiest engine, time waited, share of the critical path")
+
+
+def _path_summary(profile: LineProfile) -> str:
+    path = profile.critical_path
+    lines = [f"critical path: {path.total_ns / 1e3:.2f} us over {path.instructions} instructions "
+             f"(+{path.tail_ns / 1e3:.2f} us until the results are visible, "
+             f"+{profile.launch_ns / 1e3:.1f} us launch); these lines bound the latency, in path order:"]
+    for file, line, ns, count in path.lines:
+        share = 100 * ns / path.total_ns if path.total_ns else 0.0
+        lines.append(f"  {_short(file)}:{line:<5} {ns / 1e3:9.2f} us {share:5.1f}%  {count} instr  "
+                     f"{linecache.getline(file, line).strip()}")
+    return "\n".join(lines)
+
+
+def ranked_table(profile: LineProfile, n: int = 10) -> str:
+    """The critical path, then the n busiest lines with their figures."""
+    out = [_headline(profile), _path_summary(profile),
+           f"{'busy us':>9} {'share':>6} {'instrs':>7} {'trips':>6} {'engine':>6} {'wait us':>9} {'DMA KiB':>9}  line"]
+    for s in profile.rows[:n]:
+        out.append(f"{s.total_ns / 1e3:9.2f} {100 * s.share:5.1f}% {s.instructions:7} {s.trips:6} {s.engine:>6} "
+                   f"{s.total_wait_ns / 1e3:9.2f} {s.dma_bytes / 1024:9.1f}  {_short(s.file)}:{s.line}  "
+                   f"{linecache.getline(s.file, s.line).strip()}")
+    return "\n".join(out)

@@ -1,0 +1,270 @@
+"""Profile.by_line() and `knit profile --by-line` (docs/profiling.md).
+
+The per-line figures must add up to the Profile's own totals (instructions and busy time per
+queue, DMA bytes), and the counts and bytes per line must be what the kernels' loop structure gives
+when worked out by hand. The critical path is checked against what holds by construction (its
+steps cover the run from 0 to the last instruction's end) and against hand-built chains whose
+order is known."""
+import json
+
+import pytest
+
+import knit
+import knit.isa as nisa
+import knit.language as nl
+import knit.typing as nt
+from kernel_test_util import EXAMPLES, load_example, source_line
+from knit import cli
+
+BF16_BYTES, FP32_BYTES = 2, 4
+PE_GHZ_TRN2 = 2.4  # TensorE clock, NKI architecture guide (a bf16 matmul of N=512 takes 512 cycles)
+PEAK_DMA_B_PER_NS_TRN2 = 362  # docs/simulator.md: trn2's per-core HBM bandwidth limits the DMA peak
+STAGES = f"{EXAMPLES}/matmul/stages.py"
+ATTENTION = f"{EXAMPLES}/attention.py"
+
+
+def line_of(path, marker):
+    return source_line(path, marker)
+
+
+def tiled_profile(K=256, M=256, N=1024):
+    kernel = load_example("matmul/stages.py").tiled
+    return knit.profile(kernel, nt.tensor[[K, M], nl.bfloat16], nt.tensor[[K, N], nl.bfloat16], target="trn2")
+
+
+def attention_profile():
+    kernel = load_example("attention.py").attention_kernel
+    return knit.profile(kernel, *[nt.tensor[[512, 128], nl.float32]] * 3, target="trn2")  # its knit-run shape
+
+
+def blocked_profile():
+    kernel = load_example("matmul/stages.py").blocked_mn
+    return knit.profile(kernel, nt.tensor[[256, 256], nl.bfloat16], nt.tensor[[256, 1024], nl.bfloat16],
+                        target="trn2", tiles_m=2)
+
+
+def assert_lines_add_up_to_the_profile(prof, by_line):
+    rows = by_line.rows
+    for q, stats in prof.engines.items():
+        assert sum(s.queue_instructions.get(q, 0) for s in rows) == stats.instructions, q
+        assert sum(s.busy_ns.get(q, 0.0) for s in rows) == pytest.approx(stats.busy_ns, rel=1e-12, abs=1e-9), q
+    assert sum(s.instructions for s in rows) == sum(e.instructions for e in prof.engines.values())
+    assert sum(s.dma_bytes for s in rows) == prof.dma_bytes
+    assert sum(s.share for s in rows) == pytest.approx(1.0)
+    waits = {}
+    for (waiter, producer), ns in prof.stalls.items():
+        waits[producer] = waits.get(producer, 0.0) + ns
+    for q, ns in waits.items():
+        assert sum(s.wait_ns.get(q, 0.0) for s in rows) == pytest.approx(ns, rel=1e-12), q
+
+
+def assert_path_covers_the_run(prof, by_line):
+    path = by_line.critical_path
+    last_end = max(t[4] for t in prof._timeline)
+    # Each step is credited from its predecessor's end to its own end, from the run's start (0):
+    # the steps add up to the last end exactly; what follows it (the last result's pipeline
+    # latency) and the launch overhead make up the rest of the latency.
+    assert path.total_ns == pytest.approx(last_end, rel=1e-12)
+    assert sum(ns for _, _, ns in path.steps) == pytest.approx(path.total_ns, rel=1e-12)
+    assert sum(ns for _, _, ns, _ in path.lines) == pytest.approx(path.total_ns, rel=1e-12)
+    assert all(ns >= 0 for _, _, ns in path.steps)
+    assert 0 <= path.tail_ns < 1000  # pipeline latency + one semaphore, well under a microsecond
+    assert path.total_ns + path.tail_ns + prof.launch_ns == pytest.approx(prof.total_ns, rel=1e-12)
+    assert sum(s.path_ns for s in by_line.rows) == pytest.approx(path.total_ns, rel=1e-12)
+
+
+# ---- the tiled matmul -----------------------------------------------------------------------
+
+
+def test_tiled_matmul_lines_count_what_its_loops_do():
+    K, M, N = 256, 256, 1024
+    prof = tiled_profile(K, M, N)
+    by_line = prof.by_line()
+    assert_lines_add_up_to_the_profile(prof, by_line)
+    trips = (M // 128) * (N // 512) * (K // 128)  # the innermost loop body: 8 runs
+    load_a = by_line.line("stages.py", line_of(STAGES, "nisa.dma_copy(dst=a, src=lhsT["))
+    load_b = by_line.line("stages.py", line_of(STAGES, "nisa.dma_copy(dst=b, src=rhs["))
+    matmul = by_line.line("stages.py", line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a, moving=b)"))
+    evict = by_line.line("stages.py", line_of(STAGES, "nisa.tensor_copy(dst=sb, src=psum)"))
+    store = by_line.line("stages.py", line_of(STAGES, "nisa.dma_copy(dst=result[m0"))
+    for s, n in ((load_a, trips), (load_b, trips), (matmul, trips), (evict, trips // 2), (store, trips // 2)):
+        assert (s.instructions, s.trips, s.sites) == (n, n, n), s.where
+    assert load_a.dma_bytes == trips * 128 * 128 * BF16_BYTES
+    assert load_b.dma_bytes == trips * 128 * 512 * BF16_BYTES
+    assert store.dma_bytes == (M // 128) * (N // 512) * 128 * 512 * BF16_BYTES
+    assert matmul.busy_ns == pytest.approx({"pe": trips * 512 / PE_GHZ_TRN2}, rel=1e-9)
+    assert (matmul.engine, evict.engine, load_b.engine) == ("pe", "dve", "dma")
+    assert matmul.opcodes == {"nc_matmul": trips}
+
+
+def test_tiled_matmul_hottest_line_is_the_rhs_load():
+    """By hand: the rhs load moves 1 MiB (4x the lhsT load, 2x the store); at most 362 B/ns that
+    takes >= 2.9 us, more than the 8 matmuls' 1.7 us of TensorE; the store moves half its bytes in
+    runs of the same size, so it takes exactly half its time."""
+    prof = tiled_profile()
+    by_line = prof.by_line()
+    hottest = by_line.rows[0]
+    assert hottest.line == line_of(STAGES, "nisa.dma_copy(dst=b, src=rhs[")
+    assert hottest.dma_bytes == max(s.dma_bytes for s in by_line.rows)
+    assert hottest.total_ns >= hottest.dma_bytes / PEAK_DMA_B_PER_NS_TRN2 > 8 * 512 / PE_GHZ_TRN2
+    store = by_line.line("stages.py", line_of(STAGES, "nisa.dma_copy(dst=result[m0"))
+    assert store.total_ns == pytest.approx(hottest.total_ns / 2, rel=1e-9)
+    assert hottest.share == pytest.approx(hottest.total_ns / sum(e.busy_ns for e in prof.engines.values()))
+
+
+def test_tiled_matmul_critical_path_ends_with_the_last_store():
+    prof = tiled_profile()
+    by_line = prof.by_line()
+    assert_path_covers_the_run(prof, by_line)
+    path = by_line.critical_path
+    # The run ends when the last output tile is stored: the path's last step is the store, and
+    # it starts at a load (nothing can run before the operands arrive).
+    assert path.steps[-1][1] == line_of(STAGES, "nisa.dma_copy(dst=result[m0")
+    assert path.steps[0][1] in (line_of(STAGES, "dst=a, src=lhsT["), line_of(STAGES, "dst=b, src=rhs["))
+    on_path = {n for _, n, _, _ in path.lines}
+    assert line_of(STAGES, "nisa.nc_matmul(dst=psum") in on_path
+
+
+def test_blocked_matmul_helper_lines_count_every_call():
+    """blocked_mn at K=256, M=256, N=1024, tiles_m=2: for each of the 2 column blocks, _load_strip
+    loads an rhs strip [256, 512] and the one lhsT strip [256, 256] (M is one block), 2 K tiles
+    each; 2 blocks x 2 M tiles x 2 K tiles matmuls."""
+    prof = blocked_profile()
+    by_line = prof.by_line()
+    assert_lines_add_up_to_the_profile(prof, by_line)
+    assert_path_covers_the_run(prof, by_line)
+    strip = by_line.line("stages.py", line_of(STAGES, "nisa.dma_copy(dst=t[:, k, :]"))
+    assert strip.instructions == strip.trips == 8
+    assert strip.dma_bytes == 2 * (2 * 128 * 512 + 2 * 128 * 256) * BF16_BYTES
+    matmul = by_line.line("stages.py", line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a[:, k, tm * TILE_M"))
+    assert matmul.instructions == 8
+
+
+# ---- attention ------------------------------------------------------------------------------
+
+
+def test_attention_lines_add_up_and_count_the_causal_blocks():
+    prof = attention_profile()
+    by_line = prof.by_line()
+    assert_lines_add_up_to_the_profile(prof, by_line)
+    assert_path_covers_the_run(prof, by_line)
+    blocks = 512 // 128
+    # load_transposed (fp32: DMA, then a TensorE transpose) runs for each k block and each q block.
+    load = by_line.line("attention.py", line_of(ATTENTION, "nisa.dma_copy(dst=tile, src=src)"))
+    assert (load.instructions, load.dma_bytes) == (2 * blocks, 2 * blocks * 128 * 128 * FP32_BYTES)
+    # The causal P @ V loop runs i + 1 times for query block i.
+    pv = by_line.line("attention.py", line_of(ATTENTION, "nisa.nc_matmul(dst=out_psum"))
+    assert pv.instructions == pv.trips == sum(i + 1 for i in range(blocks))
+    v_load = by_line.line("attention.py", line_of(ATTENTION, "nisa.dma_copy(dst=v_sb"))
+    assert (v_load.instructions, v_load.dma_bytes) == (1, 512 * 128 * FP32_BYTES)
+    assert by_line.critical_path.steps[-1][1] == line_of(ATTENTION, "nisa.dma_copy(dst=out[q0")
+
+
+# ---- a chain whose critical path is known ---------------------------------------------------
+
+
+@knit.jit
+def chain(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    side = nl.ndarray((128, 8), x.dtype, buffer=nl.sbuf)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=side, value=1.0)  # LINE side: independent, short
+    nisa.dma_copy(dst=t, src=x)  # LINE load
+    nisa.activation(dst=t, op=nl.exp, data=t)  # LINE exp
+    nisa.dma_copy(dst=out, src=t)  # LINE store
+    return out
+
+
+def test_chain_critical_path_is_load_exp_store_in_order():
+    prof = knit.profile(chain, nt.tensor[[128, 2048], nl.float32], target="trn2")
+    by_line = prof.by_line()
+    assert_lines_add_up_to_the_profile(prof, by_line)
+    assert_path_covers_the_run(prof, by_line)
+    here = __file__
+    order = [n for _, n, _, _ in by_line.critical_path.lines]
+    assert order == [source_line(here, f"# LINE {w}") for w in ("load", "exp", "store")]
+    exp = by_line.line("test_profile_by_line.py", source_line(here, "# LINE exp"))
+    # On the path from the load's end: the semaphore wait, then the activation itself.
+    assert exp.path_ns >= exp.total_ns > 0
+    assert exp.wait_ns.keys() == {next(q for q, n in prof.instructions.items() if q.startswith("dma") and n)}
+    side = by_line.line("test_profile_by_line.py", source_line(here, "# LINE side"))
+    assert side.path_ns == 0 and side.total_wait_ns == 0
+
+
+# ---- text and JSON --------------------------------------------------------------------------
+
+
+def test_annotate_shows_the_source_with_figures_and_marks_the_hottest():
+    by_line = tiled_profile().by_line()
+    text = by_line.annotate(top=1)
+    rows = text.splitlines()
+    matmul_line = line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a, moving=b)")
+    matmul_row = next(r for r in rows if r.endswith("nisa.nc_matmul(dst=psum, stationary=a, moving=b)"))
+    gutter, _, rest = matmul_row.partition("|")
+    assert rest.split()[0] == str(matmul_line)
+    assert gutter.split()[2:5] == ["8", "x8", "pe"]
+    hot = [r for r in rows if r.startswith(">>")]
+    assert len(hot) == 1 and hot[0].endswith("nisa.dma_copy(dst=b, src=rhs[k * TILE_K:(k + 1) * TILE_K, "
+                                             "n * TILE_N:(n + 1) * TILE_N])")
+    # A line without instructions has a blank gutter; the kernel's def line is shown.
+    def_row = next(r for r in rows if r.endswith("def tiled(lhsT, rhs):"))
+    assert def_row.partition("|")[0].strip() == ""
+    assert "critical path:" in text and "these lines bound the latency" in text
+    assert str(by_line).splitlines()[1].startswith("critical path:")
+
+
+def test_matmul_figures_in_the_gutter_are_the_line_stats():
+    by_line = tiled_profile().by_line()
+    s = by_line.line("stages.py", line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a, moving=b)"))
+    row = next(r for r in by_line.annotate().splitlines() if r.endswith("moving=b)"))
+    fields = row.partition("|")[0].split()
+    assert fields[0] == f"{s.total_ns / 1e3:.2f}"
+    assert fields[1] == f"{100 * s.share:.1f}%"
+    assert fields[2:5] == [str(s.instructions), f"x{s.trips}", "pe"]
+    assert fields[5] == f"{s.total_wait_ns / 1e3:.2f}"
+
+
+LINE_KEYS = {"file", "line", "instructions", "queue_instructions", "sites", "trips", "busy_ns", "total_busy_ns",
+             "share", "wait_ns", "total_wait_ns", "dma_bytes", "engine", "opcodes", "critical_path_ns"}
+TOP_KEYS = {"schema_version", "kernel", "target", "total_ns", "launch_ns", "busy_ns", "critical_path", "lines"}
+PATH_KEYS = {"total_ns", "tail_ns", "instructions", "lines", "steps"}
+
+
+def check_by_line_json(doc):
+    """The keys and types docs/cli.md documents for `knit profile --by-line --json`."""
+    assert doc.keys() == TOP_KEYS and doc["schema_version"] == 1
+    assert doc["critical_path"].keys() == PATH_KEYS
+    for p in doc["critical_path"]["lines"]:
+        assert p.keys() == {"file", "line", "ns", "instructions"}
+    for p in doc["critical_path"]["steps"]:
+        assert p.keys() == {"file", "line", "ns"}
+    for row in doc["lines"]:
+        assert row.keys() == LINE_KEYS
+        assert isinstance(row["line"], int) and isinstance(row["dma_bytes"], int)
+        assert all(isinstance(v, float) for v in row["busy_ns"].values())
+        assert row["total_busy_ns"] == pytest.approx(sum(row["busy_ns"].values()))
+    busy = [r["total_busy_ns"] for r in doc["lines"]]
+    assert busy == sorted(busy, reverse=True)
+
+
+def test_cli_by_line_prints_the_annotated_source(capsys):
+    code = cli.main(["profile", f"{STAGES}::tiled", "--shape", "256x256:bfloat16", "--shape", "256x1024:bfloat16",
+                     "--timing-only", "--by-line", "--target", "trn2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    matmul_line = line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a, moving=b)")
+    row = next(r for r in out.splitlines() if r.endswith("nisa.nc_matmul(dst=psum, stationary=a, moving=b)"))
+    assert row.partition("|")[2].split()[0] == str(matmul_line)
+    assert row.partition("|")[0].split()[2:5] == ["8", "x8", "pe"]
+    assert "critical path:" in out
+
+
+def test_cli_by_line_json_follows_the_documented_schema(capsys):
+    code = cli.main(["profile", f"{ATTENTION}::attention_kernel", "--timing-only", "--by-line", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    check_by_line_json(doc)
+    prof = attention_profile()
+    assert doc["total_ns"] == pytest.approx(prof.total_ns)
+    assert sum(r["dma_bytes"] for r in doc["lines"]) == prof.dma_bytes
+    assert doc["kernel"] == "attention_kernel"
