@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 import linecache
 import os
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._lines import LineProfile, LineStats
+# A LineProfile and its LineStats (knit/_lines.py, which imports this module: naming its classes
+# here would make an import cycle).
+LineProfile = Any
+LineStats = Any
 
 HOT_MARK = ">>"
 _GAP = "..."
