@@ -88,20 +88,19 @@ def annotate(profile: LineProfile, top: int = 3) -> str:
 
 def _headline(profile: LineProfile) -> str:
     return (f"kernel {profile.kernel_name} on {profile.target}: {profile.total_ns / 1e3:.2f} us "
-            f"(includes {profile.launch_ns / 1e3:.1f} us launch overhead), engines busy "
-            f"{profile.busy_ns / 1e3:.2f} us in all; per line: busy time, share of it, executed instructions "
-            f"(x trips), busiest engine, time waited, share of the critical path")
+            f"({profile.launch_ns / 1e3:.1f} us of it launch overhead); engines busy "
+            f"{profile.busy_ns / 1e3:.2f} us in all")
 
 
 def _path_summary(profile: LineProfile) -> str:
     path = profile.critical_path
-    lines = [f"critical path: {path.total_ns / 1e3:.2f} us over {path.instructions} instructions "
-             f"(+{path.tail_ns / 1e3:.2f} us until the results are visible, "
-             f"+{profile.launch_ns / 1e3:.1f} us launch); these lines bound the latency, in path order:"]
-    for file, line, ns, count in path.lines:
-        share = 100 * ns / path.total_ns if path.total_ns else 0.0
-        lines.append(f"  {_short(file)}:{line:<5} {ns / 1e3:9.2f} us {share:5.1f}%  {count} instr  "
-                     f"{linecache.getline(file, line).strip()}")
+    lines = [f"critical path: {path.total_ns / 1e3:.2f} us over {path.instructions} instructions, then "
+             f"{path.tail_ns / 1e3:.2f} us until the last result is visible and {profile.launch_ns / 1e3:.1f} us "
+             f"launch; these lines bound the latency, in path order (us on the path, of it engine-busy):"]
+    for p in path.lines:
+        share = 100 * p.ns / path.total_ns if path.total_ns else 0.0
+        lines.append(f"  {_short(p.file)}:{p.line:<5} {p.ns / 1e3:9.2f} us {share:5.1f}%  busy {p.busy_ns / 1e3:7.2f} us"
+                     f"  {p.instructions:4} instr  {linecache.getline(p.file, p.line).strip()}")
     return "\n".join(lines)
 
 

@@ -79,23 +79,41 @@ class LineStats:
 
 
 @dataclass
+class PathLine:
+    """One source line's part of the critical path: ns on it (busy_ns of that its instructions'
+    own engine or transfer time, the rest waiting for a semaphore, a DMA's fixed cost or the
+    bandwidth) over `instructions` steps."""
+
+    file: str
+    line: int
+    ns: float = 0.0
+    busy_ns: float = 0.0
+    instructions: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "ns": self.ns, "busy_ns": self.busy_ns,
+                "instructions": self.instructions}
+
+
+@dataclass
 class CriticalPath:
     """The chain of instructions that bound the latency, last to finish back to the first.
 
     total_ns: the time the chain covers (= end_ns: each step is credited from its predecessor's
     end to its own end); tail_ns: what the run lasted after it (the last result's pipeline
     latency and the final barrier; total_ns + tail_ns + launch overhead = the latency);
-    lines: [(file, line, ns, instructions)] in the order the path first reaches them."""
+    lines: a PathLine per line, in the order the path first reaches them; steps: the path as
+    consecutive runs on one line."""
 
     total_ns: float
     tail_ns: float
     instructions: int
-    lines: list[tuple[str, int, float, int]]
-    steps: list[tuple[str, int, float]]  # consecutive runs on one line: (file, line, ns)
+    lines: list[PathLine]
+    steps: list[tuple[str, int, float]]  # (file, line, ns)
 
     def to_json(self) -> dict[str, Any]:
         return {"total_ns": self.total_ns, "tail_ns": self.tail_ns, "instructions": self.instructions,
-                "lines": [{"file": f, "line": n, "ns": ns, "instructions": c} for f, n, ns, c in self.lines],
+                "lines": [p.to_json() for p in self.lines],
                 "steps": [{"file": f, "line": n, "ns": ns} for f, n, ns in self.steps]}
 
 
@@ -177,8 +195,8 @@ def build(kernel_name: str, target: str, total_ns: float, launch_ns: float, queu
     for s in lines.values():
         s.share = s.total_ns / busy if busy else 0.0
     path = critical_path(timeline, queues, where, total_ns - launch_ns)
-    for file, n, ns, _ in path.lines:
-        lines[(file, n)].path_ns = ns
+    for p in path.lines:
+        lines[(p.file, p.line)].path_ns = p.ns
     return LineProfile(kernel_name, target, total_ns, launch_ns, lines, path)
 
 
@@ -210,21 +228,21 @@ def critical_path(timeline: Sequence[Row], queues: Sequence[str], where: Sequenc
     if not timeline:
         return CriticalPath(0.0, run_ns, 0, [], [])
     chain = _chain(timeline, queues)
-    per_line: dict[tuple[str, int], list[float]] = {}
+    per_line: dict[tuple[str, int], PathLine] = {}
     steps: list[tuple[str, int, float]] = []
     for row, since in reversed(chain):
         key = where[timeline[row][1]]
         ns = timeline[row][4] - since
-        per_line.setdefault(key, [0.0, 0])
-        per_line[key][0] += ns
-        per_line[key][1] += 1
+        on_line = per_line.setdefault(key, PathLine(*key))
+        on_line.ns += ns
+        on_line.busy_ns += timeline[row][4] - timeline[row][3]
+        on_line.instructions += 1
         if steps and steps[-1][:2] == key:
             steps[-1] = (*key, steps[-1][2] + ns)
         else:
             steps.append((*key, ns))
     end = timeline[chain[0][0]][4]
-    lines = [(f, n, ns, int(c)) for (f, n), (ns, c) in per_line.items()]
-    return CriticalPath(end, run_ns - end, len(chain), lines, steps)
+    return CriticalPath(end, run_ns - end, len(chain), list(per_line.values()), steps)
 
 
 def _chain(timeline: Sequence[Row], queues: Sequence[str]) -> list[tuple[int, float]]:

@@ -66,7 +66,8 @@ def assert_path_covers_the_run(prof, by_line):
     # latency) and the launch overhead make up the rest of the latency.
     assert path.total_ns == pytest.approx(last_end, rel=1e-12)
     assert sum(ns for _, _, ns in path.steps) == pytest.approx(path.total_ns, rel=1e-12)
-    assert sum(ns for _, _, ns, _ in path.lines) == pytest.approx(path.total_ns, rel=1e-12)
+    assert sum(p.ns for p in path.lines) == pytest.approx(path.total_ns, rel=1e-12)
+    assert all(0 <= p.busy_ns <= p.ns * (1 + 1e-12) for p in path.lines)
     assert all(ns >= 0 for _, _, ns in path.steps)
     assert 0 <= path.tail_ns < 1000  # pipeline latency + one semaphore, well under a microsecond
     assert path.total_ns + path.tail_ns + prof.launch_ns == pytest.approx(prof.total_ns, rel=1e-12)
@@ -121,7 +122,7 @@ def test_tiled_matmul_critical_path_ends_with_the_last_store():
     # it starts at a load (nothing can run before the operands arrive).
     assert path.steps[-1][1] == line_of(STAGES, "nisa.dma_copy(dst=result[m0")
     assert path.steps[0][1] in (line_of(STAGES, "dst=a, src=lhsT["), line_of(STAGES, "dst=b, src=rhs["))
-    on_path = {n for _, n, _, _ in path.lines}
+    on_path = {p.line for p in path.lines}
     assert line_of(STAGES, "nisa.nc_matmul(dst=psum") in on_path
 
 
@@ -181,7 +182,7 @@ def test_chain_critical_path_is_load_exp_store_in_order():
     assert_lines_add_up_to_the_profile(prof, by_line)
     assert_path_covers_the_run(prof, by_line)
     here = __file__
-    order = [n for _, n, _, _ in by_line.critical_path.lines]
+    order = [p.line for p in by_line.critical_path.lines]
     assert order == [source_line(here, f"# LINE {w}") for w in ("load", "exp", "store")]
     exp = by_line.line("test_profile_by_line.py", source_line(here, "# LINE exp"))
     # On the path from the load's end: the semaphore wait, then the activation itself.
@@ -235,7 +236,7 @@ def check_by_line_json(doc):
     assert doc.keys() == TOP_KEYS and doc["schema_version"] == 1
     assert doc["critical_path"].keys() == PATH_KEYS
     for p in doc["critical_path"]["lines"]:
-        assert p.keys() == {"file", "line", "ns", "instructions"}
+        assert p.keys() == {"file", "line", "ns", "busy_ns", "instructions"}
     for p in doc["critical_path"]["steps"]:
         assert p.keys() == {"file", "line", "ns"}
     for row in doc["lines"]:
