@@ -99,8 +99,9 @@ def _path_summary(profile: LineProfile) -> str:
              f"launch; these lines bound the latency, in path order (us on the path, of it engine-busy):"]
     for p in path.lines:
         share = 100 * p.ns / path.total_ns if path.total_ns else 0.0
-        lines.append(f"  {_short(p.file)}:{p.line:<5} {p.ns / 1e3:9.2f} us {share:5.1f}%  busy {p.busy_ns / 1e3:7.2f} us"
-                     f"  {p.instructions:4} instr  {linecache.getline(p.file, p.line).strip()}")
+        lines.append(f"  {_short(p.file)}:{p.line:<5} {p.ns / 1e3:9.2f} us {share:5.1f}%  "
+                     f"busy {p.busy_ns / 1e3:7.2f} us  {p.instructions:4} instr  "
+                     f"{linecache.getline(p.file, p.line).strip()}")
     return "\n".join(lines)
 
 
