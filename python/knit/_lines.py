@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import linecache
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,8 +70,13 @@ class LineStats:
     def where(self) -> str:
         return f"{self.file}:{self.line}"
 
+    @property
+    def source(self) -> str:
+        """The line's text, stripped ('' when the file cannot be read)."""
+        return linecache.getline(self.file, self.line).strip()
+
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "instructions": self.instructions,
+        return {"file": self.file, "line": self.line, "source": self.source, "instructions": self.instructions,
                 "queue_instructions": self.queue_instructions, "sites": self.sites,
                 "trips": self.trips, "busy_ns": self.busy_ns, "total_busy_ns": self.total_ns,
                 "share": self.share, "wait_ns": self.wait_ns, "total_wait_ns": self.total_wait_ns,

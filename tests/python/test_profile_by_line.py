@@ -227,16 +227,21 @@ def test_matmul_figures_in_the_gutter_are_the_line_stats():
     assert fields[5] == f"{s.total_wait_ns / 1e3:.2f}"
 
 
+def cli_doc_section(heading):
+    """The text of docs/cli.md's section `## heading` and the key sets of its tables (the
+    backticked names in each row's first cell), in order."""
+    text = (Path(EXAMPLES).parents[2] / "docs" / "cli.md").read_text()
+    section = text.split(f"## {heading}\n")[1].split("\n## ")[0]
+    tables = [[row for row in block.splitlines() if row.startswith("| `")] for block in section.split("\n\n")]
+    return section, [{k for row in t for k in re.findall(r"`(\w+)`", row.split("|")[1])} for t in tables if t]
+
+
 def documented_keys():
     """The keys of the three tables of docs/cli.md's `--by-line --json` section (top level,
     critical_path, each line) and of the critical path's `lines` entries, as the page gives them."""
-    text = (Path(EXAMPLES).parents[2] / "docs" / "cli.md").read_text()
-    section = text.split("## `knit profile FILE[::KERNEL] --by-line --json`")[1].split("\n## ")[0]
-    tables = [[row for row in block.splitlines() if row.startswith("| `")] for block in section.split("\n\n")]
-    tables = [t for t in tables if t]
-    keys = [{k for row in t for k in re.findall(r"`(\w+)`", row.split("|")[1])} for t in tables]
+    section, tables = cli_doc_section("`knit profile FILE[::KERNEL] --by-line --json`")
     path_line = re.search(r"`\{(file, line, [\w, ]+)\}` per line on the path", section).group(1)
-    return keys, set(path_line.split(", "))
+    return tables, set(path_line.split(", "))
 
 
 def check_by_line_json(doc):
