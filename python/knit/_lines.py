@@ -284,13 +284,13 @@ def _predecessor(timeline: Sequence[Row], i: int, previous: int, is_dma: Sequenc
             return waited
         if previous >= 0 and timeline[previous][3] == issue:
             return previous  # the queue issues its next transfer when the previous one's data starts
-        return ends.latest_before(core, issue, i)
+        return ends.behind_barrier(core, issue, i)
     if stall > 0 and waited >= 0:
         return waited
     if previous >= 0 and timeline[previous][4] == start:
         return previous
     # Neither a wait nor its queue: a barrier drained every queue first.
-    return ends.latest_before(core, start, i)
+    return ends.behind_barrier(core, start, i)
 
 
 class _Ends:
@@ -306,14 +306,20 @@ class _Ends:
             if is_dma[r[2]]:
                 dma_by_end.setdefault((r[0], r[4]), i)
         self._by_core = {c: sorted(v) for c, v in by_core.items()}
+        self._all = sorted(e for v in by_core.values() for e in v)
         self._dma_by_end = dma_by_end
 
     def dma_ending_at(self, core: int, t: float, exclude: int) -> int:
         row = self._dma_by_end.get((core, t), -1)
         return row if row != exclude else -1
 
-    def latest_before(self, core: int, t: float, exclude: int) -> int:
-        ends = self._by_core[core]
+    def behind_barrier(self, core: int, t: float, exclude: int) -> int:
+        """What a barrier released at t waited for: the core's latest instruction to end by t,
+        else (a core that had run nothing yet, held by a core barrier) any core's."""
+        row = self._latest_before(self._by_core[core], t, exclude)
+        return row if row >= 0 else self._latest_before(self._all, t, exclude)
+
+    def _latest_before(self, ends: list[tuple[float, int]], t: float, exclude: int) -> int:
         k = bisect.bisect_right(ends, (t, len(self._timeline)))
         while k > 0:
             k -= 1

@@ -14,6 +14,7 @@ import pytest
 import knit
 import knit.isa as nisa
 import knit.language as nl
+import knit.lnc
 import knit.typing as nt
 from kernel_test_util import EXAMPLES, load_example, source_line
 from knit import cli
@@ -192,6 +193,39 @@ def test_chain_critical_path_is_load_exp_store_in_order():
     assert exp.wait_ns.keys() == {next(q for q, n in prof.instructions.items() if q.startswith("dma") and n)}
     side = by_line.line("test_profile_by_line.py", source_line(here, "# LINE side"))
     assert side.path_ns == 0 and side.total_wait_ns == 0
+
+
+@knit.jit
+def hand_over(a):
+    """Core 0 scales a tile into shared HBM; after the core barrier core 1 copies it out."""
+    scratch = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm, name="scratch")
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm, name="out")
+    if nl.program_id(0) == 0:
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)  # LINE core0 load
+        for _ in range(4):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)  # LINE core0 scale
+        nisa.dma_copy(dst=scratch, src=t)  # LINE core0 store
+    knit.lnc.core_barrier(scratch, (0, 1))
+    if nl.program_id(0) == 1:
+        u = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=u, src=scratch)  # LINE core1 load
+        nisa.dma_copy(dst=out, src=u)  # LINE core1 store
+    return out
+
+
+def test_critical_path_crosses_a_core_barrier_to_the_core_it_waited_for():
+    """Core 1 has nothing to do before the barrier, which waits for core 0's store: the path runs
+    through all of core 0's work, then core 1's copy."""
+    prof = knit.profile(hand_over[2], nt.tensor[[128, 512], nl.float32], target="trn2")
+    by_line = prof.by_line()
+    assert_lines_add_up_to_the_profile(prof, by_line)
+    assert_path_covers_the_run(prof, by_line)
+    order = [p.line for p in by_line.critical_path.lines]
+    steps = ("core0 load", "core0 scale", "core0 store", "core1 load", "core1 store")
+    assert order == [source_line(__file__, f"# LINE {w}") for w in steps]
+    scale = by_line.line("test_profile_by_line.py", source_line(__file__, "# LINE core0 scale"))
+    assert (scale.instructions, scale.trips) == (4, 4)
 
 
 # ---- text and JSON --------------------------------------------------------------------------
