@@ -262,35 +262,39 @@ def _chain(timeline: Sequence[Row], queues: Sequence[str]) -> list[tuple[int, fl
     ends = _Ends(timeline, is_dma)
     current = max(range(len(timeline)), key=lambda i: (timeline[i][4], i))
     chain: list[tuple[int, float]] = []
-    seen = set()
+    # Each step goes to an earlier row or, past a barrier, to one not on the path yet; a row seen
+    # again (only possible through instructions of zero duration) ends the walk.
+    seen: set[int] = set()
     while current >= 0 and current not in seen:
         seen.add(current)
-        before = _predecessor(timeline, current, previous_on_queue[current], is_dma, ends)
+        before = _predecessor(timeline, current, previous_on_queue[current], is_dma, ends, seen)
         chain.append((current, timeline[before][4] if before >= 0 else 0.0))
         current = before
     return chain
 
 
-def _predecessor(timeline: Sequence[Row], i: int, previous: int, is_dma: Sequence[bool], ends: _Ends) -> int:
-    """The row whose end set row i's start (-1: none, the run's start)."""
+def _predecessor(timeline: Sequence[Row], i: int, previous: int, is_dma: Sequence[bool], ends: _Ends,
+                 seen: set[int]) -> int:
+    """The row whose end set row i's start (-1: none, the run's start). The wait's producer, the
+    previous row of the queue and the transfer queued behind all come earlier in the timeline."""
     core, _, q, start, _, issue, stall, _, waited, _ = timeline[i]
     if is_dma[q]:
         # Data moves once the queue issued the transfer (plus a fixed cost) and the bandwidth is
-        # free: a start later than the fixed cost allows was set by the transfer it queued behind.
+        # free: a transfer that ended exactly when this one's data started held the bandwidth.
         behind = ends.dma_ending_at(core, start, i)
-        if behind >= 0 and start > issue:
+        if behind >= 0:
             return behind
         if stall > 0 and waited >= 0:
             return waited
         if previous >= 0 and timeline[previous][3] == issue:
             return previous  # the queue issues its next transfer when the previous one's data starts
-        return ends.behind_barrier(core, issue, i)
+        return ends.behind_barrier(core, issue, seen)
     if stall > 0 and waited >= 0:
         return waited
     if previous >= 0 and timeline[previous][4] == start:
         return previous
     # Neither a wait nor its queue: a barrier drained every queue first.
-    return ends.behind_barrier(core, start, i)
+    return ends.behind_barrier(core, start, seen)
 
 
 class _Ends:
@@ -309,20 +313,22 @@ class _Ends:
         self._all = sorted(e for v in by_core.values() for e in v)
         self._dma_by_end = dma_by_end
 
-    def dma_ending_at(self, core: int, t: float, exclude: int) -> int:
+    def dma_ending_at(self, core: int, t: float, before: int) -> int:
+        """The first DMA row before row `before` that ended at exactly t (-1: none)."""
         row = self._dma_by_end.get((core, t), -1)
-        return row if row != exclude else -1
+        return row if row < before else -1
 
-    def behind_barrier(self, core: int, t: float, exclude: int) -> int:
+    def behind_barrier(self, core: int, t: float, exclude: set[int]) -> int:
         """What a barrier released at t waited for: the core's latest instruction to end by t,
-        else (a core that had run nothing yet, held by a core barrier) any core's."""
+        else (a core that had run nothing yet, held by a core barrier) any core's; rows in
+        `exclude` (the path so far) do not count."""
         row = self._latest_before(self._by_core[core], t, exclude)
         return row if row >= 0 else self._latest_before(self._all, t, exclude)
 
-    def _latest_before(self, ends: list[tuple[float, int]], t: float, exclude: int) -> int:
+    def _latest_before(self, ends: list[tuple[float, int]], t: float, exclude: set[int]) -> int:
         k = bisect.bisect_right(ends, (t, len(self._timeline)))
         while k > 0:
             k -= 1
-            if ends[k][1] != exclude:
+            if ends[k][1] not in exclude:
                 return ends[k][1]
         return -1
