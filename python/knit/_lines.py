@@ -32,9 +32,9 @@ class LineStats:
 
     instructions: executed instructions (every trip of a loop counts), per queue in
     queue_instructions; sites: distinct instructions in the program; trips: how many times the
-    line ran (see _calls); busy_ns:
-    {queue: engine time}; wait_ns: {queue waited for: time}; dma_bytes: bytes its DMA moved;
-    share: its busy time over all lines' busy time; path_ns: its time on the critical path."""
+    line ran (see _calls); busy_ns: {queue: engine time}; wait_ns: {queue waited for: time};
+    dma_bytes: bytes its DMA moved; opcodes: {opcode: executed}; share: its busy time over all
+    lines' busy time; path_ns: its time on the critical path."""
 
     file: str
     line: int
