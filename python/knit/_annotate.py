@@ -94,8 +94,9 @@ def _headline(profile: LineProfile) -> str:
 
 def _path_summary(profile: LineProfile) -> str:
     path = profile.critical_path
+    tail = max(path.tail_ns, 0.0)  # a rounding below 0 prints as 0
     lines = [f"critical path: {path.total_ns / 1e3:.2f} us over {path.instructions} instructions, then "
-             f"{max(path.tail_ns, 0.0) / 1e3:.2f} us until the last result is visible and {profile.launch_ns / 1e3:.1f} us "
+             f"{tail / 1e3:.2f} us until the last result is visible and {profile.launch_ns / 1e3:.1f} us "
              f"launch; these lines bound the latency, in path order (us on the path, of it engine-busy):"]
     for p in path.lines:
         share = 100 * p.ns / path.total_ns if path.total_ns else 0.0

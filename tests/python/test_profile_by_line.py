@@ -17,7 +17,7 @@ import knit.language as nl
 import knit.lnc
 import knit.typing as nt
 from kernel_test_util import EXAMPLES, load_example, source_line
-from knit import cli
+from knit import _annotate, cli
 
 BF16_BYTES, FP32_BYTES = 2, 4
 PE_GHZ_TRN2 = 2.4  # TensorE clock, NKI architecture guide (a bf16 matmul of N=512 takes 512 cycles)
@@ -59,6 +59,20 @@ def assert_lines_add_up_to_the_profile(prof, by_line):
         waits[producer] = waits.get(producer, 0.0) + ns
     for q, ns in waits.items():
         assert sum(s.wait_ns.get(q, 0.0) for s in rows) == pytest.approx(ns, rel=1e-12), q
+
+
+def checked_by_line(kernel, *args, **kwargs):
+    """The kernel's Profile on trn2 and its by_line(), after checking the sums and the path."""
+    prof = knit.profile(kernel, *args, target="trn2", **kwargs)
+    by_line = prof.by_line()
+    assert_lines_add_up_to_the_profile(prof, by_line)
+    assert_path_covers_the_run(prof, by_line)
+    return prof, by_line
+
+
+def gutter(row):
+    """The figures left of an annotated row's `|`, the hot-line marker dropped."""
+    return row.partition("|")[0].replace(_annotate.HOT_MARK, "").split()
 
 
 def assert_path_covers_the_run(prof, by_line):
@@ -182,10 +196,7 @@ def chain(x):
 
 
 def test_chain_critical_path_is_load_exp_store_in_order():
-    prof = knit.profile(chain, nt.tensor[[128, 2048], nl.float32], target="trn2")
-    by_line = prof.by_line()
-    assert_lines_add_up_to_the_profile(prof, by_line)
-    assert_path_covers_the_run(prof, by_line)
+    prof, by_line = checked_by_line(chain, nt.tensor[[128, 2048], nl.float32])
     here = __file__
     order = [p.line for p in by_line.critical_path.lines]
     assert order == [source_line(here, f"# LINE {w}") for w in ("load", "exp", "store")]
@@ -219,10 +230,7 @@ def hand_over(a):
 def test_critical_path_crosses_a_core_barrier_to_the_core_it_waited_for():
     """Core 1 has nothing to do before the barrier, which waits for core 0's store: the path runs
     through all of core 0's work, then core 1's copy."""
-    prof = knit.profile(hand_over[2], nt.tensor[[128, 512], nl.float32], target="trn2")
-    by_line = prof.by_line()
-    assert_lines_add_up_to_the_profile(prof, by_line)
-    assert_path_covers_the_run(prof, by_line)
+    _, by_line = checked_by_line(hand_over[2], nt.tensor[[128, 512], nl.float32])
     order = [p.line for p in by_line.critical_path.lines]
     steps = ("core0 load", "core0 scale", "core0 store", "core1 load", "core1 store")
     assert order == [source_line(__file__, f"# LINE {w}") for w in steps]
@@ -245,14 +253,11 @@ def device_loop(x):
 
 
 def test_a_device_loop_body_is_one_site_run_once_per_trip():
-    prof = knit.profile(device_loop, nt.tensor[[128, 512], nl.float32], target="trn2")
-    by_line = prof.by_line()
-    assert_lines_add_up_to_the_profile(prof, by_line)
-    assert_path_covers_the_run(prof, by_line)
+    _, by_line = checked_by_line(device_loop, nt.tensor[[128, 512], nl.float32])
     body = by_line.line("test_profile_by_line.py", source_line(__file__, "# LINE device body"))
     assert (body.sites, body.instructions, body.trips) == (1, 5, 5)
     row = next(r for r in by_line.annotate().splitlines() if r.endswith("# LINE device body"))
-    assert row.partition("|")[0].split()[2:4] == ["5", "x5"]
+    assert gutter(row)[2:4] == ["5", "x5"]
 
 
 # ---- text and JSON --------------------------------------------------------------------------
@@ -264,9 +269,8 @@ def test_annotate_shows_the_source_with_figures_and_marks_the_hottest():
     rows = text.splitlines()
     matmul_line = line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a, moving=b)")
     matmul_row = next(r for r in rows if r.endswith("nisa.nc_matmul(dst=psum, stationary=a, moving=b)"))
-    gutter, _, rest = matmul_row.partition("|")
-    assert rest.split()[0] == str(matmul_line)
-    assert gutter.split()[2:5] == ["8", "x8", "pe"]
+    assert matmul_row.partition("|")[2].split()[0] == str(matmul_line)
+    assert gutter(matmul_row)[2:5] == ["8", "x8", "pe"]
     hot = [r for r in rows if r.startswith(">>")]
     assert len(hot) == 1 and hot[0].endswith("nisa.dma_copy(dst=b, src=rhs[k * TILE_K:(k + 1) * TILE_K, "
                                              "n * TILE_N:(n + 1) * TILE_N])")
@@ -281,7 +285,7 @@ def test_matmul_figures_in_the_gutter_are_the_line_stats():
     by_line = tiled_profile().by_line()
     s = by_line.line("stages.py", line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a, moving=b)"))
     row = next(r for r in by_line.annotate().splitlines() if r.endswith("moving=b)"))
-    fields = row.partition("|")[0].split()
+    fields = gutter(row)
     assert fields[0] == f"{s.total_ns / 1e3:.2f}"
     assert fields[1] == f"{100 * s.share:.1f}%"
     assert fields[2:5] == [str(s.instructions), f"x{s.trips}", "pe"]
@@ -331,7 +335,7 @@ def test_cli_by_line_prints_the_annotated_source(capsys):
     matmul_line = line_of(STAGES, "nisa.nc_matmul(dst=psum, stationary=a, moving=b)")
     row = next(r for r in out.splitlines() if r.endswith("nisa.nc_matmul(dst=psum, stationary=a, moving=b)"))
     assert row.partition("|")[2].split()[0] == str(matmul_line)
-    assert row.partition("|")[0].split()[2:5] == ["8", "x8", "pe"]
+    assert gutter(row)[2:5] == ["8", "x8", "pe"]
     assert "critical path:" in out
 
 
