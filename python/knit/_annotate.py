@@ -59,15 +59,16 @@ def _function_spans(path: str, wanted: set[int]) -> list[tuple[int, int]]:
 
 
 def annotate(profile: LineProfile, top: int = 3) -> str:
-    """Each source file's functions that produced instructions, one gutter of figures per line
-    (blank for lines without instructions), the `top` busiest lines marked with >>."""
+    """The critical path, then each source file's functions that produced instructions, one
+    gutter of figures per line (blank for lines without instructions), the `top` busiest lines
+    marked with >>."""
     hot = {(s.file, s.line) for s in profile.rows[:top] if s.total_ns > 0}
     by_file: dict[str, dict[int, LineStats]] = {}
     for (file, line), s in profile.lines.items():
         by_file.setdefault(file, {})[line] = s
     order = sorted(by_file, key=lambda f: -sum(s.total_ns for s in by_file[f].values()))
     path_ns = profile.critical_path.total_ns
-    out = [_headline(profile), _HEADER + f"{'line':>6}  source"]
+    out = [_headline(profile), _path_summary(profile), _HEADER + f"{'line':>6}  source"]
     for file in order:
         stats = by_file[file]
         out.append(f"{'':{len(_HEADER)}} {_short(file)}")
@@ -82,7 +83,6 @@ def annotate(profile: LineProfile, top: int = 3) -> str:
                 text = linecache.getline(file, n).rstrip("\n")
                 gutter = _gutter(stats[n], (file, n) in hot, path_ns) if n in stats else _BLANK
                 out.append(f"{gutter}{n:>6}  {text}")
-    out.append(_path_summary(profile))
     return "\n".join(out)
 
 
