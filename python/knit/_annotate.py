@@ -36,26 +36,51 @@ def _short(path: str) -> str:
 
 
 def _function_spans(path: str, wanted: set[int]) -> list[tuple[int, int]]:
-    """The (first, last) lines of the outermost Python functions holding a wanted line, in file
-    order; for other files (C++ kernels) the span from the first to the last wanted line."""
-    spans: list[tuple[int, int]] = []
-    if path.endswith(".py"):
-        try:
-            tree = ast.parse("".join(linecache.getlines(path)))
-        except SyntaxError:
-            tree = None
-        if tree is not None:
-            for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
-                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                    if any(first <= n <= node.end_lineno for n in wanted):
-                        spans.append((first, node.end_lineno))
+    """The (first, last) lines of the outermost functions holding a wanted line, in file order
+    (Python: from the syntax tree; C++: see _brace_spans); wanted lines outside any function
+    make one span from the first to the last of them."""
+    spans = _python_spans(path, wanted) if path.endswith(".py") else _brace_spans(path, wanted)
     spans = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
     covered = {n for a, b in spans for n in range(a, b + 1)}
     rest = sorted(n for n in wanted if n not in covered)
     if rest:
         spans.append((rest[0], rest[-1]))
     return sorted(set(spans))
+
+
+def _python_spans(path: str, wanted: set[int]) -> list[tuple[int, int]]:
+    try:
+        tree = ast.parse("".join(linecache.getlines(path)))
+    except SyntaxError:
+        return []
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if any(first <= n <= node.end_lineno for n in wanted):
+                spans.append((first, node.end_lineno))
+    return spans
+
+
+_BRACE_REACH = 400  # lines searched above and below a wanted line
+
+
+def _brace_spans(path: str, wanted: set[int]) -> list[tuple[int, int]]:
+    """For a brace language, as kernel files are formatted: a function starts at the nearest line
+    above that begins in column 0 with code (not a comment, directive or brace) and ends at the
+    next line that is a `}` in column 0."""
+    lines = linecache.getlines(path)
+    spans = set()
+    for n in wanted:
+        first = next((k for k in range(n, max(n - _BRACE_REACH, 0), -1) if _starts_definition(lines[k - 1])), 0)
+        last = next((k for k in range(n, min(n + _BRACE_REACH, len(lines)) + 1) if lines[k - 1].startswith("}")), 0)
+        if first and last:
+            spans.add((first, last))
+    return sorted(spans)
+
+
+def _starts_definition(text: str) -> bool:
+    return bool(text[:1].strip()) and not text.startswith(("//", "/*", "#", "}", "{"))
 
 
 def annotate(profile: LineProfile, top: int = 3) -> str:

@@ -353,3 +353,18 @@ def test_cli_by_line_json_follows_the_documented_schema(capsys):
     assert doc["total_ns"] == pytest.approx(prof.total_ns)
     assert sum(r["dma_bytes"] for r in doc["lines"]) == prof.dma_bytes
     assert doc["kernel"] == "attention_kernel"
+
+
+def test_cli_by_line_of_a_cpp_kernel_shows_its_whole_function(capsys):
+    """For a C++ file the view runs from the function's signature to its closing brace."""
+    softmax = f"{EXAMPLES}/../cpp/softmax.cpp"
+    code = cli.main(["profile", softmax, "--timing-only", "--by-line"])
+    out = capsys.readouterr().out
+    assert code == 0
+    signature = source_row(out, "nl::tensor softmax(nl::tensor x) {")
+    assert gutter(signature) == [] and signature.partition("|")[2].split()[0] == str(
+        source_line(softmax, "nl::tensor softmax(nl::tensor x) {"))
+    reduce_row = source_row(out, "isa::tensor_reduce(neg_max, nl::maximum, tile, {1}, {.negate = true});")
+    assert gutter(reduce_row)[2:5] == ["3", "x3", "dve"]  # 300 rows: tiles of 128, 128 and 44
+    closing = [r for r in out.splitlines() if "|" in r and r.partition("|")[2].split()[1:] == ["}"]]
+    assert closing and closing[-1].partition("|")[2].split()[0] == str(source_line(softmax, "KNIT_KERNEL") - 2)
