@@ -14,21 +14,30 @@ these rows (FITTED): their error says how well one constant fits them, not how w
 predicts. The summary therefore reports the other rows (validation) on their own; the fitted
 rows' errors are printed beside it, never mixed into it.
 
-    python3 bench/calibration.py            # about 40-80 s on 2 cores
+The second section (``nkibench``) times the seven NKIBench kernels of
+examples/kernels/python/nkibench/ (written here to the algorithms of NKIBench's public kernels)
+at their published shapes on trn1 in fp32, the same way, against NKIBench's published latencies.
+Nothing was fitted to these rows.
+
+    python3 bench/calibration.py                       # both sections, about 1-2 min on 2 cores
+    python3 bench/calibration.py --sections nkibench   # one of them
 
 The output is also written to bench/results/ (bench/record.py).
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/: record
 import record  # noqa: E402
 
-record.use_tree(os.path.join("examples", "kernels", "python", "matmul"))
+record.use_tree(os.path.join("examples", "kernels", "python", "matmul"),
+               os.path.join("examples", "kernels", "python", "nkibench"))
 
+from shapes import PUBLISHED_SHAPES  # noqa: E402  (examples/kernels/python/nkibench)
 from stages import STAGES  # noqa: E402
 
 import knit  # noqa: E402
@@ -49,6 +58,16 @@ RUNS = [("trn1", nl.bfloat16, {}),
         ("trn2", nl.float32, {"blocked_mn": {"tiles_m": 2}, "blocked_mnk": {"tiles_m": 8, "tiles_n": 2, "tiles_k": 4}})]
 
 
+# NKIBench (the benchmark of the AccelOpt paper; kernels NKIBench/kernels/<name>_0.py in the public
+# AccelOpt repository, compiled with --disable-dge --logical-nc-config=1 --auto-cast=none): trn1
+# (trn1.32xlarge), fp32, mean of 10 runs of neuron-profile's total device time, in ms.
+NKIBENCH_PUBLISHED_MS = {
+    "matmul": 35.20, "transpose_matmul": 9.61, "lora": 30.17, "swiglu": 4.22, "silu": 1.333, "adamw": 2.00,
+    "bmm": 4.61,
+}
+COMPUTE_ENGINES = ("pe", "act", "dve", "pool")
+
+
 def summary(label, errors):
     if not errors:
         return f"{label}: none"
@@ -56,10 +75,9 @@ def summary(label, errors):
             f"max |error| {100 * max(abs(e) for e in errors):.1f}%")
 
 
-def main(json_path=None):
+def stages_section(rows):
+    """The matmul tutorial's four stages on trn1 (bf16) and trn2 (fp32); appends the JSON rows."""
     errors = {True: [], False: []}  # fitted? -> errors
-    rows = []
-    print(f"knit from {os.path.dirname(knit.__file__)}")
     print(f"{'target':<7}{'stage':<13}{'simulated ms':>13}{'published ms':>14}{'error':>8}"
           f"{'PE util':>9}{'DMA util':>10}{'sim s':>7}  row")
     for target, dtype, options in RUNS:
@@ -80,6 +98,50 @@ def main(json_path=None):
                   f"{time.time() - t0:>7.1f}  {'FITTED' if fitted else 'validation'}", flush=True)
     print(summary("validation rows", errors[False]))
     print(summary("fitted rows, dma_efficiency chosen to match them", errors[True]))
+
+
+def bound_by(prof):
+    """The busiest of the compute engines and the DMA bandwidth, by utilization."""
+    util = {q: prof.engines[q].utilization for q in COMPUTE_ENGINES if q in prof.engines}
+    util["dma"] = prof.dma_utilization
+    return max(util, key=util.get)
+
+
+def nkibench_section(rows):
+    """The NKIBench kernels at their published shapes, trn1 fp32; appends the JSON rows."""
+    errors = []
+    print(f"{'kernel':<17}{'shape':<24}{'sim ms':>8}{'pub ms':>8}{'error':>8}{'bound':>6}{'instrs':>8}"
+          f"{'PE ms':>7}{'ACT ms':>7}{'DVE ms':>7}{'POOL ms':>8}{'DMA util':>9}{'DMA MB':>8}{'sim s':>6}")
+    for name, (kernel, label, shapes) in PUBLISHED_SHAPES.items():
+        t0 = time.time()
+        bench = knit.benchmark(kernel, *[nt.tensor[list(s), nl.float32] for s in shapes], target="trn1")
+        prof = bench.profile
+        sim_ms = bench.benchmark_result.nc_latency.get_latency_percentile(50) / 1e3
+        pub = NKIBENCH_PUBLISHED_MS[name]
+        err = (sim_ms - pub) / pub
+        errors.append(err)
+        rows.append({"name": f"trn1 nkibench {name}", "simulated_ms": round(sim_ms, 4), "published_ms": pub,
+                     "error": round(err, 5), "fitted": False})
+        busy = "".join(f"{prof.engines[q].busy_ns / 1e6:>{w}.2f}" for q, w in zip(COMPUTE_ENGINES, (7, 7, 7, 8)))
+        instrs = sum(v for q, v in prof.instructions.items() if q != "sync")
+        print(f"{name:<17}{label:<24}{sim_ms:>8.2f}{pub:>8.2f}{100 * err:>7.1f}%{bound_by(prof):>6}{instrs:>8}"
+              f"{busy}{100 * prof.dma_utilization:>8.0f}%{prof.dma_bytes / 1e6:>8.0f}{time.time() - t0:>6.1f}",
+              flush=True)
+    within = sum(abs(e) <= 0.15 for e in errors)
+    print(f"NKIBench rows ({len(errors)}): median error {100 * statistics.median(errors):.1f}%, "
+          f"max |error| {100 * max(abs(e) for e in errors):.1f}%, within +-15%: {within} of {len(errors)}")
+
+
+SECTIONS = {"stages": stages_section, "nkibench": nkibench_section}
+
+
+def main(json_path=None, sections=tuple(SECTIONS)):
+    rows = []
+    print(f"knit from {os.path.dirname(knit.__file__)}")
+    for i, section in enumerate(sections):
+        if i:
+            print()
+        SECTIONS[section](rows)
     if json_path:
         with open(json_path, "w") as f:
             json.dump(rows, f, indent=1)
@@ -88,6 +150,8 @@ def main(json_path=None):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", metavar="PATH", help="also write the rows as JSON (bench/before_after.py reads it)")
+    ap.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS),
+                    help="which sections to run (default: all, in this order)")
     opts = ap.parse_args()
     with record.recorded("calibration"):
-        main(opts.json)
+        main(opts.json, opts.sections)

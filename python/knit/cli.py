@@ -71,6 +71,11 @@ def build_parser():
     prof.add_argument("--plot", metavar="OUT.png", help="write an engine timeline plot (needs matplotlib)")
     prof.add_argument("--timing-only", action="store_true", help="simulate timing only (no data computed)")
     prof.add_argument("--json", action="store_true", help="print neuron-profile style summary JSON instead")
+    prof.add_argument("--by-line", action="store_true",
+                      help="print the kernel's source annotated with each line's time, waits and share of the "
+                           "critical path (with --json: the per-line JSON of docs/cli.md)")
+    prof.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
+                      help="instead of FILE: compare two --by-line --json outputs, per engine and per line")
     sweep = commands.add_parser("sweep", help="simulate a kernel over a grid of parameters and shapes; ranked table")
     _kernel_options(sweep)
     _cli_sweep.add_options(sweep)
@@ -281,7 +286,10 @@ def cmd_show(job, args):
 def cmd_profile(job, args):
     inputs = job.placeholders() if args.timing_only else job.inputs()
     prof = profile_kernel(job.kernel, *inputs, target=job.target, **job.params)
-    if args.json:
+    if args.by_line:
+        lines = prof.by_line()
+        print(lines.json() if args.json else lines.annotate())
+    elif args.json:
         import json
         print(json.dumps(prof.summary_json(), indent=2))
     else:
@@ -319,9 +327,32 @@ def _join_cxxflags(argv):
     return out
 
 
+def cmd_compare(argv):
+    """`knit profile --compare A.json B.json [--json]` (no kernel file: it reads two profiles)."""
+    from ._compare import compare_profiles
+    parser = argparse.ArgumentParser(prog="knit profile", description="compare two by-line profiles")
+    parser.add_argument("--compare", nargs=2, required=True, metavar=("A.json", "B.json"))
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON (docs/cli.md)")
+    args = parser.parse_args(argv)
+    try:
+        comparison = compare_profiles(*args.compare)
+    except KnitError as e:
+        print(f"knit: error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        import json
+        print(json.dumps(comparison.to_json(), indent=2))
+    else:
+        print(comparison)
+    return 0
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(_join_cxxflags(sys.argv[1:] if argv is None else list(argv)))
+    argv = _join_cxxflags(sys.argv[1:] if argv is None else list(argv))
+    if argv[:1] == ["profile"] and "--compare" in argv:
+        return cmd_compare(argv[1:])
+    args = parser.parse_args(argv)
     try:
         if args.command == "lint":
             return cmd_lint(args)

@@ -13,8 +13,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _kernel, _trace
+from . import _kernel, _lines, _trace
 from ._kernel import Kernel
+from ._lines import LineProfile
 from .typing import TensorType
 
 PathLike = str | os.PathLike
@@ -77,14 +78,20 @@ class Profile:
 
     @functools.cached_property
     def _timeline(self):
-        """(core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on) per executed
-        instruction, as Python tuples, built only when a report or trace needs them."""
+        """(core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on, waited_row, dma_bytes)
+        per executed instruction, as Python tuples, built only when a report or trace needs them."""
         return self._timeline_array.tolist()
 
     @functools.cached_property
     def _source(self):
         """(opcode, file, line) per body instruction, built only when a report names one."""
         return self._program.source
+
+    def by_line(self) -> LineProfile:
+        """The run folded onto the kernel's source lines: busy time per engine, waits, DMA bytes
+        and the critical path per line (docs/profiling.md)."""
+        return _lines.build(self.kernel_name, self.target, self.total_ns, self.launch_ns, self._queues,
+                            self._timeline, self._source)
 
     @property
     def latency_us(self) -> float:
@@ -98,7 +105,7 @@ class Profile:
         """The n instructions that waited longest: (queue, opcode, file:line, stall ns, waited-for queue)."""
         rows = sorted(self._timeline, key=lambda t: -t[6])[:n]
         out = []
-        for core, ir, q, start, end, issue, stall, on in rows:
+        for core, ir, q, start, end, issue, stall, on, *_ in rows:
             if stall <= 0:
                 break
             op, file, line = self._source[ir]

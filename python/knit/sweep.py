@@ -96,6 +96,8 @@ SCALAR_COLUMNS = ("latency_us", "mfu", "hfu", "dma_bytes", "sbuf_high_water", "p
 _INT_COLUMNS = {"dma_bytes", "sbuf_high_water", "psum_high_water", "instructions", "error_line", "index"}
 _FLOAT_COLUMNS = {"latency_us", "mfu", "hfu", "compile_s", "simulate_s"}
 _RESERVED = set(SCALAR_COLUMNS) | {"index"}
+# to_json's layout (docs/cli.md): raised when a key is removed or renamed or changes meaning.
+SCHEMA_VERSION = 1
 
 
 class SweepResult:
@@ -162,10 +164,10 @@ class SweepResult:
         return _written(buf.getvalue(), path)
 
     def to_json(self, path: PathLike | None = None) -> str:
-        """The sweep as JSON (kernel, target, metric, executor, wall_s, points); written to
+        """The sweep as JSON (schema_version, kernel, target, metric, executor, wall_s, points); written to
         `path` when given. Returns the text."""
-        data = {"kernel": self.kernel_name, "target": self.target, "metric": self.metric,
-                "executor": self.executor, "wall_s": self.wall_s,
+        data = {"schema_version": SCHEMA_VERSION, "kernel": self.kernel_name, "target": self.target,
+                "metric": self.metric, "executor": self.executor, "wall_s": self.wall_s,
                 "points": [dataclasses.asdict(p) for p in self.points]}
         return _written(json.dumps(data, indent=1, default=repr), path)
 

@@ -95,37 +95,45 @@ sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<si
 
 // The timeline as a NumPy structured array (one copy, no Python object per instruction: a
 // profile of 25,000 instructions built its tuples in longer than the timing took). Its
-// .tolist() gives (core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on) tuples.
+// .tolist() gives (core, ir, queue, start_ns, end_ns, issue_ns, stall_ns, stalled_on, waited_row,
+// dma_bytes) tuples.
 struct TimelineRow {
-  int32_t core, ir, queue, stalled_on;
+  int32_t core, ir, queue, stalled_on, waited_row;
+  int64_t dma_bytes;
   double start_ns, end_ns, issue_ns, stall_ns;
 };
-static_assert(sizeof(TimelineRow) == 48);
+static_assert(sizeof(TimelineRow) == 64);
 
 py::object timeline_array(const std::vector<sim::TimedInstruction>& rows) {
   using Row = TimelineRow;
   py::dict spec;
-  spec["names"] = py::make_tuple("core", "ir", "queue", "start_ns", "end_ns", "issue_ns", "stall_ns", "stalled_on");
-  spec["formats"] = py::make_tuple("<i4", "<i4", "<i4", "<f8", "<f8", "<f8", "<f8", "<i4");
+  spec["names"] = py::make_tuple("core", "ir", "queue", "start_ns", "end_ns", "issue_ns", "stall_ns", "stalled_on",
+                                 "waited_row", "dma_bytes");
+  spec["formats"] = py::make_tuple("<i4", "<i4", "<i4", "<f8", "<f8", "<f8", "<f8", "<i4", "<i4", "<i8");
   spec["offsets"] = py::make_tuple(offsetof(Row, core), offsetof(Row, ir), offsetof(Row, queue),
                                    offsetof(Row, start_ns), offsetof(Row, end_ns), offsetof(Row, issue_ns),
-                                   offsetof(Row, stall_ns), offsetof(Row, stalled_on));
+                                   offsetof(Row, stall_ns), offsetof(Row, stalled_on), offsetof(Row, waited_row),
+                                   offsetof(Row, dma_bytes));
   spec["itemsize"] = sizeof(Row);
   py::module_ np = py::module_::import("numpy");
   // Filled as bytes, then viewed with the fields (a dtype whose fields are not in offset order
-  // cannot be exported as a buffer itself).
-  py::object bytes = np.attr("empty")(rows.size() * sizeof(Row), "uint8");
+  // cannot be exported as a buffer itself). Zeroed and filled field by field, so the padding
+  // before dma_bytes is zero too: equal timelines are equal bytes.
+  py::object bytes = np.attr("zeros")(rows.size() * sizeof(Row), "uint8");
   auto* out = static_cast<Row*>(py::buffer(bytes).request(/*writable=*/true).ptr);
   for (size_t i = 0; i < rows.size(); ++i) {
     const sim::TimedInstruction& x = rows[i];
-    out[i] = {x.core,
-              static_cast<int32_t>(x.ir),
-              static_cast<int32_t>(x.queue),
-              x.stalled_on,
-              x.start_ns,
-              x.end_ns,
-              x.issue_ns,
-              x.stall_ns};
+    Row& r = out[i];
+    r.core = x.core;
+    r.ir = static_cast<int32_t>(x.ir);
+    r.queue = static_cast<int32_t>(x.queue);
+    r.stalled_on = x.stalled_on;
+    r.waited_row = x.waited_row;
+    r.dma_bytes = x.dma_bytes;
+    r.start_ns = x.start_ns;
+    r.end_ns = x.end_ns;
+    r.issue_ns = x.issue_ns;
+    r.stall_ns = x.stall_ns;
   }
   return bytes.attr("view")(np.attr("dtype")(spec));
 }
@@ -140,7 +148,8 @@ std::vector<sim::TimedInstruction> timeline_rows(const codegen::EngineProgram& p
   for (size_t i = 0; i < rows.size(); ++i) {
     const TimelineRow& r = rows[i];
     if (r.ir < 0 || static_cast<size_t>(r.ir) >= p.kernel.body.size() || r.queue < 0 ||
-        r.queue >= codegen::kNumQueues || r.stalled_on < -1 || r.stalled_on >= codegen::kNumQueues)
+        r.queue >= codegen::kNumQueues || r.stalled_on < -1 || r.stalled_on >= codegen::kNumQueues ||
+        r.waited_row < -1 || static_cast<int64_t>(r.waited_row) >= static_cast<int64_t>(i))
       throw py::value_error("timeline row " + std::to_string(i) + " does not belong to this program");
     out[i] = {r.core,
               static_cast<uint32_t>(r.ir),
@@ -149,7 +158,9 @@ std::vector<sim::TimedInstruction> timeline_rows(const codegen::EngineProgram& p
               r.end_ns,
               r.issue_ns,
               r.stall_ns,
-              static_cast<int8_t>(r.stalled_on)};
+              static_cast<int8_t>(r.stalled_on),
+              r.waited_row,
+              r.dma_bytes};
   }
   return out;
 }

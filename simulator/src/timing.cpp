@@ -152,6 +152,8 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
 
   std::map<int, CoreClock> cores;
   std::vector<double> visible(program.kernel.body.size(), 0);  // per instruction of the running region
+  // With keep_timeline, each instruction's latest timeline row: its waits name the producer's.
+  std::vector<int32_t> row_of(keep_timeline ? program.kernel.body.size() : 0, -1);
   auto is_core_sync = [&](const Executed& x) {
     if (x.region >= 0) return false;
     return ir::is_core_sync(program.kernel.body[x.pc].opcode());
@@ -190,6 +192,7 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       const codegen::EngineInstr& e = region.queues[q][position[i]];
       double start = clock.queue_free[q], stall = 0;
       int8_t stalled_on = -1;
+      int32_t waited_row = -1;
       for (const codegen::Wait& w : e.waits) {
         const uint32_t producer = region.queues[static_cast<int>(w.queue)][w.count - 1].ir;
         const double ready = visible[producer] + config.sync_ns;
@@ -197,10 +200,13 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
           stall += ready - start;
           start = ready;
           stalled_on = static_cast<int8_t>(w.queue);
+          if (keep_timeline) waited_row = row_of[producer];
         }
       }
-      TimedInstruction t{x.core, i, queue_of[i], start, 0, start, stall, stalled_on};
-      if (q >= codegen::kFirstDmaQueue) {
+      const bool is_dma = q >= codegen::kFirstDmaQueue;
+      TimedInstruction t{x.core, i,     queue_of[i], start,      0,
+                         start,  stall, stalled_on,  waited_row, is_dma ? cost.dma_bytes : 0};
+      if (is_dma) {
         // The fixed cost overlaps other transfers; the data then shares the DMA bandwidth.
         t.start_ns = clock.dma.reserve(start + cost.fixed_ns, cost.busy_ns);
         t.end_ns = t.start_ns + cost.busy_ns;
@@ -226,7 +232,10 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       report.flops += cost.flops;
       report.pe_array_ns += cost.pe_array_ns;
       if (stalled_on >= 0) report.stall_ns[q][stalled_on] += stall;
-      if (keep_timeline) report.timeline.push_back(t);
+      if (keep_timeline) {
+        row_of[i] = static_cast<int32_t>(report.timeline.size());
+        report.timeline.push_back(t);
+      }
     }
   }
   double slowest = 0;

@@ -137,6 +137,8 @@ void check_same_report(const TimingReport& a, const TimingReport& b) {
     CHECK(a.timeline[i].issue_ns == b.timeline[i].issue_ns);
     CHECK(a.timeline[i].stall_ns == b.timeline[i].stall_ns);
     CHECK(a.timeline[i].stalled_on == b.timeline[i].stalled_on);
+    CHECK(a.timeline[i].waited_row == b.timeline[i].waited_row);
+    CHECK(a.timeline[i].dma_bytes == b.timeline[i].dma_bytes);
   }
 }
 
@@ -475,6 +477,11 @@ TEST_CASE("a RAW across queues waits for the producer's result plus the semaphor
     CHECK(x.end_ns == Approx(start + dve.busy_ns));
     CHECK(x.stall_ns == Approx(start));  // its queue was free from 0
     CHECK(x.stalled_on == q(Queue::act));
+    // The row of the producer it waited for (by_line's critical path steps back to it).
+    REQUIRE(x.waited_row >= 0);
+    CHECK(t.report.timeline[static_cast<size_t>(x.waited_row)].ir == 0);
+    CHECK(t.once(0).waited_row == -1);  // nothing to wait for
+    CHECK(x.dma_bytes == 0);
     CHECK(t.report.stall_ns[q(Queue::dve)][q(Queue::act)] == Approx(start));
     CHECK(t.report.total_ns == Approx(c.launch_ns + start + dve.busy_ns + dve.latency_ns));
   }
@@ -639,6 +646,7 @@ TEST_CASE("a device loop's instructions count once per trip", "[timing]") {
   const std::string dbody = "  loop iv=r0 start=0 stop=6 step=2\n" + dma(2, 0) + "  end\n";
   const Timed d = time_kernel(parse_kernel(ir::Target::trn2, kDmaDecls, dbody));
   CHECK(d.report.dma_bytes == 3 * 128 * 512 * 4);
+  for (const TimedInstruction& x : d.report.timeline) CHECK(x.dma_bytes == 128 * 512 * 4);  // each trip's own
   CHECK(d.report.instructions[q(Queue::dma0)] == 3);
   CHECK(d.report.dma_active_ns == Approx(3 * d.cost(1).busy_ns));
 }

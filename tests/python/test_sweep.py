@@ -3,6 +3,7 @@ trips, the executors agreeing point for point, worker-death retry, resume, the p
 the plot. The tunable kernel is the blocked matmul of examples/kernels/python/matmul/stages.py at
 small shapes, whose DMA bytes are counted by hand from its loops."""
 import io
+import json
 import os
 import subprocess
 import sys
@@ -197,6 +198,7 @@ def test_csv_and_json_round_trip_every_field(grid, tmp_path):
     again = SweepResult.from_json(grid.to_json(tmp_path / "r.json") and tmp_path / "r.json")
     assert [p.measured() for p in again.points] == expected
     assert (again.kernel_name, again.target, again.metric) == ("blocked_mn", "trn2", "latency")
+    assert json.loads(grid.to_json())["schema_version"] == 1  # docs/cli.md
     header = grid.to_csv().splitlines()[0].split(",")
     assert header[:4] == ["index", "tiles_m", "tiles_n", "latency_us"] and "util_pe" in header
 

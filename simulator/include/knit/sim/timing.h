@@ -42,6 +42,8 @@ struct TimedInstruction {
   double issue_ns = 0;              // DMA: when the queue issued it (fixed cost follows)
   double stall_ns = 0;              // waited beyond its queue being free
   int8_t stalled_on = -1;           // the queue whose semaphore held it longest (-1: none)
+  int32_t waited_row = -1;          // timeline row of the producer that semaphore waited for (-1: none)
+  int64_t dma_bytes = 0;            // DMA: bytes the transfer moves
 };
 
 struct TimingReport {
