@@ -479,3 +479,16 @@ def test_knit_sweep_on_ray_starts_a_local_cluster_whose_workers_import_knit(tmp_
     assert "(ray)" in done.stdout
     expected = knit.sweep(stages.blocked_mn, {"tiles_m": [1, 2, 3, 4]}, INPUTS, executor="inline")
     assert [p.measured() for p in SweepResult.from_json(out).points] == [p.measured() for p in expected.points]
+
+
+def test_knit_sweep_sweeps_a_cpp_kernel_files_shapes_in_this_process(tmp_path, capsys):
+    out = tmp_path / "points.json"
+    softmax = os.path.join(REPO, "examples", "kernels", "cpp", "softmax.cpp")
+    with pytest.warns(UserWarning, match="not a Python kernel defined at a module's top level"):
+        code = cli.main(["sweep", softmax, "--shape", "128x512,256x1024,300x1024,512x2048", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    result = SweepResult.from_json(out)
+    assert result.executor == "inline"
+    rows_cols = [(128, 512), (256, 1024), (300, 1024), (512, 2048)]
+    assert [p.config["shapes"] for p in result.points] == [f"{r}x{c}:float32" for r, c in rows_cols]
+    assert [p.dma_bytes for p in result.points] == [2 * 4 * r * c for r, c in rows_cols]  # read x, write out
