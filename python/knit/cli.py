@@ -69,6 +69,8 @@ def build_parser():
     _kernel_options(prof)
     prof.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace")
     prof.add_argument("--plot", metavar="OUT.png", help="write an engine timeline plot (needs matplotlib)")
+    prof.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report: summary, timeline, "
+                      "SBUF/PSUM occupancy, DMA bandwidth and the annotated source (docs/profiling.md)")
     prof.add_argument("--timing-only", action="store_true", help="simulate timing only (no data computed)")
     prof.add_argument("--json", action="store_true", help="print neuron-profile style summary JSON instead")
     prof.add_argument("--by-line", action="store_true",
@@ -298,6 +300,8 @@ def cmd_profile(job, args):
         print(f"trace written to {prof.save_trace(args.trace)} (open in ui.perfetto.dev)")
     if args.plot:
         print(f"timeline plot written to {prof.plot(args.plot)}")
+    if args.html:
+        print(f"HTML report written to {prof.save_html(args.html)} (open it in a browser)")
     return 0
 
 

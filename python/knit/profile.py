@@ -167,6 +167,13 @@ class Profile:
             f.write(self.trace_json())
         return path
 
+    def save_html(self, path: PathLike) -> PathLike:
+        """Write a self-contained HTML report (no network needed to view it): the summary, an
+        interactive engine timeline, SBUF / PSUM occupancy over time, DMA bandwidth over time and
+        the annotated source (docs/profiling.md)."""
+        from . import _report
+        return _report.save_html(self, path)
+
     def plot(self, path: PathLike) -> PathLike:
         """Save a PNG engine timeline (needs matplotlib: pip install matplotlib)."""
         try:

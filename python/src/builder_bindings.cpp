@@ -14,6 +14,7 @@
 #include "bindings.h"
 #include "knit/codegen/lower.h"
 #include "knit/frontend/builder.h"
+#include "knit/ir/liveness.h"
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
 #include "knit/ir/view.h"
@@ -79,6 +80,33 @@ sim::Uninitialized uninitialized_from(const std::string& name) {
 }
 
 // run_program without the GIL, with the progress line.
+// The SBUF / PSUM placements of a program's tensors with their live ranges (Compiled.memory_map).
+py::list memory_map(const codegen::EngineProgram& p) {
+  const ir::Kernel& k = p.kernel;
+  const std::vector<ir::LiveRange> live = ir::live_ranges(k, ir::match_blocks(k));
+  py::list out;
+  for (size_t id = 0; id < p.plan.tensors.size(); ++id) {
+    const std::optional<codegen::Allocation>& a = p.plan.tensors[id];
+    if (!a || id >= live.size() || !live[id].used()) continue;
+    const ir::TensorDecl& t = k.tensors[id];
+    py::dict d;
+    d["id"] = static_cast<int>(id);
+    d["name"] = t.name;
+    d["buffer"] = std::string(ir::to_string(t.buffer));
+    d["core"] = a->core;
+    d["partition"] = a->partition;
+    d["partitions"] = a->partitions;
+    d["offset"] = a->offset;
+    d["bytes"] = a->bytes;
+    d["first"] = live[id].first;
+    d["last"] = live[id].last;
+    d["file"] = t.loc.file;
+    d["line"] = t.loc.line;
+    out.append(std::move(d));
+  }
+  return out;
+}
+
 sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<sim::HostTensor>& hosts,
                                  sim::InterpretOptions options) {
   options.on_progress = progress_bar(p.kernel);
@@ -453,6 +481,9 @@ void bind_builder(py::module_& m) {
              d["summary"] = s.summary();
              return d;
            })
+      .def("memory_map", &memory_map,
+           "Per on-chip tensor the allocation placed: a dict of id, name, buffer, core, partition, partitions, "
+           "offset and bytes (per partition), first and last (the body indices of its live range), file, line")
       .def("to_text", &codegen::EngineProgram::to_text,
            "The program as text: the kernel's IR, then allocations, regions, queues and waits; from_text parses it")
       .def_static(
