@@ -45,7 +45,8 @@ class Profile:
     engines: {queue: EngineStats} for pe (TensorE), act (ScalarE), dve (VectorE), pool (GpSimd)
     and the DMA queues dma0..dma3; dma_bytes, dma_bandwidth_gbps (bytes over the whole run),
     dma_utilization (time the DMA bandwidth was in use); hbm_read_bytes / hbm_write_bytes; mfu
-    (model matmul FLOPs over the bf16 peak) and hfu (TensorE streaming time over the run);
+    (model matmul FLOPs over the bf16 peak), hfu (TensorE streaming time over the run) and mbu
+    (HBM bytes over the core's HBM bandwidth, hbm_peak_gbps, times the run);
     instructions (executed, loops count every trip); stalls (time each queue waited for each other queue's semaphores);
     outputs: the kernel's results (None for a timing-only run)."""
 
@@ -69,6 +70,11 @@ class Profile:
         self.flops = data["flops"]
         self.mfu = self.flops / (data["peak_bf16_tflops"] * 1e3 * total) if total else 0.0  # TFLOPS -> FLOP/ns
         self.hfu = data["pe_array_ns"] / total if total else 0.0
+        # MBU: HBM traffic over what the core's share of the HBM bandwidth could move in the run.
+        self.hbm_peak_gbps = data["hbm_bytes_per_ns"]  # bytes/ns = GB/s
+        hbm_bytes = self.hbm_read_bytes + self.hbm_write_bytes
+        self.mbu = hbm_bytes / (self.hbm_peak_gbps * total) if total else 0.0
+        self.peak_flops_per_byte = data["peak_bf16_tflops"] * 1e3 / self.hbm_peak_gbps
         self.stalls = {(queues[w], queues[p]): ns for w, row in enumerate(data["stall_ns"])
                        for p, ns in enumerate(row) if ns > 0}
         self._queues = queues
@@ -134,7 +140,8 @@ class Profile:
         return self.summary()
 
     def summary_json(self) -> dict[str, float]:
-        """The headline metrics under neuron-profile's summary-json names (hw-model.md §4.3)."""
+        """The headline metrics under neuron-profile's summary-json names (docs/cli.md lists each
+        key and how Knit computes it)."""
         def active(queues):
             return 100 * sum(self.engines[q].utilization for q in queues)
         return {
@@ -149,6 +156,10 @@ class Profile:
             "scalar_engine_active_time_percent": active(["act"]),
             "gpsimd_engine_active_time_percent": active(["pool"]),
             "dma_active_time_percent": 100 * self.dma_utilization,
+            "dma_transfer_total_bytes": self.dma_bytes,
+            "mbu_estimated_percent": 100 * self.mbu,
+            "hbm_mbu_estimated_percent": 100 * self.mbu,  # Neuron 2.34's name for the same figure
+            "peak_flops_bandwidth_ratio": self.peak_flops_per_byte,
         }
 
     def trace_json(self) -> str:

@@ -227,6 +227,7 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
   d["flops"] = t.flops;
   d["pe_array_ns"] = t.pe_array_ns;
   d["peak_bf16_tflops"] = config.peak_bf16_tflops;
+  d["hbm_bytes_per_ns"] = config.hbm_bytes_per_ns;
   d["core_name"] = config.core_name;
   d["timeline"] = timeline_array(t.timeline);
   d["outputs"] = timing_only ? py::list() : host_tensors_to(run.outputs);

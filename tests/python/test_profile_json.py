@@ -4,6 +4,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 import knit
 
@@ -29,3 +30,25 @@ def test_summary_json_counts_hbm_traffic_and_flops():
         assert 0 < s[key] <= 100, key
     assert s["scalar_engine_active_time_percent"] == 0 and s["gpsimd_engine_active_time_percent"] == 0
     np.testing.assert_array_equal(prof.outputs, np.full((M, N), K, np.float32))
+
+
+# The per-core HBM bandwidth (GB/s) and bf16 peak (TFLOPS) of docs/simulator.md's machine table.
+HBM_GBPS = {"trn1": 410, "trn2": 362, "trn3": 612}
+
+
+def test_summary_json_mbu_is_hbm_bytes_over_the_core_bandwidth_for_the_run():
+    K, M, N = 256, 128, 512
+    a = np.ones((K, M), np.float32)
+    b = np.ones((K, N), np.float32)
+    for target, gbps in HBM_GBPS.items():
+        prof = knit.profile(matmul_kernel, a, b, target=target)
+        s = prof.summary_json()
+        hbm_bytes = (K * M + K * N) * 4 + M * N * 4  # each input tile read once (one m, n tile), out written once
+        assert s["hbm_read_bytes"] + s["hbm_write_bytes"] == hbm_bytes
+        expected = 100 * hbm_bytes / (gbps * prof.total_ns)  # GB/s = bytes/ns
+        assert s["mbu_estimated_percent"] == pytest.approx(expected, rel=1e-12)
+        assert s["hbm_mbu_estimated_percent"] == s["mbu_estimated_percent"]
+        assert s["dma_transfer_total_bytes"] == prof.dma_bytes >= hbm_bytes
+    # hw-model.md: the profiler's peak_flops_bandwidth_ratio on NC-v2 is 91.75 TFLOPS / 410 GB/s = 223.78.
+    prof = knit.profile(matmul_kernel, a, b, target="trn1")
+    assert round(prof.summary_json()["peak_flops_bandwidth_ratio"], 2) == 223.78
