@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 from typing import Any
 
@@ -87,7 +88,9 @@ def _describe(shapes: list[tuple]) -> str:
     return " ".join("x".join(map(str, s)) + f":{d}" for s, d in shapes)
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def cmd_sweep(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    """Run the sweep, print its table, write --out / --plot; `report` gets to_json's fields and
+    `written` (what --json prints)."""
     if args.out and not args.out.endswith((".csv", ".json")):
         raise UsageError(f"--out {args.out}: name a .csv or a .json file")
     path, wanted = _kernel_file.split_target(args.file)
@@ -112,16 +115,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                    executor=executor, resume=args.resume)
     print(result.table(args.limit))
     print(f"{len(result.points)} points in {result.wall_s:.2f} s ({result.executor})")
-    _save(result, args)
+    report.update(json.loads(result.to_json()), written=_save(result, args))
     return 0 if any(p.ok for p in result.points) else 1
 
 
-def _save(result: SweepResult, args: argparse.Namespace) -> None:
+def _save(result: SweepResult, args: argparse.Namespace) -> dict[str, str]:
+    """Write --out and --plot; {"out": path, "plot": path} of what was written."""
+    written = {}
     if args.out:
         if args.out.endswith(".csv"):
             result.to_csv(args.out)
         else:
             result.to_json(args.out)
+        written["out"] = args.out
         print(f"results written to {args.out}")
     if args.plot:
-        print(f"plot written to {result.plot(args.plot)}")
+        written["plot"] = str(result.plot(args.plot))
+        print(f"plot written to {written['plot']}")
+    return written

@@ -9,20 +9,26 @@
     knit lint FILE.cpp              static checks of a C++ kernel file
     knit cache info | clear
 
-Inputs are random (seeded) arrays of the --shape/--dtype given, or of the file's own
-`knit-run:` lines (see _kernel_file). Exit status: 0 success, 1 a failed check or a kernel error,
+Every command takes --json: it then prints one JSON document on stdout, its result or its error
+(docs/cli.md), and sends what it would otherwise print there to stderr. Inputs are random
+(seeded) arrays of the --shape/--dtype given, or of the file's own `knit-run:` lines (see
+_kernel_file). Exit status: 0 success, 1 a failed check or a kernel error,
 2 a usage error. docs/cpp.md describes it all.
 """
-import argparse
 import ast
+import collections
+import contextlib
 import os
 import sys
 import time
+import traceback
 import warnings
+from typing import Any
 
 import numpy as np
 
-from . import _cli_sweep, _kernel_file, cache
+from . import _cli_json, _cli_sweep, _kernel_file, cache
+from ._cli_json import ArgumentError
 from ._kernel_file import UsageError
 from .errors import KnitError
 from .profile import profile as profile_kernel
@@ -46,10 +52,18 @@ def _kernel_options(parser):
     parser.add_argument("--int-range", metavar="LOW:HIGH", help="range of integer inputs (default 0:16)")
     parser.add_argument("--cxxflag", action="append", metavar="FLAG",
                         help="an extra compiler flag for a C++ file (-DN=4, -I/path); repeatable")
+    _json_option(parser)
+
+
+def _json_option(parser, what="print one JSON document (docs/cli.md) instead of text"):
+    parser.add_argument("--json", action="store_true", help=what)
+
+
+COMMANDS = ("run", "ir", "asm", "profile", "sweep", "lint", "cache")
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="knit", description="Run, inspect and profile NKI-style kernels "
+    parser = _cli_json.Parser(prog="knit", description="Run, inspect and profile NKI-style kernels "
                                                               "(Python or C++) on Knit's simulator.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run a kernel on random inputs: result check, latency, engine summary")
@@ -72,7 +86,6 @@ def build_parser():
     prof.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report: summary, timeline, "
                       "SBUF/PSUM occupancy, DMA bandwidth and the annotated source (docs/profiling.md)")
     prof.add_argument("--timing-only", action="store_true", help="simulate timing only (no data computed)")
-    prof.add_argument("--json", action="store_true", help="print neuron-profile style summary JSON instead")
     prof.add_argument("--by-line", action="store_true",
                       help="print the kernel's source annotated with each line's time, waits and share of the "
                            "critical path (with --json: the per-line JSON of docs/cli.md)")
@@ -84,8 +97,10 @@ def build_parser():
     lint = commands.add_parser("lint", help="static checks of a C++ kernel file (Clang AST)")
     lint.add_argument("file", metavar="FILE")
     lint.add_argument("--cxxflag", action="append", metavar="FLAG", help="an extra compiler flag; repeatable")
+    _json_option(lint)
     cache_cmd = commands.add_parser("cache", help="the disk cache of compiled code and programs")
     cache_cmd.add_argument("action", choices=("info", "clear"))
+    _json_option(cache_cmd)
     return parser
 
 
@@ -98,7 +113,7 @@ def _merge_directives(parser, args):
         return args
     try:
         from_file = parser.parse_args(["run", args.file] + _join_cxxflags(extra))
-    except SystemExit:  # argparse printed what is wrong
+    except ArgumentError:
         raise UsageError(f"{path}: its knit-run line has options `knit run` does not take: {' '.join(extra)}") from None
     for name, value in vars(from_file).items():
         if hasattr(args, name) and getattr(args, name) in (None, False):
@@ -209,17 +224,27 @@ def _file_tolerance(job, ref_inputs):
     return None if fn is None else np.asarray(fn(*ref_inputs, **job.params), dtype=np.float64)
 
 
-def _check_against(outputs, expected, label, args, file_atol=None):
+def _check(against, output, passed, message=None, max_abs_error=None, rtol=None, atol=None):
+    """One entry of `knit run --json`'s checks (docs/cli.md)."""
+    return {"against": against, "output": output, "passed": passed, "message": message,
+            "max_abs_error": max_abs_error, "rtol": rtol, "atol": atol}
+
+
+def _check_against(outputs, expected, label, args, checks, file_atol=None):
     """Print the comparison of each output with the reference (knit.testing's rule and default
-    tolerances for the output dtype); True if all are within tolerance."""
+    tolerances for the output dtype) and append it to `checks`; True if all are within tolerance."""
     if len(expected) != len(outputs):
-        print(f"  check vs {label}: FAIL, it returns {len(expected)} arrays, the kernel {len(outputs)}")
+        message = f"it returns {len(expected)} arrays, the kernel {len(outputs)}"
+        print(f"  check vs {label}: FAIL, {message}")
+        checks.append(_check(label, None, False, message))
         return False
     ok = True
     for i, (got, want) in enumerate(zip(outputs, expected)):
         got, want = np.asarray(got), np.asarray(want, dtype=np.float64)
         if got.shape != want.shape:
-            print(f"  check output {i} vs {label}: FAIL, shape {got.shape} but the reference's is {want.shape}")
+            message = f"shape {got.shape} but the reference's is {want.shape}"
+            print(f"  check output {i} vs {label}: FAIL, {message}")
+            checks.append(_check(label, i, False, message))
             ok = False
             continue
         atol = args.atol if args.atol is not None or file_atol is None else file_atol
@@ -234,6 +259,8 @@ def _check_against(outputs, expected, label, args, file_atol=None):
               f"({detail}rtol {tol.rtol:.3g}, atol {fmt_atol(tol.atol)} for {got.dtype})")
         if report:
             print("    " + report.replace("\n", "\n    "))
+        checks.append(_check(label, i, report is None, report, float(err[worst]) if worst else None, tol.rtol,
+                             float(np.max(tol.atol, initial=0.0))))
         ok &= report is None
     return ok
 
@@ -244,7 +271,17 @@ def _bit_identical(outputs, again):
         for a, b in zip(outputs, again))
 
 
-def cmd_run(job, args):
+def _arrays(arrays):
+    return [{"shape": list(np.shape(a)), "dtype": str(np.asarray(a).dtype)} for a in arrays]
+
+
+def _engines(prof):
+    """{queue: busy ns, utilization, instructions} of the queues that ran instructions."""
+    return {q: {"busy_ns": e.busy_ns, "utilization": e.utilization, "instructions": e.instructions}
+            for q, e in prof.engines.items() if e.instructions}
+
+
+def cmd_run(job, args, report):
     if args.backend:
         os.environ["KNIT_BACKEND"] = args.backend
     if args.reference is not None and job.file_function(args.reference) is None:
@@ -262,63 +299,90 @@ def cmd_run(job, args):
     outputs = _outputs_tuple(prof.outputs)
     shapes = ", ".join(f"{'x'.join(map(str, np.shape(o)))} {np.asarray(o).dtype}" for o in outputs)
     print(f"  outputs: {shapes}; simulated in {1e3 * run_s:.0f} ms")
+    checks: list[dict[str, Any]] = []
+    report.update(kernel=job.name, file=job.path, target=compiled.program.target,
+                  backend=os.environ.get("KNIT_BACKEND", "jit"), seed=job.seed,
+                  inputs=[{"shape": list(s), "dtype": d} for s, d in job.shapes], params=job.params,
+                  load_s=job.load_s, compile_s=compile_s, program_from_disk_cache=compiled.from_disk_cache,
+                  simulate_s=run_s, outputs=_arrays(outputs), checks=checks)
     ok = True
     if not args.no_interpreter_check and os.environ.get("KNIT_BACKEND", "jit") != "reference":
         again = _outputs_tuple(compiled.reference(*inputs, **job.params))
         same = _bit_identical(outputs, again)
         print(f"  check vs reference interpreter: {'PASS, identical bytes' if same else 'FAIL, bytes differ'}")
+        checks.append(_check("reference interpreter", None, same, None if same else "bytes differ"))
         ok &= same
     spec = args.reference if args.reference is not None else "reference" if job.file_function("reference") else None
     if spec is not None:
         ref_inputs = reference_inputs(inputs)  # float64 copies, made only when a reference uses them
         expected, label = _reference_outputs(job, spec, ref_inputs)
-        ok &= _check_against(outputs, expected, label, args, _file_tolerance(job, ref_inputs))
+        ok &= _check_against(outputs, expected, label, args, checks, _file_tolerance(job, ref_inputs))
     else:
         print("  (no NumPy reference: pass --reference EXPR, or define reference() in a Python file)")
     print(prof.summary())
+    report.update(passed=bool(ok), summary=prof.summary_json(), engines=_engines(prof))
     return 0 if ok else 1
 
 
-def cmd_show(job, args):
+def cmd_show(job, args, report):
     compiled, _ = job.compile(job.placeholders())
-    print(compiled.ir if args.command == "ir" else compiled.asm)
+    text = compiled.ir if args.command == "ir" else compiled.asm
+    print(text)
+    report.update(kernel=job.name, file=job.path, target=compiled.program.target, text=text)
+    if args.command == "ir":
+        report.update(instructions=compiled.core.num_instructions, params=len(compiled.core.param_specs()),
+                      outputs=len(compiled.core.output_specs()))
+    else:
+        stats = dict(compiled.program.stats())
+        del stats["summary"]  # the same figures as text
+        opcodes = collections.Counter(op for op, _, _ in compiled.program.source)
+        report.update(stats, opcodes=dict(sorted(opcodes.items())))
     return 0
 
 
-def cmd_profile(job, args):
+def cmd_profile(job, args, report):
     inputs = job.placeholders() if args.timing_only else job.inputs()
     prof = profile_kernel(job.kernel, *inputs, target=job.target, **job.params)
     if args.by_line:
         lines = prof.by_line()
-        print(lines.json() if args.json else lines.annotate())
-    elif args.json:
-        import json
-        print(json.dumps(prof.summary_json(), indent=2))
+        report.update(lines.to_json())
+        if not args.json:
+            print(lines.annotate())
     else:
-        print(prof.summary())
+        report.update(kernel=prof.kernel_name, target=prof.target, **prof.summary_json())
+        if not args.json:
+            print(prof.summary())
+    written = report.setdefault("written", {})
     if args.trace:
-        print(f"trace written to {prof.save_trace(args.trace)} (open in ui.perfetto.dev)")
+        written["trace"] = prof.save_trace(args.trace)
+        print(f"trace written to {written['trace']} (open in ui.perfetto.dev)")
     if args.plot:
-        print(f"timeline plot written to {prof.plot(args.plot)}")
+        written["plot"] = prof.plot(args.plot)
+        print(f"timeline plot written to {written['plot']}")
     if args.html:
-        print(f"HTML report written to {prof.save_html(args.html)} (open it in a browser)")
+        written["html"] = prof.save_html(args.html)
+        print(f"HTML report written to {written['html']} (open it in a browser)")
     return 0
 
 
-def cmd_lint(args):
+def cmd_lint(args, report):
     from . import cpp
     findings = cpp.lint(args.file, args.cxxflag or ())
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s) in {args.file}")
+    report.update(file=args.file, findings=[vars(f) for f in findings])
     return 1 if findings else 0
 
 
-def cmd_cache(args):
+def cmd_cache(args, report):
+    report["action"] = args.action
     if args.action == "clear":
-        print(f"removed {cache.clear()} cache entries")
+        report["removed"] = cache.clear()
+        print(f"removed {report['removed']} cache entries")
     else:
-        for key, value in cache.info().items():
+        report["info"] = cache.info()
+        for key, value in report["info"].items():
             print(f"{key}: {value}")
     return 0
 
@@ -331,51 +395,70 @@ def _join_cxxflags(argv):
     return out
 
 
-def cmd_compare(argv):
+def cmd_compare(argv, report):
     """`knit profile --compare A.json B.json [--json]` (no kernel file: it reads two profiles)."""
     from ._compare import compare_profiles
-    parser = argparse.ArgumentParser(prog="knit profile", description="compare two by-line profiles")
+    parser = _cli_json.Parser(prog="knit profile", description="compare two by-line profiles")
     parser.add_argument("--compare", nargs=2, required=True, metavar=("A.json", "B.json"))
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON (docs/cli.md)")
+    _json_option(parser, "print the comparison as JSON (docs/cli.md)")
     args = parser.parse_args(argv)
     try:
         comparison = compare_profiles(*args.compare)
-    except KnitError as e:
-        print(f"knit: error: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        import json
-        print(json.dumps(comparison.to_json(), indent=2))
-    else:
+    except KnitError as e:  # an unreadable profile: a mistake on the command line
+        raise UsageError(str(e)) from None
+    report.update(comparison.to_json())
+    if not args.json:
         print(comparison)
     return 0
+
+
+def _dispatch(parser, argv, report):
+    """Run the command `argv` names, filling `report` (its --json document's fields); the exit status."""
+    if argv[:1] == ["profile"] and "--compare" in argv:
+        return cmd_compare(argv[1:], report)
+    args = parser.parse_args(argv)
+    if args.command == "lint":
+        return cmd_lint(args, report)
+    if args.command == "cache":
+        return cmd_cache(args, report)
+    args = _merge_directives(parser, args)
+    if args.command == "sweep":
+        return _cli_sweep.cmd_sweep(args, report)
+    job = Job(args)
+    return {"run": cmd_run, "ir": cmd_show, "asm": cmd_show, "profile": cmd_profile}[args.command](job, args, report)
 
 
 def main(argv=None):
     parser = build_parser()
     argv = _join_cxxflags(sys.argv[1:] if argv is None else list(argv))
-    if argv[:1] == ["profile"] and "--compare" in argv:
-        return cmd_compare(argv[1:])
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "lint":
-            return cmd_lint(args)
-        if args.command == "cache":
-            return cmd_cache(args)
-        args = _merge_directives(parser, args)
-        if args.command == "sweep":
-            return _cli_sweep.cmd_sweep(args)
-        job = Job(args)
-        return {"run": cmd_run, "ir": cmd_show, "asm": cmd_show, "profile": cmd_profile}[args.command](job, args)
-    except UsageError as e:
-        print(f"knit: error: {e}", file=sys.stderr)
-        return 2
-    except KnitError as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    except BrokenPipeError:  # `knit asm ... | head`: the reader left; so do we, quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    as_json = "--json" in argv
+    command = argv[0] if argv[:1] and argv[0] in COMMANDS else None
+    report: dict[str, Any] = {}
+    error: BaseException | None = None
+    with _cli_json.stdout_to_stderr() if as_json else contextlib.nullcontext():
+        try:
+            status = _dispatch(parser, argv, report)
+        except ArgumentError as e:
+            status, error = 2, e
+            if not as_json:
+                _cli_json.print_argument_error(e)
+        except UsageError as e:
+            status, error = 2, e
+            print(f"knit: error: {e}", file=sys.stderr)
+        except KnitError as e:
+            status, error = 1, e
+            print(str(e), file=sys.stderr)
+        except BrokenPipeError:  # `knit asm ... | head`: the reader left; so do we, quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except Exception as e:  # a bug in the kernel's Python (or Knit's): a traceback, or a JSON error
+            if not as_json:
+                raise
+            traceback.print_exc()
+            status, error = 1, e
+    if as_json:
+        print(_cli_json.document(command, report, error))
+    return status
 
 
 if __name__ == "__main__":
