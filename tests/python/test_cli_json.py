@@ -201,11 +201,35 @@ def test_a_verifier_error_is_a_json_error_at_the_kernels_line(capsys, tmp_path):
         assert "256" in e["message"] and not e["message"].startswith(str(path))
 
 
+TALL_CPP = """\
+#include <knit/knit.h>
+using namespace knit;
+nl::tensor tall(nl::tensor x) {
+  auto out = nl::ndarray(x.shape(), x.dtype(), nl::shared_hbm, "out");
+  auto big = nl::ndarray({256, 64}, nl::float32, nl::sbuf, "big");
+  isa::dma_copy(big, x);
+  isa::dma_copy(out, big);
+  return out;
+}
+KNIT_KERNEL(tall)
+"""
+
+
+def test_a_cpp_kernels_error_names_its_line_and_column(capsys, tmp_path):
+    path = tmp_path / "tall.cpp"
+    path.write_text(TALL_CPP)
+    status, doc = knit_json(capsys, "asm", str(path), "--shape", "256x64")
+    e = doc["error"]
+    # Line 5, where `nl::ndarray(` starts: after two spaces and `auto big = ` (column 14, 1-based).
+    assert status == 1 and (e["rule"], e["file"], e["line"], e["column"]) == ("partition-limit", str(path), 5, 14)
+
+
 @pytest.mark.parametrize("argv, command", [
     (["run", TENSOR_ADD, "--target", "trn9"], "run"),  # argparse: not a choice
     (["cache", "tidy"], "cache"),
     (["frobnicate"], None),
     (["run", TENSOR_ADD, "--int-range", "5:1"], "run"),  # Knit's own usage check
+    (["profile", "--compare", "no-such.json", "no-such.json"], "profile"),
 ])
 def test_a_bad_command_line_is_a_json_error_with_exit_2(capsys, argv, command):
     status, doc = knit_json(capsys, *argv)
