@@ -116,7 +116,8 @@ def _merge_directives(parser, args):
     except ArgumentError:
         raise UsageError(f"{path}: its knit-run line has options `knit run` does not take: {' '.join(extra)}") from None
     for name, value in vars(from_file).items():
-        if hasattr(args, name) and getattr(args, name) in (None, False):
+        # (--json is the command line's choice: main already chose the output's form from it)
+        if name != "json" and hasattr(args, name) and getattr(args, name) in (None, False):
             setattr(args, name, value)
     return args
 

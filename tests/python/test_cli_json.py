@@ -261,3 +261,12 @@ def test_stdout_holds_the_document_alone_even_with_prints(tmp_path):
                                     env={"KNIT_CACHE_DIR": str(tmp_path / "c2")})
     assert status == 0 and json.loads(out)["command"] == "profile"
     assert "tracing chatty" in err
+
+
+def test_a_knit_run_line_cannot_switch_the_output_to_json(capsys, tmp_path):
+    """--json in a file's knit-run line is ignored: the command line alone picks text or JSON."""
+    path = tmp_path / "chatty.py"
+    path.write_text(CHATTY.replace("--shape 128x64", "--shape 128x64 --json"))
+    assert cli.main(["profile", str(path), "--timing-only"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel chatty on trn2" in out and "{" not in out
