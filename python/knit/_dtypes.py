@@ -103,7 +103,8 @@ def to_dtype(value, what="dtype"):
             return ALL[name]
     try:
         np_dtype = np.dtype(value)
-    except TypeError:
+    # NumPy parses some strings as type specs: "0:" is a ValueError, "01" even a SyntaxError
+    except (TypeError, ValueError, SyntaxError):
         raise TypeError(f"{what} {value!r} is not a dtype Knit knows") from None
     # (An ml_dtypes dtype means ml_dtypes is loaded; without it, only NumPy's own types can match.)
     for name in _NAMES if "ml_dtypes" in sys.modules else _NUMPY:
