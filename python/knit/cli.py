@@ -328,7 +328,8 @@ def cmd_run(job, args, report):
 def cmd_show(job, args, report):
     compiled, _ = job.compile(job.placeholders())
     text = compiled.ir if args.command == "ir" else compiled.asm
-    print(text)
+    if not args.json:  # (with --json the document holds it)
+        print(text)
     report.update(kernel=job.name, file=job.path, target=compiled.program.target, text=text)
     if args.command == "ir":
         report.update(instructions=compiled.core.num_instructions, params=len(compiled.core.param_specs()),
@@ -450,7 +451,7 @@ def main(argv=None):
             status, error = 1, e
             print(str(e), file=sys.stderr)
         except BrokenPipeError:  # `knit asm ... | head`: the reader left; so do we, quietly
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            _silence_stdout()
             return 0
         except Exception as e:  # a bug in the kernel's Python (or Knit's): a traceback, or a JSON error
             if not as_json:
@@ -458,8 +459,16 @@ def main(argv=None):
             traceback.print_exc()
             status, error = 1, e
     if as_json:
-        print(_cli_json.document(command, report, error))
+        try:
+            print(_cli_json.document(command, report, error), flush=True)
+        except BrokenPipeError:
+            _silence_stdout()
     return status
+
+
+def _silence_stdout():
+    """After the reader of stdout left: nothing more to write, and no error at exit's flush."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":
