@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 import traceback
@@ -93,7 +94,19 @@ def document(command: str | None, report: dict[str, Any], error: BaseException |
     """The command's JSON document: schema_version, command, then its report or its error."""
     head: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "command": command}
     body = {"error": error_fields(error)} if error is not None else report
-    return json.dumps({**head, **body}, indent=2, default=_jsonable)
+    return json.dumps(_finite({**head, **body}), indent=2, default=_jsonable, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as null: JSON has no such numbers (json.dumps would write
+    NaN / Infinity, which strict readers reject)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _jsonable(value: Any) -> Any:

@@ -270,3 +270,16 @@ def test_a_knit_run_line_cannot_switch_the_output_to_json(capsys, tmp_path):
     assert cli.main(["profile", str(path), "--timing-only"]) == 0
     out = capsys.readouterr().out
     assert "kernel chatty on trn2" in out and "{" not in out
+
+
+INF_OUTPUT = CHATTY.replace("def reference(x):\n    return x", "def reference(x):\n    return x + float('inf')")
+
+
+def test_an_infinite_error_is_null_and_the_document_strict_json(capsys, tmp_path):
+    path = tmp_path / "inf.py"
+    path.write_text(INF_OUTPUT)
+    status = cli.main(["run", str(path), "--json"])
+    out = capsys.readouterr().out
+    doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in the document"))
+    assert status == 1 and doc["checks"][1]["passed"] is False
+    assert doc["checks"][1]["max_abs_error"] is None  # |x - inf| is infinite
