@@ -22,6 +22,8 @@ PathLike = str | os.PathLike[str]
 _PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac",
             "#86bcb6", "#8cd17d", "#d4a6c8")
 _FAILING_COLOUR = "#e15759"
+_LEGEND_COLUMNS = 6
+_ORDER = {"sbuf": 0, "psum": 1}  # buffers in the table and the picture
 _PLOT_WIDTH, _PANEL_HEIGHT, _MARGIN_LEFT, _MARGIN_TOP = 900, 260, 80, 52
 
 
@@ -71,7 +73,7 @@ class MemoryMap:
     def __init__(self, tensors: list[dict[str, Any]], capacity: dict[str, int],
                  failing: dict[str, Any] | None = None, alive: Sequence[int] = ()) -> None:
         self.tensors = sorted((Placement(**t) for t in tensors),
-                              key=lambda p: (p.buffer, p.core, p.offset, p.first, p.id))
+                              key=lambda p: (_ORDER.get(p.buffer, 2), p.core, p.offset, p.first, p.id))
         self.capacity = dict(capacity)
         self.failing = Placement(**failing) if failing else None
         ids = set(alive)
@@ -118,7 +120,7 @@ class MemoryMap:
         keys = {(p.buffer, p.core) for p in self.tensors}
         if self.failing:
             keys.add((self.failing.buffer, self.failing.core))
-        return sorted(keys)
+        return sorted(keys, key=lambda k: (_ORDER.get(k[0], 2), k[1]))
 
     def _extent(self) -> int:
         """The last body index any tensor is live at, plus one (the picture's time axis)."""
@@ -147,7 +149,8 @@ class MemoryMap:
         extent = self._extent()
         panels = self._panels()
         width = _MARGIN_LEFT + _PLOT_WIDTH + 20
-        height = _MARGIN_TOP + len(panels) * (_PANEL_HEIGHT + 50)
+        legend_at = _MARGIN_TOP + len(panels) * (_PANEL_HEIGHT + 50)
+        height = legend_at + 18 * ((len(self._colours) + _LEGEND_COLUMNS - 1) // _LEGEND_COLUMNS)
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
                f'font-family="sans-serif" font-size="11">',
                '<rect x="0" y="0" width="100%" height="100%" fill="white"/>']
@@ -156,8 +159,19 @@ class MemoryMap:
         for n, (buffer, core) in enumerate(panels):
             y0 = _MARGIN_TOP + n * (_PANEL_HEIGHT + 50)
             out += self._svg_panel(buffer, core, y0, extent, alive)
+        out += self._svg_legend(legend_at)
         out.append("</svg>")
         return "\n".join(out) + "\n"
+
+    def _svg_legend(self, y0: int) -> list[str]:
+        """A swatch per source line: the colour of its tensors."""
+        out = []
+        step = _PLOT_WIDTH // _LEGEND_COLUMNS
+        for n, ((file, line), colour) in enumerate(self._colours.items()):
+            x, y = _MARGIN_LEFT + (n % _LEGEND_COLUMNS) * step, y0 + (n // _LEGEND_COLUMNS) * 18
+            out.append(f'<rect class="legend" x="{x}" y="{y}" width="10" height="10" fill="{colour}"/>'
+                       f'<text x="{x + 14}" y="{y + 9}">{html.escape(os.path.basename(file))}:{line}</text>')
+        return out
 
     def _svg_panel(self, buffer: str, core: int, y0: int, extent: int, alive: set[int]) -> list[str]:
         top = self._panel_top(buffer)
