@@ -251,3 +251,15 @@ def test_knit_memory_prints_the_table_and_writes_the_picture(tmp_path, capsys, f
     assert len(rects) == 2  # x and y (placed, or y failing)
     if status:
         assert "[capacity]" in err and "did not fit at body instruction 1: 'y'" in out
+
+
+def test_html_report_draws_the_placements(tmp_path):
+    from knit.profile import profile
+
+    memory = knit.compile(in_parallel, *_args(), target="trn1").memory_map()
+    page = profile(in_parallel, *_args(), target="trn1").save_html(tmp_path / "report.html").read_text()
+    section = page[page.index('<section id="placements">'):]
+    section = section[:section.index("</section>")]
+    svg = ET.fromstring(section[section.index("<svg"):section.index("</svg>") + len("</svg>")])
+    rects = [r for r in svg.iter(SVG + "rect") if r.get("class") == "tensor"]
+    assert sorted(r.find(SVG + "title").text for r in rects) == sorted(p.describe() for p in memory.tensors)
