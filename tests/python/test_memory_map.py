@@ -263,3 +263,17 @@ def test_html_report_draws_the_placements(tmp_path):
     svg = ET.fromstring(section[section.index("<svg"):section.index("</svg>") + len("</svg>")])
     rects = [r for r in svg.iter(SVG + "rect") if r.get("class") == "tensor"]
     assert sorted(r.find(SVG + "title").text for r in rects) == sorted(p.describe() for p in memory.tensors)
+
+
+def test_each_core_has_its_own_sbuf():
+    """An LNC2 grid (test_lnc.swap_halves): each core's two tiles, placed in its own SBUF."""
+    from test_lnc import swap_halves
+
+    memory = knit.compile(swap_halves[2], nt.tensor[[256, 16], nl.float32], target="trn2").memory_map()
+    assert sorted(p.core for p in memory.tensors) == [0, 0, 1, 1]
+    _check_invariants(memory, memory.capacity)
+    for core in (0, 1):  # [128, 16] fp32: 64 bytes per partition each
+        assert sorted(p.bytes for p in memory.tensors if p.core == core) == [64, 64]
+    assert memory.text().splitlines()[0].split()[:3] == ["buffer", "core", "tensor"]
+    panels = ET.fromstring(memory.svg()).findall(f"{SVG}g[@class='panel']")
+    assert sorted(g.get("data-core") for g in panels) == ["0", "1"]
