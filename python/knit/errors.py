@@ -52,8 +52,8 @@ def public_error(e):
     out = cls(str(e))
     for attr in ("kind", "rule", "message", "file", "line", "column"):
         setattr(out, attr, getattr(e, attr, None))
-    if isinstance(out, NkiValidationError) and hasattr(e, "placements"):  # a capacity error
-        out.memory_map = from_capacity_error(e)
+    if isinstance(out, NkiValidationError):  # a capacity error's map, or one made already (nested calls)
+        out.memory_map = from_capacity_error(e) if hasattr(e, "placements") else getattr(e, "memory_map", None)
     return out
 
 

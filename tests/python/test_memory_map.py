@@ -277,3 +277,18 @@ def test_each_core_has_its_own_sbuf():
     assert memory.text().splitlines()[0].split()[:3] == ["buffer", "core", "tensor"]
     panels = ET.fromstring(memory.svg()).findall(f"{SVG}g[@class='panel']")
     assert sorted(g.get("data-core") for g in panels) == ["0", "1"]
+
+
+def test_a_program_read_back_from_its_text_gives_the_same_map():
+    """What the disk cache stores (the program's text form) keeps the placements and live ranges."""
+    program = knit.compile(in_parallel, *_args(), target="trn1").program
+    assert knit._core.EngineProgram.from_text(program.to_text()).memory_map() == program.memory_map()
+
+
+def test_calling_the_kernel_raises_the_error_with_its_map():
+    import numpy as np
+
+    a = np.zeros((128, BIG), np.float32)
+    with pytest.raises(NkiValidationError) as e:
+        too_big[1](a, a)  # a fresh Kernel object: not the compile cache of the test above
+    assert e.value.memory_map.failing.name == "y" and _names(e.value.memory_map.alive) == ["x"]
