@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ._pyplot import pyplot
@@ -114,6 +114,17 @@ class MemoryMap:
 
     def __str__(self) -> str:
         return self.text()
+
+    def to_json(self) -> dict[str, Any]:
+        """The map as JSON-able values: tensors (placement dicts, as EngineProgram.memory_map
+        gives them), high_water, capacity, and at a capacity error failing and alive (tensor ids);
+        MemoryMap(**map.to_json() without high_water) rebuilds it."""
+        out: dict[str, Any] = {"tensors": [asdict(p) for p in self.tensors], "high_water": self.high_water,
+                               "capacity": self.capacity}
+        if self.failing:
+            out["failing"] = asdict(self.failing)
+            out["alive"] = [p.id for p in self.alive]
+        return out
 
     def _panels(self) -> list[tuple[str, int]]:
         """(buffer, core) of each picture panel: those holding a tensor, and the failing one's."""

@@ -292,3 +292,16 @@ def test_calling_the_kernel_raises_the_error_with_its_map():
     with pytest.raises(NkiValidationError) as e:
         too_big[1](a, a)  # a fresh Kernel object: not the compile cache of the test above
     assert e.value.memory_map.failing.name == "y" and _names(e.value.memory_map.alive) == ["x"]
+
+
+def test_json_round_trips():
+    import json
+
+    with pytest.raises(NkiValidationError) as e:
+        knit.compile(too_big, *_args(BIG), target="trn1").program
+    for memory in (knit.compile(in_parallel, *_args(), target="trn1").memory_map(), e.value.memory_map):
+        data = json.loads(json.dumps(memory.to_json()))
+        assert data["high_water"] == memory.high_water
+        del data["high_water"]
+        again = knit._memory_map.MemoryMap(**data)
+        assert again.text() == memory.text() and again.svg() == memory.svg()
