@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "knit/codegen/capacity_error.h"
 #include "knit/ir/verifier.h"
 
 namespace knit::codegen {
@@ -15,8 +16,9 @@ namespace {
 
 int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-[[noreturn]] void out_of_space(const Kernel& k, int id, const Allocation& want, const std::vector<int>& alive,
-                               const MemoryPlan& plan, int64_t capacity, const std::string& hint) {
+[[noreturn]] void out_of_space(const Kernel& k, const std::vector<LiveRange>& live, int id, const Allocation& want,
+                               const std::vector<int>& alive, const MemoryPlan& plan, int64_t capacity,
+                               const std::string& hint) {
   const TensorDecl& t = k.tensor(id);
   std::ostringstream msg;
   int64_t used = 0;
@@ -31,8 +33,13 @@ int64_t align_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
   }
   msg << "\n  "
       << (hint.empty() ? "Use smaller tiles or let tensors die earlier (allocate them inside the loop that uses them)."
-                       : hint);
-  user_error(t.loc, "capacity", msg.str());
+                       : hint)
+      << "\n  To see this point's memory map, catch the error and call err.memory_map.save_svg(path), or run "
+         "`knit memory FILE::KERNEL --svg OUT.svg`.";
+  Allocation failing = want;
+  failing.offset = -1;
+  throw CapacityError(t.loc, msg.str(), placements(k, plan, live),
+                      Placement{id, t.name, t.buffer, failing, live[id], t.loc}, alive, capacity);
 }
 
 // The first offset where `a` overlaps none of `same`, trying the start and just past each of
@@ -54,13 +61,24 @@ int64_t first_fit(const Allocation& a, const std::vector<int>& same, const Memor
 
 }  // namespace
 
+std::vector<Placement> placements(const Kernel& k, const MemoryPlan& plan, const std::vector<LiveRange>& live) {
+  std::vector<Placement> out;
+  for (size_t id = 0; id < plan.tensors.size() && id < live.size(); ++id) {
+    const std::optional<Allocation>& a = plan.tensors[id];
+    if (!a || !live[id].used()) continue;
+    const TensorDecl& t = k.tensors[id];
+    out.push_back(Placement{static_cast<int>(id), t.name, t.buffer, *a, live[id], t.loc});
+  }
+  return out;
+}
+
 MemoryPlan allocate(const Kernel& k, const std::vector<LiveRange>& live, const std::string& hint) {
   AllocationFailure failure;
   MemoryPlan plan = try_allocate(k, live, failure);
   if (failure.tensor >= 0) {
     const TensorDecl& t = k.tensor(failure.tensor);
     const TargetInfo info = target_info(k.target);
-    out_of_space(k, failure.tensor, failure.want, failure.alive, plan,
+    out_of_space(k, live, failure.tensor, failure.want, failure.alive, plan,
                  t.buffer == Buffer::sbuf ? info.sbuf_partition_bytes : info.psum_partition_bytes, hint);
   }
   return plan;

@@ -24,6 +24,13 @@ class KnitError(RuntimeError):
     file: str
     line: int
     column: int
+    # Only on a capacity error (knit._memory_map.from_capacity_error): the allocation as far as it
+    # got (placement dicts as EngineProgram.memory_map's), the tensor that did not fit (offset -1),
+    # the ids of the tensors alive in its buffer then, and that buffer's bytes per partition.
+    placements: list[dict[str, Any]]
+    failing: dict[str, Any]
+    alive: list[int]
+    capacity: int
 
 class OwnedBytes:
     """Bytes owned by C++ (a result tensor's storage), readable through the buffer protocol."""

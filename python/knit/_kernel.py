@@ -13,9 +13,10 @@ from typing import Any, overload
 
 import numpy as np
 
-from . import _program_cache, _rolled, _schedule, _trace
+from . import _memory_map, _program_cache, _rolled, _schedule, _trace
 from ._dtypes import ALL, storage_dtype, to_dtype
 from ._keywords import ArgumentTypeError
+from ._memory_map import MemoryMap
 from ._source import user_location
 from ._tensor import NkiTensor
 from .errors import JitFallbackWarning, user_error
@@ -178,6 +179,11 @@ class Compiled:
         """dict: instructions per queue (pe/act/dve/pool/dma0..3, sync), semaphore_waits,
         dependences, dma_bytes, sbuf_high_water / psum_high_water (bytes per partition), summary."""
         return self.program.stats()
+
+    def memory_map(self) -> MemoryMap:
+        """Where the allocator put each SBUF / PSUM tensor over its live range: a MemoryMap
+        (.tensors, .high_water, .at(i), .text(), .save_svg(), .save_png(); docs/profiling.md)."""
+        return _memory_map.from_program(self.program, self.target)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.kernel._run(self, args, kwargs)

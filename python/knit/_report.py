@@ -4,7 +4,8 @@ The page needs no network: its data is one JSON object in a <script> element and
 (_report_page.py) is inline. The views: the summary (latency, MFU/HFU, engine utilizations, DMA
 bandwidth), the engine timeline (wheel to zoom, drag to pan, double-click to reset; hovering an
 instruction shows its opcode, source line and wait), SBUF and PSUM occupancy over time with the
-tensors alive at each one's peak, DMA bandwidth over time, and the annotated source of by_line().
+tensors alive at each one's peak, the memory map's placements (a static SVG), DMA bandwidth over
+time, and the annotated source of by_line().
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ._memory_map import from_program
 from ._report_page import PAGE
 
 # `prof` below is a knit.profile.Profile (not imported: profile.py imports this module).
@@ -24,6 +26,8 @@ Profile = Any
 # rectangles interactively; the page says when rows were left out.
 MAX_TIMELINE_ROWS = 20000
 BANDWIDTH_BINS = 200
+# At most this many tensors are drawn in the placements view (each is an SVG rectangle with text).
+MAX_PLACEMENTS = 5000
 
 
 def save_html(prof: Profile, path: str | os.PathLike[str]) -> str | os.PathLike[str]:
@@ -31,6 +35,7 @@ def save_html(prof: Profile, path: str | os.PathLike[str]) -> str | os.PathLike[
     page = PAGE.replace("@TITLE@", html.escape(f"{prof.kernel_name} on {prof.target}"))
     # "</" cannot end the script element early once escaped (JSON allows "<\/").
     page = page.replace("@DATA@", json.dumps(data).replace("</", "<\\/"))
+    page = page.replace("@PLACEMENTS@", placements(prof))
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path
@@ -53,6 +58,14 @@ def report_data(prof: Profile) -> dict[str, Any]:
         "bandwidth": bandwidth(rows, float(rows["end_ns"].max()) if len(rows) else 0.0),
         "source": prof.by_line().annotate(),
     }
+
+
+def placements(prof: Profile) -> str:
+    """The memory map's picture (static SVG markup), or a note when it has too many tensors to draw."""
+    memory = from_program(prof._program, prof.target)
+    if len(memory.tensors) > MAX_PLACEMENTS:
+        return f'<p class="note">{len(memory.tensors)} tensors: too many to draw here; use knit memory.</p>'
+    return memory.svg()
 
 
 def summary(prof: Profile) -> dict[str, Any]:

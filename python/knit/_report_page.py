@@ -25,6 +25,10 @@ pre { font: 12px ui-monospace, monospace; background: #f7f7f7; padding: 8px; ove
 <section id="timeline"><h2>Engine timeline</h2>
 <p class="note">Wheel: zoom; drag: pan; double-click: whole run. Hover an instruction for its source line.</p></section>
 <section id="memory"><h2>SBUF and PSUM occupancy</h2></section>
+<section id="placements"><h2>SBUF and PSUM placements</h2>
+<p class="note">Where each tensor sits over its live range (x: body instruction index, y: byte offset in a
+partition; the memory map of docs/profiling.md). Hover a tensor for its partitions, bytes and source line.</p>
+@PLACEMENTS@</section>
 <section id="bandwidth"><h2>DMA bandwidth</h2></section>
 <section id="source"><h2>Source, per line</h2></section>
 <script type="application/json" id="data">@DATA@</script>

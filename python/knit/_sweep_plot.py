@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ._pyplot import pyplot
+
 
 def pareto_front(points: list[Any]) -> list[Any]:
     """The points that ran and that no other point beats on both SBUF high-water and latency,
@@ -21,13 +23,7 @@ def _label(config: dict[str, Any]) -> str:
 
 
 def plot(result: Any, path: str | os.PathLike) -> str | os.PathLike:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise ImportError("SweepResult.plot needs matplotlib (pip install matplotlib); to_csv, to_json and "
-                          "table work without it") from e
+    plt = pyplot("SweepResult.plot", "to_csv, to_json and table work")
     ok = [p for p in result.points if p.ok]
     fig, (bars, scatter) = plt.subplots(1, 2, figsize=(max(8.0, 4 + 0.3 * len(result.points)), 5))
     labels = [_label(p.config) for p in result.points]

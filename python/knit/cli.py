@@ -5,6 +5,7 @@
     knit ir FILE[::KERNEL] ...      the traced tile IR
     knit asm FILE[::KERNEL] ...     the engine program
     knit profile FILE ... --trace out.json --plot out.png
+    knit memory FILE[::KERNEL] ... --svg map.svg   where each SBUF/PSUM tensor is placed, over time
     knit sweep FILE[::KERNEL] --param tiles_m=1,2,4 --shape 1024x512 ...   ranked table (docs/sweep.md)
     knit lint FILE.cpp              static checks of a C++ kernel file
     knit cache info | clear
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _cli_json, _cli_sweep, _kernel_file, cache
+from . import _cli_json, _cli_memory, _cli_sweep, _kernel_file, cache
 from ._cli_json import ArgumentError
 from ._kernel_file import UsageError
 from .errors import KnitError
@@ -59,7 +60,7 @@ def _json_option(parser, what="print one JSON document (docs/cli.md) instead of 
     parser.add_argument("--json", action="store_true", help=what)
 
 
-COMMANDS = ("run", "ir", "asm", "profile", "sweep", "lint", "cache")
+COMMANDS = ("run", "ir", "asm", "profile", "memory", "sweep", "lint", "cache")
 
 
 def build_parser():
@@ -91,6 +92,9 @@ def build_parser():
                            "critical path (with --json: the per-line JSON of docs/cli.md)")
     prof.add_argument("--compare", nargs=2, metavar=("A.json", "B.json"),
                       help="instead of FILE: compare two --by-line --json outputs, per engine and per line")
+    memory = commands.add_parser("memory", help="where each SBUF / PSUM tensor is placed over its live range")
+    _kernel_options(memory)
+    _cli_memory.add_options(memory)
     sweep = commands.add_parser("sweep", help="simulate a kernel over a grid of parameters and shapes; ranked table")
     _kernel_options(sweep)
     _cli_sweep.add_options(sweep)
@@ -427,7 +431,8 @@ def _dispatch(parser, argv, report):
     if args.command == "sweep":
         return _cli_sweep.cmd_sweep(args, report)
     job = Job(args)
-    return {"run": cmd_run, "ir": cmd_show, "asm": cmd_show, "profile": cmd_profile}[args.command](job, args, report)
+    return {"run": cmd_run, "ir": cmd_show, "asm": cmd_show, "profile": cmd_profile,
+            "memory": _cli_memory.cmd_memory}[args.command](job, args, report)
 
 
 def main(argv=None):

@@ -1,6 +1,7 @@
 """Knit's exceptions. Every error raised while tracing or running a kernel names the kernel's own
 file and line, shows it with a caret, names the broken rule and says how to fix it."""
 from . import _core
+from ._memory_map import MemoryMap, from_capacity_error
 
 # Base class of every Knit error (kind: "user" | "runtime" | "internal", rule, message, file, line).
 KnitError = _core.KnitError
@@ -8,6 +9,10 @@ KnitError = _core.KnitError
 
 class NkiValidationError(KnitError):
     """A kernel broke an NKI rule (shape, dtype, buffer, limit): a user error at the kernel's line."""
+
+    # On a capacity error (rule "capacity"): the SBUF / PSUM placements at the failing point, with
+    # the tensor that did not fit (MemoryMap.save_svg draws it). None otherwise.
+    memory_map: MemoryMap | None = None
 
 
 class KnitRuntimeError(KnitError):
@@ -47,6 +52,8 @@ def public_error(e):
     out = cls(str(e))
     for attr in ("kind", "rule", "message", "file", "line", "column"):
         setattr(out, attr, getattr(e, attr, None))
+    if isinstance(out, NkiValidationError):  # a capacity error's map, or one made already (nested calls)
+        out.memory_map = from_capacity_error(e) if hasattr(e, "placements") else getattr(e, "memory_map", None)
     return out
 
 

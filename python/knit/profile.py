@@ -16,6 +16,7 @@ from typing import Any
 from . import _kernel, _lines, _trace
 from ._kernel import Kernel
 from ._lines import LineProfile
+from ._pyplot import pyplot
 from .typing import TensorType
 
 PathLike = str | os.PathLike
@@ -187,13 +188,7 @@ class Profile:
 
     def plot(self, path: PathLike) -> PathLike:
         """Save a PNG engine timeline (needs matplotlib: pip install matplotlib)."""
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError as e:
-            raise ImportError("Profile.plot needs matplotlib (pip install matplotlib); "
-                              "Profile.save_trace works without it") from e
+        plt = pyplot("Profile.plot", "Profile.save_trace works")
         used = sorted({q for _, _, q, *_ in self._timeline})
         row = {q: i for i, q in enumerate(used)}
         fig, ax = plt.subplots(figsize=(12, 0.5 + 0.5 * len(used)))

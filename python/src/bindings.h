@@ -7,6 +7,10 @@
 
 #include "knit/sim/host_tensor.h"
 
+namespace knit::codegen {
+struct Placement;
+}
+
 namespace knit::python {
 
 // Host tensors cross the boundary as (dtype name, shape, buffer) tuples, through the buffer
@@ -33,6 +37,10 @@ class HostArgs {
 pybind11::list host_tensors_to(std::vector<sim::HostTensor>& tensors);
 // The arguments after a run, None for those no instruction writes (they cannot have changed).
 pybind11::list written_args_to(std::vector<sim::HostTensor>& args, const std::vector<bool>& written);
+
+// A placement as a dict: id, name, buffer, core, partition, partitions, offset, bytes (per
+// partition), first, last (its live range's body indices), file, line (knit.MemoryMap's records).
+pybind11::dict placement_dict(const codegen::Placement& p);
 
 void bind_owned_bytes(pybind11::module_& m);
 void bind_builder(pybind11::module_& m);

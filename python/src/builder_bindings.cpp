@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "knit/codegen/capacity_error.h"
 #include "knit/codegen/lower.h"
 #include "knit/frontend/builder.h"
 #include "knit/ir/liveness.h"
@@ -79,34 +80,16 @@ sim::Uninitialized uninitialized_from(const std::string& name) {
       name + "\"");
 }
 
-// run_program without the GIL, with the progress line.
 // The SBUF / PSUM placements of a program's tensors with their live ranges (Compiled.memory_map).
 py::list memory_map(const codegen::EngineProgram& p) {
-  const ir::Kernel& k = p.kernel;
-  const std::vector<ir::LiveRange> live = ir::live_ranges(k, ir::match_blocks(k));
   py::list out;
-  for (size_t id = 0; id < p.plan.tensors.size(); ++id) {
-    const std::optional<codegen::Allocation>& a = p.plan.tensors[id];
-    if (!a || id >= live.size() || !live[id].used()) continue;
-    const ir::TensorDecl& t = k.tensors[id];
-    py::dict d;
-    d["id"] = static_cast<int>(id);
-    d["name"] = t.name;
-    d["buffer"] = std::string(ir::to_string(t.buffer));
-    d["core"] = a->core;
-    d["partition"] = a->partition;
-    d["partitions"] = a->partitions;
-    d["offset"] = a->offset;
-    d["bytes"] = a->bytes;
-    d["first"] = live[id].first;
-    d["last"] = live[id].last;
-    d["file"] = t.loc.file;
-    d["line"] = t.loc.line;
-    out.append(std::move(d));
-  }
+  for (const codegen::Placement& placed :
+       codegen::placements(p.kernel, p.plan, ir::live_ranges(p.kernel, ir::match_blocks(p.kernel))))
+    out.append(placement_dict(placed));
   return out;
 }
 
+// run_program without the GIL, with the progress line.
 sim::RunResult run_with_progress(const codegen::EngineProgram& p, std::vector<sim::HostTensor>& hosts,
                                  sim::InterpretOptions options) {
   options.on_progress = progress_bar(p.kernel);
@@ -366,6 +349,23 @@ std::vector<ir::Index> key_from(const py::list& key) {
 }
 
 }  // namespace
+
+py::dict placement_dict(const codegen::Placement& p) {
+  py::dict d;
+  d["id"] = p.tensor;
+  d["name"] = p.name;
+  d["buffer"] = std::string(ir::to_string(p.buffer));
+  d["core"] = p.at.core;
+  d["partition"] = p.at.partition;
+  d["partitions"] = p.at.partitions;
+  d["offset"] = p.at.offset;
+  d["bytes"] = p.at.bytes;
+  d["first"] = p.live.first;
+  d["last"] = p.live.last;
+  d["file"] = p.loc.file;
+  d["line"] = p.loc.line;
+  return d;
+}
 
 void bind_builder(py::module_& m) {
   py::class_<ir::View>(m, "View")

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "knit/codegen/capacity_error.h"
 #include "knit/ir/numerics.h"
 #include "knit/ir/text.h"
 #include "knit/ir/verifier.h"
@@ -138,6 +139,20 @@ py::list host_tensors_to(std::vector<sim::HostTensor>& tensors) {
 
 namespace {
 
+// A _core.KnitError for `e` with kind ("user" | "runtime" | "internal"), rule, message (without
+// location) and the kernel file/line.
+py::object knit_exception(const py::exception<knit::Error>& type, const knit::Error& e) {
+  static const char* kinds[] = {"user", "runtime", "internal"};
+  py::object exc = py::reinterpret_borrow<py::object>(type.ptr())(e.what());
+  exc.attr("kind") = kinds[static_cast<int>(e.kind())];
+  exc.attr("rule") = e.rule();
+  exc.attr("message") = e.message();
+  exc.attr("file") = e.loc().file;
+  exc.attr("line") = e.loc().line;
+  exc.attr("column") = e.loc().column;
+  return exc;
+}
+
 // Runs IR text on the reference interpreter. args: list of (dtype name, shape, raw bytes).
 py::list run_ir(const std::string& text, const py::list& args) {
   const ir::Kernel k = ir::parse(text);
@@ -157,16 +172,18 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const knit::Error& e) {
-      static const char* kinds[] = {"user", "runtime", "internal"};
-      py::object exc = py::reinterpret_borrow<py::object>(knit_error.ptr())(e.what());
-      exc.attr("kind") = kinds[static_cast<int>(e.kind())];
-      exc.attr("rule") = e.rule();
-      exc.attr("message") = e.message();
-      exc.attr("file") = e.loc().file;
-      exc.attr("line") = e.loc().line;
-      exc.attr("column") = e.loc().column;
+    } catch (const codegen::CapacityError& e) {
+      // The allocation up to the failure, for knit.MemoryMap (errors.public_error).
+      py::object exc = knit_exception(knit_error, e);
+      py::list placed;
+      for (const codegen::Placement& p : e.placed) placed.append(knit::python::placement_dict(p));
+      exc.attr("placements") = placed;
+      exc.attr("failing") = knit::python::placement_dict(e.failing);
+      exc.attr("alive") = e.alive;
+      exc.attr("capacity") = e.capacity;
       PyErr_SetObject(knit_error.ptr(), exc.ptr());
+    } catch (const knit::Error& e) {
+      PyErr_SetObject(knit_error.ptr(), knit_exception(knit_error, e).ptr());
     }
   });
   m.def("encode", &encode_array, py::arg("values"), py::arg("dtype"),

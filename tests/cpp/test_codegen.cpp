@@ -17,6 +17,7 @@
 #include "kernels.h"
 #include "knit/codegen/access.h"
 #include "knit/codegen/allocate.h"
+#include "knit/codegen/capacity_error.h"
 #include "knit/codegen/engine_program.h"
 #include "knit/codegen/lower.h"
 #include "knit/ir/liveness.h"
@@ -766,6 +767,41 @@ TEST_CASE("allocate reports over-subscription with the tensors alive and the cap
     CHECK(p.kernel.target == t);
     CHECK(p.plan.tensors[4]->offset == 131072);
     CHECK(p.plan.sbuf_high_water == 212992);
+  }
+}
+
+// The capacity error's structured state (codegen/capacity_error.h), what the Python layer draws
+// as the memory map at the failing point: 'a' and 'b' take 65536 bytes each from byte 0 (next fit),
+// so 'c' (81920 bytes) finds no range in trn1's 196608 while both are alive.
+TEST_CASE("the capacity error carries the placements, the failing tensor and the live ones", "[codegen]") {
+  const ir::Kernel k = ir::parse(kBig);
+  const std::vector<ir::LiveRange> live = ir::live_ranges(k, ir::match_blocks(k));
+  try {
+    codegen::allocate(k, live);
+    FAIL("allocate placed 'c' beside 'a' and 'b' in 196608 bytes");
+  } catch (const codegen::CapacityError& e) {
+    CHECK(e.rule() == "capacity");
+    CHECK(e.capacity == 196608);
+    REQUIRE(e.placed.size() == 2);
+    CHECK(e.placed[0].name == "a");
+    CHECK(e.placed[0].at.offset == 0);
+    CHECK(e.placed[0].at.bytes == 65536);
+    CHECK(e.placed[0].live.first == 0);
+    CHECK(e.placed[0].live.last == 3);  // read by the store at body index 3
+    CHECK(e.placed[1].name == "b");
+    CHECK(e.placed[1].at.offset == 65536);
+    CHECK(e.placed[1].live.first == 1);
+    CHECK(e.placed[1].live.last == 4);
+    CHECK(e.placed[1].loc.line == 4);
+    CHECK(e.failing.name == "c");
+    CHECK(e.failing.tensor == 4);
+    CHECK(e.failing.at.offset == -1);
+    CHECK(e.failing.at.bytes == 81920);
+    CHECK(e.failing.at.partitions == 128);
+    CHECK(e.failing.live.first == 2);
+    CHECK(e.failing.live.last == 5);
+    CHECK(e.alive == std::vector<int>{2, 3});
+    CHECK_THAT(e.message(), Catch::Contains("err.memory_map.save_svg(path)"));
   }
 }
 

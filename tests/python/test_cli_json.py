@@ -124,6 +124,17 @@ def test_ir_and_asm_json_count_what_the_text_shows(capsys):
     assert asm["text"].rstrip("\n") == cli_text(capsys, "asm", TENSOR_ADD)
 
 
+def test_memory_json_is_the_map_of_the_allocation(capsys):
+    status, doc = knit_json(capsys, "memory", TENSOR_ADD)
+    top, memory_keys = documented("`knit memory FILE[::KERNEL] --json`")
+    assert status == 0 and doc.keys() == top and doc["fits"] is True and doc["capacity_error"] is None
+    assert doc["memory_map"].keys() <= memory_keys and {"tensors", "high_water", "capacity"} <= doc["memory_map"].keys()
+    # 300 rows in three tiles, each with two loaded inputs and one sum: 9 SBUF tensors of 512 fp32
+    # per partition (2048 bytes).
+    tensors = doc["memory_map"]["tensors"]
+    assert len(tensors) == 9 and all(t["buffer"] == "sbuf" and t["bytes"] == 2048 for t in tensors)
+
+
 def cli_text(capsys, *argv):
     assert cli.main(list(argv)) == 0
     return capsys.readouterr().out.rstrip("\n")
