@@ -17,7 +17,7 @@ import pytest
 import knit
 import knit.language as nl
 import knit.typing as nt
-from kernel_test_util import EXAMPLES, load_example
+from kernel_test_util import EXAMPLES, ROOT, load_example
 from knit import _report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -123,7 +123,8 @@ def test_knit_profile_html_writes_the_report(tmp_path):
     out = tmp_path / "softmax.html"
     r = subprocess.run([sys.executable, "-m", "knit", "profile", f"{EXAMPLES}/softmax.py::softmax_kernel",
                         "--shape", "512x1024", "--timing-only", "--html", str(out)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
     assert r.returncode == 0, r.stderr
     assert "HTML report written to" in r.stdout
     assert "softmax_kernel on trn2" in out.read_text(encoding="utf-8")
