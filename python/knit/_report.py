@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._memory_map import from_program
+from ._memory_map import MemoryMap, Placement, from_program
 from ._report_page import PAGE
 
 # `prof` below is a knit.profile.Profile (not imported: profile.py imports this module).
@@ -31,18 +31,22 @@ MAX_PLACEMENTS = 5000
 
 
 def save_html(prof: Profile, path: str | os.PathLike[str]) -> str | os.PathLike[str]:
-    data = report_data(prof)
+    memory = from_program(prof._program, prof.target)  # one map for both memory views
+    data = report_data(prof, memory)
     page = PAGE.replace("@TITLE@", html.escape(f"{prof.kernel_name} on {prof.target}"))
     # "</" cannot end the script element early once escaped (JSON allows "<\/").
     page = page.replace("@DATA@", json.dumps(data).replace("</", "<\\/"))
-    page = page.replace("@PLACEMENTS@", placements(prof))
+    page = page.replace("@PLACEMENTS@", placements(memory))
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
     return path
 
 
-def report_data(prof: Profile) -> dict[str, Any]:
-    """Everything the page draws, as plain JSON-able values."""
+def report_data(prof: Profile, memory: MemoryMap | None = None) -> dict[str, Any]:
+    """Everything the page draws, as plain JSON-able values (memory: the program's memory map,
+    built here when not given)."""
+    if memory is None:
+        memory = from_program(prof._program, prof.target)
     rows = prof._timeline_array
     shown = np.sort(rows, order="start_ns")[:MAX_TIMELINE_ROWS]
     source = prof._source
@@ -54,15 +58,14 @@ def report_data(prof: Profile) -> dict[str, Any]:
                      "start": shown["start_ns"].tolist(), "end": shown["end_ns"].tolist(),
                      "stall": shown["stall_ns"].tolist(), "rows": len(rows)},
         "sites": {str(i): [source[i][0], os.path.basename(source[i][1]), source[i][2]] for i in sites},
-        "memory": occupancy(prof, rows),
+        "memory": occupancy(memory, rows, len(source)),
         "bandwidth": bandwidth(rows, float(rows["end_ns"].max()) if len(rows) else 0.0),
         "source": prof.by_line().annotate(),
     }
 
 
-def placements(prof: Profile) -> str:
+def placements(memory: MemoryMap) -> str:
     """The memory map's picture (static SVG markup), or a note when it has too many tensors to draw."""
-    memory = from_program(prof._program, prof.target)
     if len(memory.tensors) > MAX_PLACEMENTS:
         return f'<p class="note">{len(memory.tensors)} tensors: too many to draw here; use knit memory.</p>'
     return memory.svg()
@@ -87,28 +90,27 @@ def live_times(rows: np.ndarray, n_body: int) -> tuple[np.ndarray, np.ndarray]:
     return first, last
 
 
-def occupancy(prof: Profile, rows: np.ndarray) -> dict[str, Any]:
+def occupancy(memory: MemoryMap, rows: np.ndarray, n_body: int) -> dict[str, Any]:
     """SBUF and PSUM bytes per partition in use over time (every core's summed when the kernel
     runs on several), each tensor counted from the start of its first use to the end of its last;
     with the tensors alive at each buffer's peak."""
-    first, last = live_times(rows, len(prof._source))
+    first, last = live_times(rows, n_body)
     out: dict[str, Any] = {}
-    tensors = prof._program.memory_map()
     for buffer in ("sbuf", "psum"):
         spans = []
-        for t in tensors:
-            if t["buffer"] != buffer:
+        for t in memory.tensors:
+            if t.buffer != buffer:
                 continue
-            start, end = first[t["first"]], last[t["last"]]
+            start, end = first[t.first], last[t.last]
             if not (np.isnan(start) or np.isnan(end)):
                 spans.append((float(start), float(end), t))
         out[buffer] = steps(spans)
     return out
 
 
-def steps(spans: list[tuple[float, float, dict[str, Any]]]) -> dict[str, Any]:
+def steps(spans: list[tuple[float, float, Placement]]) -> dict[str, Any]:
     """The step function of bytes per partition in use, and the tensors alive at its peak."""
-    events = sorted([(s, t["bytes"]) for s, _, t in spans] + [(e, -t["bytes"]) for _, e, t in spans])
+    events = sorted([(s, t.bytes) for s, _, t in spans] + [(e, -t.bytes) for _, e, t in spans])
     times: list[float] = []
     used: list[int] = []
     level = 0
@@ -121,10 +123,9 @@ def steps(spans: list[tuple[float, float, dict[str, Any]]]) -> dict[str, Any]:
             used.append(level)
     peak_at = times[int(np.argmax(used))] if used else 0.0
     alive = [t for s, e, t in spans if s <= peak_at < e]
-    alive.sort(key=lambda t: -t["bytes"])
+    alive.sort(key=lambda t: -t.bytes)
     return {"time": times, "bytes": used, "peak": max(used, default=0), "peak_at": peak_at,
-            "alive": [{"name": t["name"], "bytes": t["bytes"], "offset": t["offset"],
-                       "where": f"{os.path.basename(t['file'])}:{t['line']}"} for t in alive[:12]],
+            "alive": [{"name": t.name, "bytes": t.bytes, "offset": t.offset, "where": t.where} for t in alive[:12]],
             "alive_count": len(alive)}
 
 
