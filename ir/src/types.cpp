@@ -39,6 +39,7 @@ constexpr std::string_view kDgeModes[] = {KNIT_DGE_MODES(KNIT_NAME)};
 constexpr std::string_view kOobModes[] = {KNIT_OOB_MODES(KNIT_NAME)};
 constexpr std::string_view kPerfModes[] = {KNIT_PERF_MODES(KNIT_NAME)};
 constexpr std::string_view kAccumulate[] = {KNIT_ACCUMULATE_MODES(KNIT_NAME)};
+constexpr std::string_view kCollectiveKinds[] = {KNIT_COLLECTIVE_KINDS(KNIT_NAME)};
 #undef KNIT_NAME
 #define KNIT_X(id, set, kind) #id,
 constexpr std::string_view kActFuncs[] = {KNIT_ACT_FUNCS(KNIT_X)};
@@ -76,6 +77,7 @@ std::string_view to_string(DgeMode v) { return kDgeModes[static_cast<int>(v)]; }
 std::string_view to_string(OobMode v) { return kOobModes[static_cast<int>(v)]; }
 std::string_view to_string(MatmulPerfMode v) { return kPerfModes[static_cast<int>(v)]; }
 std::string_view to_string(Accumulate v) { return kAccumulate[static_cast<int>(v)]; }
+std::string_view to_string(CollectiveKind v) { return kCollectiveKinds[static_cast<int>(v)]; }
 
 template <>
 std::optional<DType> parse_enum<DType>(std::string_view text) {
@@ -103,6 +105,7 @@ KNIT_PARSE(DgeMode, kDgeModes)
 KNIT_PARSE(OobMode, kOobModes)
 KNIT_PARSE(MatmulPerfMode, kPerfModes)
 KNIT_PARSE(Accumulate, kAccumulate)
+KNIT_PARSE(CollectiveKind, kCollectiveKinds)
 #undef KNIT_PARSE
 
 namespace act_sets {  // each set named by its first function; `none` loads no table

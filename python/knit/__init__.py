@@ -12,7 +12,7 @@ import os as _os
 if _os.environ.get("KNIT_EXTENSION_DIR"):
     __path__.insert(0, _os.environ["KNIT_EXTENSION_DIR"])
 
-from . import cache, isa, language, typing  # noqa: F401
+from . import cache, collectives, isa, language, typing  # noqa: F401
 from ._compare import compare_profiles  # noqa: F401
 from ._dtypes import dtype  # noqa: F401  (nki.dtype, used in kernels' type annotations)
 from ._kernel import Compiled, Kernel, baremetal, compile, jit, simulate, simulate_kernel  # noqa: F401
@@ -24,6 +24,6 @@ from .profile import Profile, profile  # noqa: F401
 from .sweep import SweepResult, sweep  # noqa: F401
 
 __all__ = ["dtype", "jit", "simulate", "baremetal", "simulate_kernel", "compile", "Kernel", "Compiled", "language",
-           "isa", "typing", "cache", "KnitError", "NkiValidationError", "KnitRuntimeError", "KnitIndexError", "profile",
-           "Profile", "benchmark", "Benchmark", "compare_profiles", "sweep",
+           "isa", "typing", "collectives", "cache", "KnitError", "NkiValidationError", "KnitRuntimeError",
+           "KnitIndexError", "profile", "Profile", "benchmark", "Benchmark", "compare_profiles", "sweep",
            "SweepResult", "autotune", "Autotuned"]

@@ -41,7 +41,7 @@ def new_tensor(shape, dtype, buffer, name, address, loc):
     shared_key = None
     if buffer is shared_hbm:
         trace.shared_created += 1
-        shared_key = (name or f"#{trace.shared_created}", tuple(shape), str(dtype))
+        shared_key = (trace.rank, name or f"#{trace.shared_created}", tuple(shape), str(dtype))
     if shared_key in trace.shared_tensors:
         return NkiTensor(trace.builder.full_view(trace.shared_tensors[shared_key]))
     addr = None if address is None else [int(a) for a in address]

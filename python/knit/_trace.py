@@ -19,6 +19,10 @@ class Trace:
         self.grid_ndim = grid_ndim
         self.grid = tuple(grid)
         self.shared_created = 0  # shared_hbm tensors created by the current grid instance
+        # Multi-rank launches (knit/_ranks.py): the rank being traced and how many there are.
+        # Each rank has its own HBM: its shared_hbm tensors are its own.
+        self.rank = 0
+        self.num_ranks = 1
         self.constants = []  # (tensor id, numpy array) for nl.shared_constant & co.
         self.prints = []  # (prefix, tensor id) for nl.device_print
         self.shared_tensors = {}  # (name, shape, dtype) -> tensor id, shared across grid instances

@@ -3,8 +3,9 @@
 ``knit.compat.install()`` registers module aliases in ``sys.modules`` for the NKI packages that are
 not installed for real:
 
-* ``nki``, ``nki.language``, ``nki.isa``, ``nki.typing``, ``nki.lnc`` -> ``knit``,
-  ``knit.language``, ``knit.isa``, ``knit.typing``, ``knit.lnc`` (the current, dst-first API);
+* ``nki``, ``nki.language``, ``nki.isa``, ``nki.typing``, ``nki.lnc``, ``nki.collectives`` -> ``knit``,
+  ``knit.language``, ``knit.isa``, ``knit.typing``, ``knit.lnc``, ``knit.collectives`` (the current,
+  dst-first API);
 * ``neuronxcc``, ``neuronxcc.nki``, ``neuronxcc.nki.language``, ``neuronxcc.nki.isa``,
   ``neuronxcc.nki.typing``, ``neuronxcc.nki.compiler`` -> the legacy facade ``knit.legacy``
   (``neuronxcc`` itself becomes a small namespace module holding ``nki``).
@@ -22,7 +23,7 @@ _MARK = "__knit_compat_alias__"
 
 _FAMILIES: dict[str, list[tuple[str, str | None]]] = {
     "nki": [("nki", "knit"), ("nki.language", "knit.language"), ("nki.isa", "knit.isa"),
-            ("nki.typing", "knit.typing"), ("nki.lnc", "knit.lnc")],
+            ("nki.typing", "knit.typing"), ("nki.lnc", "knit.lnc"), ("nki.collectives", "knit.collectives")],
     "neuronxcc": [("neuronxcc", None), ("neuronxcc.nki", "knit.legacy"),
                   ("neuronxcc.nki.language", "knit.legacy.language"), ("neuronxcc.nki.isa", "knit.legacy.isa"),
                   ("neuronxcc.nki.typing", "knit.legacy.typing"),

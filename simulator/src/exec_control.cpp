@@ -74,6 +74,7 @@ void exec(ExecState&, const End&) { internal_error("end executed as data"); }
 // sendrecv's data before stepping past these.
 void exec(ExecState&, const Program&) {}
 void exec(ExecState&, const CoreBarrier&) {}
+void exec(ExecState&, const Collective&) {}
 void exec(ExecState&, const SendRecv&) {}
 
 }  // namespace knit::sim

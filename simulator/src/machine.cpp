@@ -446,7 +446,8 @@ void Machine::run_cores() {
     // Every unfinished core now waits at a core_barrier or sendrecv.
     const bool barriers = release_barriers(cores);
     const bool exchanges = exchange(cores);
-    if (!barriers && !exchanges) deadlock(cores);
+    const bool collectives = run_collectives(cores);
+    if (!barriers && !exchanges && !collectives) deadlock(cores);
   }
 }
 
@@ -532,8 +533,9 @@ void Machine::deadlock(const std::vector<Core>& cores) {
     first = first ? first : &inst;
     msg << "waits at " << inst.opcode_name() << " (" << inst.loc.file << ':' << inst.loc.line << ')';
   }
-  msg << "\n  Every core in a core_barrier's cores must reach it, and each sendrecv needs the partner's "
-         "sendrecv (send_to_rank / recv_from_rank swapped, same pipe_id).";
+  msg << "\n  Every core in a core_barrier's cores must reach it, each sendrecv needs the partner's "
+         "sendrecv (send_to_rank / recv_from_rank swapped, same pipe_id), and every rank of a collective's "
+         "replica group must reach that collective.";
   current_ = first;
   Machine::fail("deadlock", msg.str());
 }

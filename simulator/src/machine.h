@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives.h"
 #include "exec_state.h"
 #include "knit/codegen/access.h"
 #include "knit/codegen/allocate.h"
@@ -101,6 +102,15 @@ class Machine : public ExecState {
   void run_cores();
   bool release_barriers(std::vector<Core>& cores);
   bool exchange(std::vector<Core>& cores);
+  // Collectives (machine_collectives.cpp).
+  bool run_collectives(std::vector<Core>& cores);
+  int64_t world_rank(const Core& c) const;
+  int64_t world_ranks(const std::vector<Core>& cores) const;
+  std::vector<int64_t> members_of(const std::vector<Core>& cores, size_t c);
+  std::vector<size_t> arrived(const std::vector<Core>& cores, size_t c, const std::vector<int64_t>& members);
+  RankOperands read_operands(const Core& core);
+  void write_received(const Core& core, const Received& got);
+  void perform_collective(std::vector<Core>& cores, const std::vector<size_t>& at, const std::vector<int64_t>& members);
   [[noreturn]] void deadlock(const std::vector<Core>& cores);
   void execute(const ir::Instruction& inst);
 
@@ -162,6 +172,7 @@ class Machine : public ExecState {
   std::vector<PoisonedRead> poison_reads_;
   std::vector<PoisonOrigin> origins_;  // one per source location that read never-written memory
   std::map<std::tuple<std::string, int, int>, int> origin_at_;  // (file, line, column) -> origin
+  int origin_of_read_ = -1;                                     // the poison origin of the last collective's operands
   std::vector<int> tensor_origin_;  // per tensor: the origin of the poison last written there, or -1
 };
 

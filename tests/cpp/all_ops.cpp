@@ -134,6 +134,15 @@ ir::Kernel all_ops_kernel() {
   emit(ir::Activate2{S, ir::ActFunc::prelu, BF, Operand::of(COL), Operand::immediate(0.5), ir::AluOp::multiply,
                      ir::AluOp::subtract, Operand::of(COL2), true, true, ir::AluOp::abs_max, COL,
                      ir::ReduceCmd::reset_reduce});
+  ir::Collective collective{OUT, HIN, HIN, I32};  // every field off its default (not a valid call)
+  collective.kind = ir::CollectiveKind::all_to_all_v;
+  collective.groups = {0, 1, 2, 3};
+  collective.group_sizes = {2, 2};
+  collective.op = ir::AluOp::maximum;
+  collective.dim = 1;
+  collective.channel = 1;
+  collective.recv_counts_known = true;
+  emit(collective);
   return k;
 }
 

@@ -25,7 +25,7 @@ enum class OpRole : uint8_t {
   dma,        // moves tensor data on a DMA queue
   block,      // opens, splits or closes a loop / while / if block
   scalar,     // register work and grid starts: the sequencer runs it between queue drains
-  core_sync,  // synchronizes cores (core_barrier, sendrecv)
+  core_sync,  // synchronizes cores (core_barrier, sendrecv) or ranks (collective)
 };
 
 // Where a block instruction stands in its block (match_blocks pairs them).
@@ -170,6 +170,7 @@ inline constexpr OpTraits kTable[] = {
   {Opcode::sequence_bounds,         compute,   pool,       by_opcode,               no_block, true,  {C::index_stream}},
   {Opcode::topk,                    compute,   pool,       by_opcode,               no_block, false, {C::snake_topk}},
   {Opcode::activate2,               compute,   act,        by_opcode,               no_block, true,  {C::stream}, elementwise},
+  {Opcode::collective,              core_sync, seq,        by_opcode,               no_block, false, sequencer},
 };
 // clang-format on
 

@@ -780,7 +780,8 @@ namespace knit::ir {
   X(NonzeroWithCount, nonzero_with_count)             \
   X(SequenceBounds, sequence_bounds)                  \
   X(Topk, topk)                                       \
-  X(Activate2, activate2)
+  X(Activate2, activate2)                             \
+  X(Collective, collective)
 
 enum class Opcode : uint8_t {
 #define KNIT_X(type, name) name,

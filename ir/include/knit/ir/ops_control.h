@@ -137,4 +137,38 @@ struct SendRecv {
   bool operator==(const SendRecv&) const = default;
 };
 
+// ---- collectives (nki.collectives) ---------------------------------------------------------
+// A kernel run on several ranks (knit.simulate(kernel, ranks=N)) traces each rank's instance
+// after a `program id=rank`, with its own HBM tensors. A collective is a rendezvous: each rank of
+// a replica group waits at it until every rank of the group has reached a collective, then the
+// machine moves the data of all of them at once (simulator/src/collectives.cpp has the semantics).
+// `groups` lists the ranks of each replica sub-list one sub-list after another, `group_sizes`
+// their lengths; for `permute` it lists (source, target) pairs. `src1` is
+// permute_implicit_reduce's second operand, `metadata` the *_v variants' uint32 counts/displs
+// table (row 2, the receive counts, is written unless recv_counts_known).
+struct Collective {
+  View dst, src;
+  std::optional<View> src1, metadata;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  IntList groups, group_sizes;
+  AluOp op = AluOp::add;
+  int64_t dim = 0;
+  int64_t channel = 0;
+  bool recv_counts_known = false;
+  template <class F> void fields(F&& f) {
+    f("dst", dst);
+    f("src", src);
+    f("src1", src1);
+    f("metadata", metadata);
+    f("kind", kind);
+    f("groups", groups);
+    f("group_sizes", group_sizes);
+    f("op", op);
+    f("dim", dim);
+    f("channel", channel);
+    f("recv_counts_known", recv_counts_known);
+  }
+  bool operator==(const Collective&) const = default;
+};
+
 }  // namespace knit::ir

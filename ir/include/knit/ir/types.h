@@ -243,6 +243,23 @@ enum class Accumulate : uint8_t {
 #undef KNIT_X
 };
 
+// The nki.collectives operations (one IR op, `collective`, carries the kind).
+#define KNIT_COLLECTIVE_KINDS(X) \
+  X(all_reduce)                  \
+  X(all_gather)                  \
+  X(reduce_scatter)              \
+  X(all_to_all)                  \
+  X(permute)                     \
+  X(permute_implicit)            \
+  X(permute_implicit_reduce)     \
+  X(all_gather_v)                \
+  X(all_to_all_v)
+enum class CollectiveKind : uint8_t {
+#define KNIT_X(id) id,
+  KNIT_COLLECTIVE_KINDS(KNIT_X)
+#undef KNIT_X
+};
+
 // ---- names ----------------------------------------------------------------------------------
 // to_string gives the text-IR spelling; parse_enum<E> is its inverse (nullopt when unknown).
 std::string_view to_string(DType v);
@@ -256,6 +273,7 @@ std::string_view to_string(DgeMode v);
 std::string_view to_string(OobMode v);
 std::string_view to_string(MatmulPerfMode v);
 std::string_view to_string(Accumulate v);
+std::string_view to_string(CollectiveKind v);
 
 template <class E>
 std::optional<E> parse_enum(std::string_view text);

@@ -53,6 +53,18 @@ enum class Uninitialized : uint8_t {
 inline constexpr int64_t kDefaultInstructionBudget = 1'000'000'000;
 int64_t default_instruction_budget();
 
+// One rank's operands of a collective, read before any rank of its group writes: what a
+// CollectiveTransport carries between the processes of a torch.distributed job.
+struct RankOperands {
+  std::vector<uint32_t> src, src1;               // element bits, in the view's row-major order
+  std::vector<uint8_t> src_poison, src1_poison;  // per element: from never-written memory (empty: none)
+  std::vector<uint32_t> metadata;                // *_v: the [3, R] table, row-major (empty otherwise)
+};
+// Given the ranks that meet at a collective (in position order) and this rank's operands,
+// returns every one of those ranks' operands, in that order.
+using CollectiveTransport =
+    std::function<std::vector<RankOperands>(const std::vector<int64_t>& members, const RankOperands& mine)>;
+
 struct InterpretOptions {
   Uninitialized uninitialized = Uninitialized::report;
   // Receives warnings (poison reaching an output, accumulate on unwritten PSUM, ...).
@@ -79,6 +91,11 @@ struct InterpretOptions {
   bool outputs_without_copy = false;
   // Called every few thousand executed instructions with the count so far (a progress bar).
   std::function<void(int64_t executed)> on_progress;
+  // Multi-rank kernels: by default each `program` is a rank of this machine. With world_rank
+  // >= 0 the kernel is one rank (world_rank of world_ranks) of a job whose other ranks run in
+  // other processes; their collective operands come through `transport`.
+  int64_t world_rank = -1, world_ranks = 0;
+  CollectiveTransport transport;
 };
 
 // One step of an engine program run: a region (region >= 0) or a barrier at body index pc,

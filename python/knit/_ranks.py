@@ -1,0 +1,164 @@
+"""Multi-rank launches: ``knit.simulate(kernel, ranks=N)(*args)`` runs one kernel on N ranks in
+this process, each with its own HBM, SBUF and PSUM, meeting at nki.collectives calls.
+
+The kernel is traced once per rank into one IR kernel: rank r's instructions follow a
+``program id=r`` marker and use rank r's own parameter tensors (named ``<param>_rank<r>``), so
+the machine runs the ranks as cores that interleave only at collectives (docs/collectives.md).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _trace
+from ._kernel import Compiled, Kernel, _arg_key, _as_positional, _is_array, default_backend, tensor_spec
+from ._tensor import NkiTensor
+from .errors import user_error
+from .isa import _TARGETS, target_from_env
+from .typing import TensorType
+
+
+def _is_tensor(x: Any) -> bool:
+    return _is_array(x) or isinstance(x, TensorType)
+
+
+class RankedKernel:
+    """A kernel launched on `ranks` ranks. Call it with, for each tensor argument, a list of one
+    array per rank, or one array that every rank gets a copy of (with ``rank_dim=True``: an array
+    whose leading dimension indexes the ranks). Returns one result per rank (a list), or with
+    ``rank_dim=True`` the results stacked along a new leading dimension."""
+
+    def __init__(self, kernel: Kernel, ranks: int, rank_dim: bool = False):
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+            raise ValueError(f"ranks must be a positive int, got {ranks!r}")
+        if kernel.grid:
+            raise ValueError("a multi-rank launch of an LNC grid (kernel[2]) is not supported; launch the kernel "
+                             "without a grid")
+        self.kernel = kernel
+        self.ranks = ranks
+        self.rank_dim = rank_dim
+        self._cache: dict = {}
+
+    def per_rank(self, args: Sequence[Any], kwargs: dict) -> list[tuple[list, dict]]:
+        """Each rank's (args, kwargs): per-rank lists split, other values shared."""
+        def pick(value: Any, r: int, what: str) -> Any:
+            if self.rank_dim and _is_array(value):
+                if len(value) != self.ranks:
+                    raise ValueError(f"{what}: with rank_dim=True its leading dimension ({len(value)}) must be the "
+                                     f"number of ranks ({self.ranks})")
+                return value[r]
+            if isinstance(value, (list, tuple)) and value and all(_is_tensor(v) for v in value):
+                if len(value) != self.ranks:
+                    raise ValueError(f"{what}: a list of {len(value)} arrays for {self.ranks} ranks; pass one per "
+                                     "rank, or a single array for every rank")
+                return value[r]
+            return value
+        out = []
+        for r in range(self.ranks):
+            rank_args = [pick(a, r, f"argument {i}") for i, a in enumerate(args)]
+            rank_kwargs = {k: pick(v, r, f"argument '{k}'") for k, v in kwargs.items()}
+            out.append(_as_positional(self.kernel.fn, rank_args, rank_kwargs))
+        return out
+
+    def compile(self, *args: Any, target: str | None = None, **kwargs: Any) -> RankedCompiled:
+        per_rank = self.per_rank(args, kwargs)
+        target = target or self.kernel.options.get("platform_target") or target_from_env()
+        target = _TARGETS.get(str(target).lower(), target)
+        key = (target, tuple((tuple(_arg_key(a) for a in ra), tuple(sorted((k, _arg_key(v)) for k, v in rk.items())))
+                             for ra, rk in per_rank))
+        if key not in self._cache:
+            self._cache[key] = _trace_ranks(self.kernel, per_rank, target)
+        return self._cache[key]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        compiled = self.compile(*args, **kwargs)
+        results = compiled.run_ranks(self.per_rank(args, kwargs))
+        if self.rank_dim and results and results[0] is not None:
+            if isinstance(results[0], tuple):
+                return tuple(np.stack([r[k] for r in results]) for k in range(len(results[0])))
+            return np.stack(results)
+        return results
+
+
+class RankedCompiled(Compiled):
+    """The traced multi-rank kernel: .ir shows every rank's instructions after its program marker."""
+
+    ranks = 1
+    outputs_per_rank = 0
+    single_per_rank = False
+
+    def flat_args(self, per_rank: list[tuple[list, dict]]) -> list[Any]:
+        return [a for args, _ in per_rank for a in args]
+
+    def run_ranks(self, per_rank: list[tuple[list, dict]]) -> list[Any]:
+        flat = self.flat_args(per_rank)
+        hosts, originals, any_torch = Kernel._hosts(self, flat)
+        uninitialized = os.environ.get("KNIT_UNINITIALIZED", "")
+        outs, after, warnings, *counts = _trace.core_call(self.program.run, hosts, uninitialized, "round_robin", 0,
+                                                          True, default_backend())
+        self.last_run = counts[0] if counts else None
+        results = Kernel._results(self, outs, after, warnings, originals, any_torch)
+        if results is None:
+            return [None] * self.ranks
+        results = results if isinstance(results, tuple) else (results,)
+        n = self.outputs_per_rank
+        grouped = [results[r * n:(r + 1) * n] for r in range(self.ranks)]
+        return [g[0] if self.single_per_rank else tuple(g) for g in grouped]
+
+
+def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str) -> RankedCompiled:
+    fn = kernel.fn
+    code = fn.__code__
+    loc = (code.co_filename, code.co_firstlineno, 0)
+    names = list(inspect.signature(fn).parameters)
+    trace = _trace.Trace(fn.__name__, target)
+    trace.num_ranks = len(per_rank)
+    positions: list[int] = []
+    outputs: list[int] = []
+    shapes: list[Any] = []
+    single, per_rank_outputs = False, None
+    with _trace.tracing(trace):
+        calls = []
+        base = 0
+        for r, (args, kwargs) in enumerate(per_rank):
+            call_args = []
+            for i, a in enumerate(args):
+                spec = tensor_spec(a, loc)
+                if spec is None:
+                    call_args.append(a)
+                    continue
+                shape, dt = spec
+                name = f"{names[i] if i < len(names) else f'arg{i}'}_rank{r}"
+                tid = _trace.core_call(trace.builder.add_param, name, str(dt), list(shape), loc)
+                call_args.append(NkiTensor(trace.builder.full_view(tid)))
+                positions.append(base + i)
+            calls.append((call_args, kwargs))
+            base += len(args)
+        for r, (call_args, kwargs) in enumerate(calls):
+            trace.rank = r
+            trace.shared_created = 0
+            if len(calls) > 1:
+                _trace.core_call(trace.builder.append, "program", {"id": r}, loc, "")
+            results = fn(*call_args, **kwargs)
+            ids = Kernel._output_ids(results, loc)
+            if per_rank_outputs is None:
+                per_rank_outputs = len(ids)
+                single = isinstance(results, NkiTensor)
+            elif len(ids) != per_rank_outputs:
+                raise user_error("kernel-output", f"rank {r} returns {len(ids)} tensors but rank 0 returned "
+                                 f"{per_rank_outputs}; every rank must return the same outputs", loc)
+            outputs += ids
+            shapes += Kernel._returned_shapes(results)
+        _trace.core_call(trace.builder.set_outputs, outputs + [tid for _, tid in trace.prints],
+                         kernel._outputs_may_be_private_hbm)
+        core_kernel = _trace.core_call(trace.builder.finish)
+    compiled = RankedCompiled(kernel, core_kernel, trace, positions, target, len(outputs), False, shapes)
+    compiled.ranks = len(per_rank)
+    compiled.outputs_per_rank = per_rank_outputs or 0
+    compiled.single_per_rank = single
+    return compiled
+
