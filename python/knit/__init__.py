@@ -14,6 +14,7 @@ if _os.environ.get("KNIT_EXTENSION_DIR"):
 
 from . import cache, collectives, isa, language, typing  # noqa: F401
 from ._compare import compare_profiles  # noqa: F401
+from ._distributed import distributed  # noqa: F401
 from ._dtypes import dtype  # noqa: F401  (nki.dtype, used in kernels' type annotations)
 from ._kernel import Compiled, Kernel, baremetal, compile, jit, simulate, simulate_kernel  # noqa: F401
 from ._version import __version__  # noqa: F401
@@ -26,4 +27,4 @@ from .sweep import SweepResult, sweep  # noqa: F401
 __all__ = ["dtype", "jit", "simulate", "baremetal", "simulate_kernel", "compile", "Kernel", "Compiled", "language",
            "isa", "typing", "collectives", "cache", "KnitError", "NkiValidationError", "KnitRuntimeError",
            "KnitIndexError", "profile", "Profile", "benchmark", "Benchmark", "compare_profiles", "sweep",
-           "SweepResult", "autotune", "Autotuned"]
+           "SweepResult", "autotune", "Autotuned", "distributed"]

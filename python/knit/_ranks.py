@@ -91,17 +91,17 @@ class RankedCompiled(Compiled):
     outputs_per_rank = 0
     single_per_rank = False
 
-    def flat_args(self, per_rank: list[tuple[list, dict]]) -> list[Any]:
-        return [a for args, _ in per_rank for a in args]
-
     def run_ranks(self, per_rank: list[tuple[list, dict]]) -> list[Any]:
-        flat = self.flat_args(per_rank)
+        flat = flat_args(per_rank)
         hosts, originals, any_torch = Kernel._hosts(self, flat)
         uninitialized = os.environ.get("KNIT_UNINITIALIZED", "")
         outs, after, warnings, *counts = _trace.core_call(self.program.run, hosts, uninitialized, "round_robin", 0,
                                                           True, default_backend())
         self.last_run = counts[0] if counts else None
-        results = Kernel._results(self, outs, after, warnings, originals, any_torch)
+        return self.group_by_rank(Kernel._results(self, outs, after, warnings, originals, any_torch))
+
+    def group_by_rank(self, results: Any) -> list[Any]:
+        """The kernel's flat results (every rank's, rank after rank) as one result per rank."""
         if results is None:
             return [None] * self.ranks
         results = results if isinstance(results, tuple) else (results,)
@@ -110,13 +110,20 @@ class RankedCompiled(Compiled):
         return [g[0] if self.single_per_rank else tuple(g) for g in grouped]
 
 
-def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str) -> RankedCompiled:
+def flat_args(per_rank: list[tuple[list, dict]]) -> list[Any]:
+    """Every rank's positional arguments, rank after rank (the compiled kernel's parameters)."""
+    return [a for args, _ in per_rank for a in args]
+
+
+def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str, first_rank: int = 0,
+                 num_ranks: int | None = None) -> RankedCompiled:
+    """Traces ranks first_rank .. first_rank + len(per_rank) - 1 of num_ranks (default: these)."""
     fn = kernel.fn
     code = fn.__code__
     loc = (code.co_filename, code.co_firstlineno, 0)
     names = list(inspect.signature(fn).parameters)
     trace = _trace.Trace(fn.__name__, target)
-    trace.num_ranks = len(per_rank)
+    trace.num_ranks = num_ranks or len(per_rank)
     positions: list[int] = []
     outputs: list[int] = []
     shapes: list[Any] = []
@@ -139,7 +146,7 @@ def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str)
             calls.append((call_args, kwargs))
             base += len(args)
         for r, (call_args, kwargs) in enumerate(calls):
-            trace.rank = r
+            trace.rank = first_rank + r
             trace.shared_created = 0
             if len(calls) > 1:
                 _trace.core_call(trace.builder.append, "program", {"id": r}, loc, "")

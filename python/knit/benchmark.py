@@ -38,17 +38,22 @@ class LatencyStats:
 
 
 class BenchmarkResult:
-    def __init__(self, latency_us: float) -> None:
+    """nc_latency: the run's latency (a multi-rank kernel: its slowest rank); rank_latency_us:
+    each rank's latency (one entry for a single-rank kernel)."""
+
+    def __init__(self, latency_us: float, rank_latency_us: list[float] | None = None) -> None:
         self.nc_latency = LatencyStats(latency_us)
+        self.rank_latency_us = rank_latency_us or [latency_us]
 
 
 class Benchmark:
     """A kernel wrapped for benchmarking; calling it simulates one run and sets
     ``benchmark_result`` (and ``profile``, the full knit.profile.Profile)."""
 
-    def __init__(self, kernel: Callable[..., Any], warmup: int = 10, iters: int = 100, target: str | None = None,
+    def __init__(self, kernel: Any, warmup: int = 10, iters: int = 100, target: str | None = None,
                  save_trace_name: str | None = None) -> None:
-        self.kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+        from ._ranks import RankedKernel
+        self.kernel = kernel if isinstance(kernel, (Kernel, RankedKernel)) else Kernel(kernel)
         self.warmup, self.iters, self.target = warmup, iters, target
         self.save_trace_name = save_trace_name
         self.benchmark_result: BenchmarkResult | None = None
@@ -64,7 +69,7 @@ class Benchmark:
         if self.save_trace_name:
             prof.save_trace(self.save_trace_name)
         self.profile = prof
-        self.benchmark_result = BenchmarkResult(prof.latency_us)
+        self.benchmark_result = BenchmarkResult(prof.latency_us, [ns / 1e3 for ns in prof.rank_latency_ns])
         return self
 
 

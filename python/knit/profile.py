@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _kernel, _lines, _trace
+from . import _kernel, _lines, _ranks, _trace
 from ._kernel import Kernel
 from ._lines import LineProfile
 from ._pyplot import pyplot
@@ -36,6 +36,8 @@ class EngineStats:
                f"{self.instructions} instructions)"
 
 
+COLLECTIVE_TRACK = 100  # the trace track (tid) of a rank's collectives, after its queues'
+
 _ENGINE_NAMES = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd"}  # as the trace names them
 
 
@@ -49,7 +51,10 @@ class Profile:
     (model matmul FLOPs over the bf16 peak), hfu (TensorE streaming time over the run) and mbu
     (HBM bytes over the core's HBM bandwidth, hbm_peak_gbps, times the run);
     instructions (executed, loops count every trip); stalls (time each queue waited for each other queue's semaphores);
-    outputs: the kernel's results (None for a timing-only run)."""
+    outputs: the kernel's results (None for a timing-only run; a list per rank for a multi-rank
+    kernel). Multi-rank kernels (knit.simulate(kernel, ranks=N)): ranks, rank_latency_ns (each
+    rank's end, launch included; total_ns is the slowest) and collectives (one dict per rank and
+    collective: rank, line, arrive_ns, start_ns, end_ns, steps, step_bytes, path)."""
 
     def __init__(self, compiled, data, outputs):
         self.kernel_name = compiled.core.name
@@ -82,6 +87,14 @@ class Profile:
         self._timeline_array = data["timeline"]
         self._program = compiled.program
         self.outputs = outputs
+        # Multi-rank kernels (docs/collectives.md): each rank's latency, launch included, and each
+        # rank's part in each collective (rank, line, arrive/start/end ns, ring steps, path).
+        self.ranks = getattr(compiled, "ranks", 1)
+        self.rank_latency_ns = [end + self.launch_ns for end in data.get("core_end_ns", [])][:self.ranks] \
+            if self.ranks > 1 else [self.total_ns]
+        source = compiled.program.source if data.get("collectives") else []
+        self.collectives = [dict(row, line=f"{source[row['ir']][1]}:{source[row['ir']][2]}")
+                            for row in data.get("collectives", [])]
 
     @functools.cached_property
     def _timeline(self):
@@ -166,8 +179,22 @@ class Profile:
     def trace_json(self) -> str:
         """The timeline as Chrome / Perfetto trace JSON text: one complete event per executed
         instruction on its queue's track (per core), times in microseconds. Written by the core's
-        one trace writer (knit/sim/trace.h), which knit/testing.h's C++ profiles share."""
-        return self._program.chrome_trace(self._timeline_array)
+        one trace writer (knit/sim/trace.h), which knit/testing.h's C++ profiles share. A
+        multi-rank kernel's collectives are added on a "collectives" track of each rank: the
+        wait for the group's last rank, then the transfer."""
+        text = self._program.chrome_trace(self._timeline_array)
+        if not self.collectives:
+            return text
+        trace = json.loads(text)
+        for c in self.collectives:
+            phases = (("wait", c["arrive_ns"], c["start_ns"]), (c["kind"], c["start_ns"], c["end_ns"]))
+            for name, start, end in phases:
+                trace["traceEvents"].append({
+                    "name": name, "cat": "collective", "ph": "X", "pid": c["rank"], "tid": COLLECTIVE_TRACK,
+                    "ts": start / 1e3, "dur": (end - start) / 1e3,
+                    "args": {"source": c["line"], "path": c["path"], "steps": c["steps"],
+                             "step_bytes": c["step_bytes"]}})
+        return json.dumps(trace)
 
     def trace_events(self) -> list[dict[str, Any]]:
         """The trace's events as Python dicts (see trace_json)."""
@@ -214,13 +241,17 @@ def profile(kernel: Callable[..., Any], *args: Any, target: str | None = None, t
     """Simulate `kernel` on `args` for `target` and return its Profile. Placeholders
     (``nt.tensor[[shape], dtype]``) among the arguments make it timing-only; so does
     timing_only=True with real arrays (their values are then ignored)."""
-    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    ranked = kernel if isinstance(kernel, _ranks.RankedKernel) else None
+    k = ranked if ranked else kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     compiled = k.compile(*args, target=target, **kwargs)
     shapes_only = has_placeholders(args) if timing_only is None else bool(timing_only)
-    hosts, originals, any_torch = Kernel._hosts(compiled, args, shapes_only=shapes_only)
+    flat = _ranks.flat_args(ranked.per_rank(args, kwargs)) if ranked else args
+    hosts, originals, any_torch = Kernel._hosts(compiled, flat, shapes_only=shapes_only)
     data = _trace.core_call(compiled.program.time, hosts, shapes_only, True, _kernel.default_backend())
     outputs = None
     if not shapes_only:
         outputs = Kernel._results(compiled, data["outputs"], data["args_after"], data["warnings"], originals,
                                   any_torch)
+        if isinstance(compiled, _ranks.RankedCompiled):
+            outputs = compiled.group_by_rank(outputs)
     return Profile(compiled, data, outputs)

@@ -176,6 +176,47 @@ std::vector<sim::TimedInstruction> timeline_rows(const codegen::EngineProgram& p
   return out;
 }
 
+// A collective's operands as a dict of bytes (the Python side pickles them between processes).
+py::dict operands_to_python(const sim::RankOperands& r) {
+  auto as_bytes = [](const auto& v) {
+    return py::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  py::dict d;
+  d["src"] = as_bytes(r.src);
+  d["src1"] = as_bytes(r.src1);
+  d["src_poison"] = as_bytes(r.src_poison);
+  d["src1_poison"] = as_bytes(r.src1_poison);
+  d["metadata"] = as_bytes(r.metadata);
+  return d;
+}
+
+sim::RankOperands operands_from_python(const py::handle& h) {
+  auto d = py::reinterpret_borrow<py::dict>(h);
+  auto take = [&](const char* key, auto& v) {
+    const std::string raw = d[key].cast<std::string>();
+    v.resize(raw.size() / sizeof(v[0]));
+    std::memcpy(v.data(), raw.data(), v.size() * sizeof(v[0]));
+  };
+  sim::RankOperands r;
+  take("src", r.src);
+  take("src1", r.src1);
+  take("src_poison", r.src_poison);
+  take("src1_poison", r.src1_poison);
+  take("metadata", r.metadata);
+  return r;
+}
+
+// A CollectiveTransport that calls a Python function (the run releases the GIL; the call takes it).
+sim::CollectiveTransport python_transport(const py::object& fn) {
+  return [fn](const std::vector<int64_t>& members, const sim::RankOperands& mine) {
+    py::gil_scoped_acquire gil;
+    py::list got = fn(members, operands_to_python(mine));
+    std::vector<sim::RankOperands> out;
+    for (const py::handle& h : got) out.push_back(operands_from_python(h));
+    return out;
+  };
+}
+
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
 py::dict time_program(const codegen::EngineProgram& p, const py::list& args, bool timing_only, bool keep_timeline,
                       const std::string& backend) {
@@ -213,6 +254,22 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
   d["hbm_bytes_per_ns"] = config.hbm_bytes_per_ns;
   d["core_name"] = config.core_name;
   d["timeline"] = timeline_array(t.timeline);
+  py::list collectives;
+  for (const sim::TimedCollective& c : t.collectives) {
+    py::dict row;
+    row["rank"] = c.rank;
+    row["ir"] = c.ir;
+    row["arrive_ns"] = c.arrive_ns;
+    row["start_ns"] = c.start_ns;
+    row["end_ns"] = c.end_ns;
+    row["steps"] = c.steps;
+    row["step_bytes"] = c.step_bytes;
+    row["path"] = c.path;
+    row["kind"] = std::string(ir::to_string(std::get<ir::Collective>(p.kernel.body[c.ir].op).kind));
+    collectives.append(row);
+  }
+  d["collectives"] = collectives;
+  d["core_end_ns"] = t.core_end_ns;
   d["outputs"] = timing_only ? py::list() : host_tensors_to(run.outputs);
   d["args_after"] = timing_only ? py::list() : written_args_to(hosts, run.args_written);
   d["warnings"] = run.warnings;
@@ -502,7 +559,8 @@ void bind_builder(py::module_& m) {
       .def(
           "run",
           [](const codegen::EngineProgram& p, const py::list& args, const std::string& uninitialized,
-             const std::string& schedule, uint64_t seed, bool check_races, const std::string& backend) {
+             const std::string& schedule, uint64_t seed, bool check_races, const std::string& backend,
+             int64_t world_rank, int64_t world_ranks, const py::object& transport) {
             HostArgs host_args(args);
             std::vector<sim::HostTensor>& hosts = host_args.tensors;
             sim::InterpretOptions options;
@@ -517,6 +575,11 @@ void bind_builder(py::module_& m) {
                                     schedule + "\"");
             options.seed = seed;
             options.check_races = check_races;
+            if (world_rank >= 0) {
+              options.world_rank = world_rank;
+              options.world_ranks = world_ranks;
+              options.transport = python_transport(transport);
+            }
             sim::RunResult r = run_with_progress(p, hosts, options);
             py::dict counts;
             counts["backend"] = backend;
@@ -533,9 +596,12 @@ void bind_builder(py::module_& m) {
                                   counts);
           },
           py::arg("args"), py::arg("uninitialized") = "", py::arg("schedule") = "round_robin", py::arg("seed") = 0,
-          py::arg("check_races") = true, py::arg("backend") = "jit",
+          py::arg("check_races") = true, py::arg("backend") = "jit", py::arg("world_rank") = -1,
+          py::arg("world_ranks") = 0, py::arg("transport") = py::none(),
           "Run the engine program on the functional simulator (queues interleaved by `schedule`: "
-          "program_order | round_robin | random with `seed`)");
+          "program_order | round_robin | random with `seed`). With world_rank >= 0 the kernel is that rank "
+          "of world_ranks; transport(members, mine) -> [operands per member] exchanges collective operands "
+          "(each a dict of bytes: src, src1, src_poison, src1_poison, metadata)");
 
   py::class_<frontend::Builder>(m, "Builder")
       .def(py::init([](const std::string& name, const std::string& target) {

@@ -87,16 +87,14 @@ std::vector<Piece> variable_pieces(const Collective& op, const CollectiveShapes&
   return pieces;
 }
 
-std::vector<Piece> pieces_for(const Collective& op, const CollectiveShapes& shapes,
-                              const std::vector<int64_t>& members, const std::vector<RankOperands>& ranks, size_t receiver, Received& out,
+std::vector<Piece> pieces_for(const Collective& op, const CollectiveShapes& shapes, const std::vector<int64_t>& members,
+                              const std::vector<RankOperands>& ranks, size_t receiver, Received& out,
                               const CollectiveFail& fail) {
   const int n = static_cast<int>(ranks.size());
   const int64_t size = product(shapes.src_shape, 0, shapes.src_shape.size());
   switch (op.kind) {
-    case CollectiveKind::all_reduce:
-      return {{0, size, kAllRanks, 0}};
-    case CollectiveKind::all_gather:
-      return gather_pieces(op, shapes.src_shape, n);
+    case CollectiveKind::all_reduce: return {{0, size, kAllRanks, 0}};
+    case CollectiveKind::all_gather: return gather_pieces(op, shapes.src_shape, n);
     case CollectiveKind::reduce_scatter: {
       const int64_t chunk = size / n;
       return {{0, chunk, kAllRanks, static_cast<int64_t>(receiver) * chunk}};
@@ -115,11 +113,9 @@ std::vector<Piece> pieces_for(const Collective& op, const CollectiveShapes& shap
         }
       return {};
     case CollectiveKind::permute_implicit:
-    case CollectiveKind::permute_implicit_reduce:
-      return {{0, size, predecessor(receiver, ranks.size()), 0}};
+    case CollectiveKind::permute_implicit_reduce: return {{0, size, predecessor(receiver, ranks.size()), 0}};
     case CollectiveKind::all_gather_v:
-    case CollectiveKind::all_to_all_v:
-      return variable_pieces(op, shapes, ranks, receiver, out.recv_counts, fail);
+    case CollectiveKind::all_to_all_v: return variable_pieces(op, shapes, ranks, receiver, out.recv_counts, fail);
   }
   return {};
 }

@@ -520,11 +520,13 @@ bool Machine::exchange(std::vector<Core>& cores) {
 }
 
 void Machine::deadlock(const std::vector<Core>& cores) {
+  const bool ranks = std::any_of(kernel_.body.begin(), kernel_.body.end(),
+                                 [](const Instruction& i) { return std::holds_alternative<Collective>(i.op); });
   std::ostringstream msg;
-  msg << "the cores wait for each other forever:";
+  msg << "the " << (ranks ? "ranks" : "cores") << " wait for each other forever:";
   const Instruction* first = nullptr;
   for (const Core& c : cores) {
-    msg << "\n    core " << c.rank << ": ";
+    msg << "\n    " << (ranks ? "rank " : "core ") << c.rank << ": ";
     if (c.done()) {
       msg << "finished";
       continue;

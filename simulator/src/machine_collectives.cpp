@@ -20,9 +20,9 @@ std::string located(const Instruction& inst) {
 }
 
 bool same_call(const Collective& a, const Collective& b) {
-  return a.kind == b.kind && a.groups == b.groups && a.group_sizes == b.group_sizes && a.op == b.op &&
-         a.dim == b.dim && a.channel == b.channel && a.recv_counts_known == b.recv_counts_known &&
-         a.src.dtype == b.src.dtype && a.src.shape() == b.src.shape() && a.dst.shape() == b.dst.shape();
+  return a.kind == b.kind && a.groups == b.groups && a.group_sizes == b.group_sizes && a.op == b.op && a.dim == b.dim &&
+         a.channel == b.channel && a.recv_counts_known == b.recv_counts_known && a.src.dtype == b.src.dtype &&
+         a.src.shape() == b.src.shape() && a.dst.shape() == b.dst.shape();
 }
 
 }  // namespace
@@ -167,6 +167,8 @@ bool Machine::run_collectives(std::vector<Core>& cores) {
     if (cores[c].done() || !std::holds_alternative<Collective>(kernel_.body[cores[c].pc].op)) continue;
     const std::vector<int64_t> members = members_of(cores, c);
     if (members.empty()) {  // collective_permute naming no pair with this rank: it stays idle
+      // (in a torch.distributed job it still takes part in the exchange every rank makes)
+      if (options_.world_rank >= 0 && !options_.timing_only) options_.transport({}, RankOperands{});
       core_ = static_cast<int>(cores[c].rank);
       cores[c].pc = step(cores[c].pc);
       progressed = true;

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "collective_cost.h"
+#include "collectives.h"
 #include "knit/ir/op_traits.h"
 #include "native/workers.h"
 
@@ -138,6 +140,40 @@ const InstrTable& instruction_table(const codegen::EngineProgram& program, const
   return *static_cast<const InstrTable*>(slot.value.get());
 }
 
+// The ranks of one collective (logged one after another when it released them, from entry n):
+// they start when the last has drained its queues, and leave when the data has moved. Returns
+// the index of the group's last entry.
+size_t replay_collective(const codegen::EngineProgram& program, const Collective& op,
+                         const std::vector<Executed>& executed, size_t n, std::map<int, CoreClock>& cores,
+                         const MachineConfig& config, TimingReport& report) {
+  const std::vector<int64_t> members = collective_members(op, executed[n].core);
+  auto in_group = [&](size_t k) {
+    const Executed& e = executed[k];
+    return e.region < 0 && std::holds_alternative<Collective>(program.kernel.body[e.pc].op) &&
+           std::find(members.begin(), members.end(), e.core) != members.end();
+  };
+  size_t last = n;
+  while (last + 1 < executed.size() && in_group(last + 1) && executed[last + 1].core != executed[n].core &&
+         last + 1 - n < members.size())
+    ++last;
+  double start = 0;
+  for (size_t g = n; g <= last; ++g) start = std::max(start, cores[executed[g].core].now() + config.sync_ns);
+  const int64_t src_bytes = op.src.num_elements() * dtype_size(op.src.dtype);
+  const int64_t dst_bytes = op.dst.num_elements() * dtype_size(op.dst.dtype);
+  const CollectiveCost cost = collective_cost(op, members, src_bytes, dst_bytes, program.kernel.target);
+  const double end = start + cost.ns;
+  for (size_t g = n; g <= last; ++g) {
+    CoreClock& c = cores[executed[g].core];
+    report.collectives.push_back({executed[g].core, static_cast<uint32_t>(executed[g].pc), c.now(), start, end,
+                                  cost.steps, cost.step_bytes, cost.path});
+    c.queue_free.fill(end);
+    c.dma.block_until(end);
+    c.done = std::max(c.done, end);
+    ++report.barriers;
+  }
+  return last;
+}
+
 }  // namespace
 
 TimingReport simulate_timing(const codegen::EngineProgram& program, const std::vector<Executed>& executed,
@@ -164,8 +200,13 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
     if (x.region < 0) {  // a barrier: every queue drains, then the sync engine runs it
       double t = clock.now() + config.sync_ns;
       // Cores released together at a core_barrier / sendrecv (logged one after another) leave it
-      // together, when the last of them has arrived.
+      // together, when the last of them has arrived; a collective's ranks, after its data moved.
       size_t last = n;
+      if (const auto* op = std::get_if<Collective>(&program.kernel.body[x.pc].op)) {
+        last = replay_collective(program, *op, executed, n, cores, config, report);
+        n = last;
+        continue;
+      }
       if (is_core_sync(x))
         while (last + 1 < executed.size() && is_core_sync(executed[last + 1]) && executed[last + 1].core != x.core)
           t = std::max(t, cores[executed[++last].core].now() + config.sync_ns);
@@ -239,7 +280,13 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
     }
   }
   double slowest = 0;
-  for (const auto& [core, clock] : cores) slowest = std::max(slowest, clock.now());
+  for (const auto& [core, clock] : cores) {
+    slowest = std::max(slowest, clock.now());
+    if (core >= 0) {
+      report.core_end_ns.resize(std::max(report.core_end_ns.size(), static_cast<size_t>(core) + 1), 0);
+      report.core_end_ns[core] = clock.now();
+    }
+  }
   report.total_ns = slowest + config.launch_ns;
   return report;
 }

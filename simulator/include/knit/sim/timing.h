@@ -46,6 +46,17 @@ struct TimedInstruction {
   int64_t dma_bytes = 0;            // DMA: bytes the transfer moves
 };
 
+// One rank's part in one collective: it arrived at arrive_ns, the group's last rank arrived at
+// start_ns, and the data had moved at end_ns (collective_cost.h: `steps` ring steps over `path`).
+struct TimedCollective {
+  int32_t rank = 0;
+  uint32_t ir = 0;
+  double arrive_ns = 0, start_ns = 0, end_ns = 0;
+  int64_t steps = 0;
+  double step_bytes = 0;
+  const char* path = "none";
+};
+
 struct TimingReport {
   ir::Target target = ir::Target::trn2;
   double total_ns = 0;  // launch overhead + the slowest core
@@ -59,6 +70,8 @@ struct TimingReport {
   double pe_array_ns = 0;
   double dma_active_ns = 0;                // time the DMA bandwidth was in use
   std::vector<TimedInstruction> timeline;  // with keep_timeline
+  std::vector<TimedCollective> collectives;
+  std::vector<double> core_end_ns;  // per core (rank), when its last result was visible
 };
 
 TimingReport simulate_timing(const codegen::EngineProgram& program, const std::vector<Executed>& executed,

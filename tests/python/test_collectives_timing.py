@@ -1,0 +1,119 @@
+"""The collective cost model (simulator/src/collective_cost.cpp, docs/collectives.md) against
+hand-computed ring costs, and the per-rank timing of multi-rank kernels: a collective starts
+when the last rank of its group arrives, every rank leaves it together, and each rank's latency
+is its own."""
+import pytest
+
+import knit  # noqa: E402  (tests/python/conftest.py puts python/ on sys.path)
+import knit.collectives as cc  # noqa: E402
+import knit.isa as nisa  # noqa: E402
+import knit.language as nl  # noqa: E402
+import knit.typing as nt  # noqa: E402
+
+MIB = 1 << 20
+# The topology table's figures (collective_cost.cpp), restated from their sources.
+LINK_BYTES_PER_NS = {"trn1": 384, "trn2": 1280}  # NeuronLink per chip
+EFA_BYTES_PER_NS = {"trn1": 800 / 8 / 16, "trn2": 200 / 8}  # per chip
+RANKS_PER_CHIP = {"trn1": 2, "trn2": 4}
+LINK_STEP_NS, EFA_STEP_NS = 2000, 15000
+
+
+def collective_kernel(call, out_rows):
+    @knit.jit
+    def kernel(a):
+        buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
+        res = nl.ndarray((out_rows, a.shape[1]), dtype=a.dtype, buffer=nl.shared_hbm, name="res")
+        nisa.dma_copy(buf, a)
+        call(buf, res)
+        out = nl.ndarray(res.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(out, res)
+        return out
+    return kernel
+
+
+def timed(kernel, ranks, rows, target):
+    prof = knit.profile(knit.simulate(kernel, ranks=ranks), nt.tensor[[rows, 1024], nl.float32], target=target)
+    return prof, [c for c in prof.collectives if c["rank"] == 0][0]
+
+
+@pytest.mark.parametrize("target,ranks,path", [("trn1", 4, "neuronlink"), ("trn2", 8, "neuronlink"),
+                                               ("trn1", 64, "efa"), ("trn2", 4, "chip")])
+def test_all_reduce_ring_cost(target, ranks, path):
+    """2(N-1) steps of S/N bytes, each a step latency plus the bytes over the per-rank share of the
+    slowest hop (the chip's links or EFA shared by the group's ranks on that chip)."""
+    rows = 1024  # S = 4 MiB of fp32
+    kernel = collective_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([list(range(ranks))]), nl.add),
+                               rows)
+    _, c = timed(kernel, ranks, rows, target)
+    share = min(ranks, RANKS_PER_CHIP[target])
+    assert c["path"] == path and c["steps"] == 2 * (ranks - 1) and c["step_bytes"] == 4 * MIB / ranks
+    if path == "chip":
+        return  # through HBM: the machine table's per-core HBM rate (test_timing covers it)
+    latency, bw = (LINK_STEP_NS, LINK_BYTES_PER_NS[target]) if path == "neuronlink" else \
+        (EFA_STEP_NS, EFA_BYTES_PER_NS[target])
+    want = 2 * (ranks - 1) * (latency + 4 * MIB / ranks / (bw / share))
+    assert c["end_ns"] - c["start_ns"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("make,out_rows,steps,step_bytes", [
+    (lambda g: (lambda s, d: cc.all_gather([s], [d], g, 0)), 8 * 64, 7, 64 * 4096),
+    (lambda g: (lambda s, d: cc.all_to_all([s], [d], g, 0)), 64, 7, 64 * 4096 / 8),
+    (lambda g: (lambda s, d: cc.collective_permute_implicit([[s]], [[d]], g)), 64, 1, 64 * 4096),
+])
+def test_ring_steps_per_function(make, out_rows, steps, step_bytes):
+    """all_gather: N-1 steps of the whole src; all_to_all: N-1 of a chunk; a permute: one."""
+    call = make(cc.ReplicaGroup([list(range(8))]))
+    _, c = timed(collective_kernel(call, out_rows), 8, 64, "trn2")
+    assert (c["steps"], c["step_bytes"], c["path"]) == (steps, step_bytes, "neuronlink")
+    assert c["end_ns"] - c["start_ns"] == pytest.approx(steps * (LINK_STEP_NS + step_bytes / (1280 / 4)))
+
+
+def test_late_rank_holds_the_group_and_ranks_report_their_own_latency():
+    """Rank 1 does extra DMA work before the collective and rank 0 after it: the collective starts
+    when rank 1 arrives, both leave it together, and rank 0 ends last."""
+    from knit import _trace
+
+    @knit.jit
+    def kernel(a):
+        buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
+        res = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="res")
+        extra = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="extra")
+        rank = _trace.current().rank
+        nisa.dma_copy(buf, a)
+        for _ in range(4 if rank == 1 else 0):
+            nisa.dma_copy(extra, a)
+        cc.all_reduce([buf], [res], cc.ReplicaGroup([[0, 1]]), nl.add)
+        for _ in range(8 if rank == 0 else 0):
+            nisa.dma_copy(extra, res)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(out, res)
+        return out
+
+    prof = knit.profile(knit.simulate(kernel, ranks=2), nt.tensor[[512, 1024], nl.float32], target="trn2")
+    r0, r1 = sorted(prof.collectives, key=lambda c: c["rank"])
+    assert r1["arrive_ns"] > r0["arrive_ns"]
+    assert r0["start_ns"] == r1["start_ns"] >= r1["arrive_ns"]
+    assert r0["end_ns"] == r1["end_ns"] > r0["start_ns"]
+    assert prof.rank_latency_ns[0] > prof.rank_latency_ns[1]
+    assert prof.total_ns == pytest.approx(max(prof.rank_latency_ns))
+    bench = knit.benchmark(knit.simulate(kernel, ranks=2), nt.tensor[[512, 1024], nl.float32], target="trn2")
+    assert bench.benchmark_result.rank_latency_us == pytest.approx([ns / 1e3 for ns in prof.rank_latency_ns])
+    assert bench.benchmark_result.nc_latency.get_latency_percentile(50) == pytest.approx(prof.latency_us)
+
+
+def test_single_rank_group_costs_nothing_but_the_sync():
+    kernel = collective_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([[0], [1]]), nl.add), 64)
+    _, c = timed(kernel, 2, 64, "trn2")
+    assert (c["path"], c["steps"]) == ("none", 0) and c["end_ns"] == c["start_ns"]
+
+
+def test_trace_shows_each_ranks_wait_and_transfer():
+    kernel = collective_kernel(lambda s, d: cc.all_gather([s], [d], cc.ReplicaGroup([[0, 1, 2, 3]]), 0), 4 * 64)
+    prof, _ = timed(kernel, 4, 64, "trn2")
+    events = [e for e in prof.trace_events() if e.get("cat") == "collective"]
+    for c in prof.collectives:
+        mine = {e["name"]: e for e in events if e["pid"] == c["rank"]}
+        assert set(mine) == {"wait", "all_gather"}
+        assert mine["wait"]["ts"] * 1e3 == pytest.approx(c["arrive_ns"])
+        assert mine["all_gather"]["dur"] * 1e3 == pytest.approx(c["end_ns"] - c["start_ns"])
+        assert mine["all_gather"]["args"]["source"].rsplit(":", 1)[0].endswith("test_collectives_timing.py")
