@@ -65,14 +65,13 @@ void check_buffers(Checker& c, const Collective& op, bool sbuf_allowed) {
       c.fail("buffer", kind + " takes " + (sbuf_allowed ? "HBM or SBUF" : "HBM") + " tensors; " +
                            (v == &op.dst ? "dst" : "src") + " is in " + std::string(to_string(c.buffer(*v))));
   }
-  if (in_hbm(c, op.dst) != in_hbm(c, op.src))
-    c.fail("buffer", "src and dst must both be in HBM or both in SBUF");
+  if (in_hbm(c, op.dst) != in_hbm(c, op.src)) c.fail("buffer", "src and dst must both be in HBM or both in SBUF");
   if (op.src1) {
     if (!in_hbm(c, *op.src1)) c.fail("buffer", "srcs1 must be in HBM, like srcs0");
     c.same_dtype(*op.src1, "srcs1", op.src, "srcs0");
     if (op.src1->shape() != op.src.shape())
-      c.fail("collective-shape", "srcs1 " + shape_text(op.src1->shape()) + " must have srcs0's shape " +
-                                     shape_text(op.src.shape()));
+      c.fail("collective-shape",
+             "srcs1 " + shape_text(op.src1->shape()) + " must have srcs0's shape " + shape_text(op.src.shape()));
   }
 }
 
@@ -85,9 +84,9 @@ void check_scaled(Checker& c, const Collective& op, const View& big, const char*
                                  std::to_string(want.size()) + "-D " + small_name);
   want[op.dim] *= factor;
   if (big.shape() != want)
-    c.fail("collective-shape", std::string(big_name) + " is " + shape_text(big.shape()) + " but " + small_name +
-                                   " " + shape_text(small.shape()) + " over " + std::to_string(factor) +
-                                   " ranks along dim " + std::to_string(op.dim) + " needs " + shape_text(want));
+    c.fail("collective-shape", std::string(big_name) + " is " + shape_text(big.shape()) + " but " + small_name + " " +
+                                   shape_text(small.shape()) + " over " + std::to_string(factor) + " ranks along dim " +
+                                   std::to_string(op.dim) + " needs " + shape_text(want));
 }
 
 void check_dim(Checker& c, const Collective& op, bool sbuf_dim1) {
@@ -127,8 +126,8 @@ void check(Checker& c, const Collective& op) {
   const bool reduces = op.kind == CollectiveKind::all_reduce || op.kind == CollectiveKind::reduce_scatter ||
                        op.kind == CollectiveKind::permute_implicit_reduce;
   if (reduces && op.op != AluOp::add && op.op != AluOp::minimum && op.op != AluOp::maximum)
-    c.fail("alu-op", "a collective reduces with nl.add, nl.minimum or nl.maximum; got " +
-                         std::string(to_string(op.op)));
+    c.fail("alu-op",
+           "a collective reduces with nl.add, nl.minimum or nl.maximum; got " + std::string(to_string(op.op)));
   if (op.kind == CollectiveKind::permute) {
     check_pairs(c, op);
   } else {
@@ -153,17 +152,15 @@ void check(Checker& c, const Collective& op) {
         check_dim(c, op, false);
         check_same_shape(c, op);
         if (op.src.shape().empty() || op.src.shape()[0] % n)
-          c.fail("collective-shape", "all_to_all splits src's dim 0 into " + std::to_string(n) +
-                                         " equal chunks; " + shape_text(op.src.shape()) + " does not divide");
+          c.fail("collective-shape", "all_to_all splits src's dim 0 into " + std::to_string(n) + " equal chunks; " +
+                                         shape_text(op.src.shape()) + " does not divide");
         break;
       case CollectiveKind::all_gather_v:
         if (n != 4)
           c.fail("replica-group", "all_gather_v runs within one chip: every rank list has exactly 4 ranks (LNC=2)");
         check_metadata(c, op, n);
         break;
-      case CollectiveKind::all_to_all_v:
-        check_metadata(c, op, n);
-        break;
+      case CollectiveKind::all_to_all_v: check_metadata(c, op, n); break;
       default:  // permute_implicit, permute_implicit_reduce
         check_buffers(c, op, false);
         check_same_shape(c, op);

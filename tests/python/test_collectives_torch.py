@@ -63,8 +63,8 @@ def test_every_collective_over_torch_distributed_matches_in_process():
 
 def test_torchrun_tensor_parallel_mlp_example():
     out = torchrun(os.path.join(EXAMPLES, "collectives", "torchrun_tp_mlp.py"))
-    rows = re.findall(r"rank (\d) of 4: Tensor \(128, 256\), max abs error (\S+), equal to the in-process run: (True|False)",
-                      out)
+    rows = re.findall(r"rank (\d) of 4: Tensor \(128, 256\), max abs error (\S+), "
+                      r"equal to the in-process run: (True|False)", out)
     assert sorted(r for r, _, _ in rows) == ["0", "1", "2", "3"], out
     # fp32 sums of 512 products of O(1) terms: 2^-24 * 512 * |y| (|y| < 4) bounds the error.
     assert all(float(e) < 512 * 2.0 ** -24 * 4 and same == "True" for _, e, same in rows), rows
