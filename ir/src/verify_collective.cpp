@@ -156,6 +156,7 @@ void check(Checker& c, const Collective& op) {
                                          shape_text(op.src.shape()) + " does not divide");
         break;
       case CollectiveKind::all_gather_v:
+        c.requires_gen(3);  // LNC=2 only: trn2 and later
         if (n != 4)
           c.fail("replica-group", "all_gather_v runs within one chip: every rank list has exactly 4 ranks (LNC=2)");
         check_metadata(c, op, n);

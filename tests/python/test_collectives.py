@@ -404,3 +404,72 @@ def test_never_written_src_poisons_only_what_it_reaches():
     np.testing.assert_array_equal(outs[0], np.ones((2, 3)))
     with pytest.raises(KnitError, match="never-written"):
         knit.simulate(partly_written_gather(4), ranks=2)(np.ones((2, 3), np.float32))
+
+
+def variable_kernel(kind, dst_size):
+    @knit.jit
+    def kernel(a, meta):
+        buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
+        res = nl.ndarray((dst_size,), dtype=a.dtype, buffer=nl.shared_hbm, name="res")
+        m = nl.ndarray(meta.shape, dtype=meta.dtype, buffer=nl.shared_hbm, name="meta")
+        nisa.dma_copy(buf, a)
+        nisa.dma_copy(m, meta)
+        nisa.dma_copy(res, a.ap([[0, dst_size]]))  # every slot starts as a[0]: untouched elements keep it
+        kind([buf], [res], cc.ReplicaGroup([list(range(meta.shape[1]))]), m)
+        out = nl.ndarray((dst_size,), dtype=a.dtype, buffer=nl.shared_hbm)
+        counts = nl.ndarray(meta.shape, dtype=meta.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(out, res)
+        nisa.dma_copy(counts, m)
+        return out, counts
+    return kernel
+
+
+def test_all_to_all_v_example():
+    """nki-0.6-additions.md §3.6's example: 3 ranks, dst 12 elements (slots of 4)."""
+    srcs = [np.arange(1, 7, dtype=np.float32), np.arange(7, 10, dtype=np.float32),
+            np.array([10, 11], np.float32)]
+    counts, displs = [[1, 2, 3], [2, 0, 1], [0, 1, 1]], [[0, 1, 3], [0, 2, 2], [0, 0, 1]]
+    metas = [np.array([c, d, [0, 0, 0]], np.uint32) for c, d in zip(counts, displs)]
+    srcs = [np.pad(s, (0, 6 - len(s))) for s in srcs]  # one src shape for every rank
+    outs = knit.simulate(variable_kernel(cc.all_to_all_v, 12), ranks=3)(srcs, metas)
+    want = {0: {0: [1], 4: [7, 8]}, 1: {0: [2, 3], 8: [10]}, 2: {0: [4, 5, 6], 4: [9], 8: [11]}}
+    for r, (out, meta) in enumerate(outs):
+        expect = np.full(12, srcs[r][0], np.float32)
+        for at, values in want[r].items():
+            expect[at: at + len(values)] = values
+        np.testing.assert_array_equal(out, expect)
+        np.testing.assert_array_equal(meta[2], [counts[s][r] for s in range(3)])
+
+
+@pytest.mark.parametrize("n", RANKS)
+def test_all_to_all_v_random_counts(n):
+    rng = np.random.default_rng(n)
+    slot = 5
+    srcs = [rng.standard_normal(4 * n).astype(np.float32) for _ in range(n)]
+    counts = rng.integers(0, slot + 1, size=(n, n))
+    displs = rng.integers(0, 4 * n - slot + 1, size=(n, n))
+    metas = [np.array([counts[s], displs[s], np.zeros(n)], np.uint32) for s in range(n)]
+    outs = knit.simulate(variable_kernel(cc.all_to_all_v, slot * n), ranks=n)(srcs, metas)
+    for r, (out, meta) in enumerate(outs):
+        expect = np.full(slot * n, srcs[r][0], np.float32)
+        for s in range(n):
+            c, d = counts[s][r], displs[s][r]
+            expect[s * slot: s * slot + c] = srcs[s][d: d + c]
+        np.testing.assert_array_equal(out, expect)
+        np.testing.assert_array_equal(meta[2], counts[:, r])
+
+
+def test_variable_count_beyond_the_slot_is_an_error():
+    metas = [np.array([[3, 0], [0, 0], [0, 0]], np.uint32), np.zeros((3, 2), np.uint32)]
+    with pytest.raises(KnitError, match="receive slot of 2"):
+        knit.simulate(variable_kernel(cc.all_to_all_v, 4), ranks=2)([np.ones(4, np.float32)] * 2, metas)
+
+
+def test_all_gather_v_rank_rules():
+    metas = [np.zeros((3, 2), np.uint32)] * 2
+    with pytest.raises(KnitError, match="exactly 4 ranks"):
+        knit.simulate(variable_kernel(cc.all_gather_v, 8), ranks=2)([np.ones(4, np.float32)] * 2, metas)
+    kernel = variable_kernel(cc.all_gather_v, 8)
+    with pytest.raises(KnitError, match="gen3"):
+        knit.simulate(kernel, ranks=4).compile([np.ones(4, np.float32)] * 4, [np.zeros((3, 4), np.uint32)] * 4,
+                                               target="trn1")
