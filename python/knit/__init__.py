@@ -16,7 +16,8 @@ from . import cache, collectives, isa, language, typing  # noqa: F401
 from ._compare import compare_profiles  # noqa: F401
 from ._distributed import distributed  # noqa: F401
 from ._dtypes import dtype  # noqa: F401  (nki.dtype, used in kernels' type annotations)
-from ._kernel import Compiled, Kernel, baremetal, compile, jit, simulate, simulate_kernel  # noqa: F401
+from ._kernel import Compiled, Kernel, baremetal, compile, jit, simulate_kernel  # noqa: F401
+from ._ranks import simulate  # noqa: F401
 from ._version import __version__  # noqa: F401
 from .autotune import Autotuned, autotune  # noqa: F401
 from .benchmark import Benchmark, benchmark  # noqa: F401

@@ -523,17 +523,11 @@ def jit(fn: Callable[..., Any] | None = None, mode: str | None = None,
     return Kernel(fn, **{k: v for k, v in kwargs.items() if k == "platform_target"})
 
 
-def simulate(kernel: Callable[..., Any], ranks: int | None = None, rank_dim: bool = False) -> Any:
+def simulate(kernel: Callable[..., Any]) -> Kernel:
     """knit.simulate(kernel)(*args): run on the CPU simulator (a plain function is wrapped). The
     result is the kernel itself, so ``knit.simulate(kernel)[2](...)`` launches an LNC2 grid as
-    ``knit.simulate(kernel[2])(...)`` does. With ``ranks=N`` the kernel runs on N ranks that meet
-    at nki.collectives calls (knit/_ranks.py): per-rank inputs as lists of N arrays (or, with
-    rank_dim=True, a leading rank dimension), one result per rank."""
-    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
-    if ranks is None:
-        return k
-    from ._ranks import RankedKernel
-    return RankedKernel(k, ranks, rank_dim)
+    ``knit.simulate(kernel[2])(...)`` does. (knit.simulate with ``ranks=`` is _ranks.simulate.)"""
+    return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
 
 
 def baremetal(kernel: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from . import _trace
-from ._kernel import Compiled, Kernel, _arg_key, _as_positional, _is_array, default_backend, tensor_spec
+from ._kernel import (
+    Compiled,
+    Kernel,
+    _arg_key,
+    _as_positional,
+    _is_array,
+    default_backend,
+    simulate as _simulate_one,
+    tensor_spec,
+)
 from ._tensor import NkiTensor
 from .errors import user_error
 from .isa import _TARGETS, target_from_env
@@ -169,3 +178,12 @@ def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str,
     compiled.single_per_rank = single
     return compiled
 
+
+
+def simulate(kernel: Any, ranks: int | None = None, rank_dim: bool = False) -> Any:
+    """knit.simulate(kernel)(*args): run on the CPU simulator (a plain function is wrapped); the
+    result is the kernel itself, so ``knit.simulate(kernel)[2](...)`` launches an LNC2 grid. With
+    ``ranks=N`` the kernel runs on N ranks that meet at nki.collectives calls: per-rank inputs as
+    lists of N arrays (or, with rank_dim=True, a leading rank dimension), one result per rank."""
+    k = _simulate_one(kernel)
+    return k if ranks is None else RankedKernel(k, ranks, rank_dim)

@@ -20,12 +20,12 @@ namespace {
 // cores per chip). "estimated" = Knit's estimate, no published figure.
 struct Topology {
   Target target;
-  int ranks_per_chip;         // trn1: 2 cores per chip; trn2/trn3 at LNC=2: 4 [arch], [lnc]
-  int chips_per_node;         // [inst]
-  double link_bytes_per_ns;   // NeuronLink, per chip, all links together [chip]
-  double efa_bytes_per_ns;    // EFA, per chip [inst]
-  double link_latency_ns;     // per ring step over NeuronLink (estimated: a DMA's fixed cost + a hop)
-  double efa_latency_ns;      // per ring step across nodes [inst]
+  int ranks_per_chip;        // trn1: 2 cores per chip; trn2/trn3 at LNC=2: 4 [arch], [lnc]
+  int chips_per_node;        // [inst]
+  double link_bytes_per_ns;  // NeuronLink, per chip, all links together [chip]
+  double efa_bytes_per_ns;   // EFA, per chip [inst]
+  double link_latency_ns;    // per ring step over NeuronLink (estimated: a DMA's fixed cost + a hop)
+  double efa_latency_ns;     // per ring step across nodes [inst]
 };
 
 constexpr Topology kTopologies[] = {
@@ -54,13 +54,9 @@ void ring_shape(const Collective& op, int64_t n, double src, double dst, Collect
     case CollectiveKind::all_reduce:  // reduce-scatter then all-gather of 1/n chunks
       c.steps = 2 * (n - 1), c.step_bytes = src / n;
       break;
-    case CollectiveKind::all_gather:
-      c.steps = n - 1, c.step_bytes = src;
-      break;
+    case CollectiveKind::all_gather: c.steps = n - 1, c.step_bytes = src; break;
     case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_to_all:
-      c.steps = n - 1, c.step_bytes = src / n;
-      break;
+    case CollectiveKind::all_to_all: c.steps = n - 1, c.step_bytes = src / n; break;
     case CollectiveKind::all_gather_v:
     case CollectiveKind::all_to_all_v:  // at most a receive slot per step
       c.steps = n - 1, c.step_bytes = dst / n;

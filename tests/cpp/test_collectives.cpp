@@ -2,8 +2,8 @@
 // interpreter and checked against hand-computed values.
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <knit/cc.h>
+#include <catch2/catch.hpp>
 
 #include "test_util.h"
 
@@ -60,8 +60,8 @@ TEST_CASE("cc: rank_id offsets a view; a ring step moves each rank's row on", "[
   };
   ir::Kernel k = cc::trace_ranks("ring", kernel, {arg({3, 3}, nl::float32, "table")}, 3);
   const std::vector<float> table{0, 1, 2, 10, 11, 12, 20, 21, 22};
-  auto out = run(k, {host(DT::float32, {3, 3}, table), host(DT::float32, {3, 3}, table),
-                     host(DT::float32, {3, 3}, table)});
+  auto out = run(
+      k, {host(DT::float32, {3, 3}, table), host(DT::float32, {3, 3}, table), host(DT::float32, {3, 3}, table)});
   for (int r = 0; r < 3; ++r) {
     const int from = (r + 2) % 3;  // its predecessor in the ring
     for (int j = 0; j < 3; ++j) CHECK(out[r].get(j) == table[3 * from + j]);
@@ -78,5 +78,6 @@ TEST_CASE("cc: a rank that skips a collective deadlocks with every rank named", 
   };
   ir::Kernel k = cc::trace_ranks("skip", kernel, {arg({1, 2}, nl::float32)}, 2);
   std::vector<HostTensor> args{host(DT::float32, {1, 2}, {1, 2}), host(DT::float32, {1, 2}, {3, 4})};
-  CHECK_THROWS_WITH(run(k, args), Catch::Contains("rank 0: finished") && Catch::Contains("rank 1: waits at collective"));
+  CHECK_THROWS_WITH(run(k, args),
+                    Catch::Contains("rank 0: finished") && Catch::Contains("rank 1: waits at collective"));
 }

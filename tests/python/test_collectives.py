@@ -13,10 +13,15 @@ from knit.errors import KnitError  # noqa: E402
 RANKS = [2, 4, 8]
 
 
-def groups_for(n, split):
-    """[[0..n-1]] or, split, two halves [[0..n/2-1], [n/2..n-1]]."""
+GROUPINGS = ["all", "reversed", "halves", "interleaved", "pairs"]
+
+
+def groups_for(n, grouping):
+    """The replica group of a grouping over n ranks: all ranks; all in reverse order (positions
+    differ from ranks); two halves; even and odd ranks; consecutive pairs."""
     ranks = list(range(n))
-    return [ranks[: n // 2], ranks[n // 2:]] if split else [ranks]
+    return {"all": [ranks], "reversed": [ranks[::-1]], "halves": [ranks[: n // 2], ranks[n // 2:]],
+            "interleaved": [ranks[0::2], ranks[1::2]], "pairs": [ranks[i:i + 2] for i in range(0, n, 2)]}[grouping]
 
 
 def position(groups, r):
@@ -46,10 +51,10 @@ def inputs(n, shape, dtype=np.float32, seed=0):
 
 
 @pytest.mark.parametrize("n", RANKS)
-@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("grouping", GROUPINGS)
 @pytest.mark.parametrize("op,np_op", [(nl.add, np.add), (nl.maximum, np.maximum), (nl.minimum, np.minimum)])
-def test_all_reduce(n, split, op, np_op):
-    groups = groups_for(n, split)
+def test_all_reduce(n, grouping, op, np_op):
+    groups = groups_for(n, grouping)
     xs = inputs(n, (4, 24))
     outs = knit.simulate(hbm_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup(groups), op), (4, 24)),
                          ranks=n)(xs)
@@ -84,9 +89,9 @@ def test_all_reduce_int32_exact():
 
 
 @pytest.mark.parametrize("n", RANKS)
-@pytest.mark.parametrize("split", [False, True])
-def test_all_gather_hbm_dim0(n, split):
-    groups = groups_for(n, split)
+@pytest.mark.parametrize("grouping", GROUPINGS)
+def test_all_gather_hbm_dim0(n, grouping):
+    groups = groups_for(n, grouping)
     size = len(groups[0])
     xs = inputs(n, (3, 5))
     outs = knit.simulate(hbm_kernel(lambda s, d: cc.all_gather([s], [d], cc.ReplicaGroup(groups), 0),
@@ -97,25 +102,26 @@ def test_all_gather_hbm_dim0(n, split):
 
 
 @pytest.mark.parametrize("n", RANKS)
-@pytest.mark.parametrize("split", [False, True])
-def test_reduce_scatter_hbm(n, split):
-    groups = groups_for(n, split)
+@pytest.mark.parametrize("grouping", GROUPINGS)
+@pytest.mark.parametrize("op,np_op", [(nl.add, np.add), (nl.maximum, np.maximum), (nl.minimum, np.minimum)])
+def test_reduce_scatter_hbm(n, grouping, op, np_op):
+    groups = groups_for(n, grouping)
     size = len(groups[0])
     xs = inputs(n, (2 * size, 6))
-    outs = knit.simulate(hbm_kernel(lambda s, d: cc.reduce_scatter([s], [d], cc.ReplicaGroup(groups), 0, nl.add),
+    outs = knit.simulate(hbm_kernel(lambda s, d: cc.reduce_scatter([s], [d], cc.ReplicaGroup(groups), 0, op),
                                     (2, 6)), ranks=n)(xs)
     for r in range(n):
         g, pos = position(groups, r)
         want = xs[g[0]]
         for q in g[1:]:
-            want = (want + xs[q]).astype(np.float32)
+            want = np_op(want, xs[q]).astype(np.float32)
         np.testing.assert_array_equal(outs[r], want[2 * pos: 2 * pos + 2])
 
 
 @pytest.mark.parametrize("n", RANKS)
-@pytest.mark.parametrize("split", [False, True])
-def test_all_to_all(n, split):
-    groups = groups_for(n, split)
+@pytest.mark.parametrize("grouping", GROUPINGS)
+def test_all_to_all(n, grouping):
+    groups = groups_for(n, grouping)
     size = len(groups[0])
     xs = inputs(n, (3 * size, 4))
     outs = knit.simulate(hbm_kernel(lambda s, d: cc.all_to_all([s], [d], cc.ReplicaGroup(groups), 0),
@@ -151,9 +157,9 @@ def test_collective_permute_ring_and_idle_rank(n):
 
 
 @pytest.mark.parametrize("n", RANKS)
-@pytest.mark.parametrize("split", [False, True])
-def test_permute_implicit_ring_step(n, split):
-    groups = groups_for(n, split)
+@pytest.mark.parametrize("grouping", GROUPINGS)
+def test_permute_implicit_ring_step(n, grouping):
+    groups = groups_for(n, grouping)
     xs = inputs(n, (2, 4))
     outs = knit.simulate(hbm_kernel(lambda s, d: cc.collective_permute_implicit([[s]], [[d]], cc.ReplicaGroup(groups)),
                                     (2, 4)), ranks=n)(xs)
@@ -206,6 +212,26 @@ def test_sbuf_all_gather_dim1_and_all_reduce():
         np.testing.assert_array_equal(summed, xs[0] + xs[1])
 
 
+@pytest.mark.parametrize("n", RANKS)
+def test_sbuf_reduce_scatter(n):
+    @knit.jit
+    def kernel(a):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        part = nl.ndarray((a.shape[0] // n, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(t, a)
+        cc.reduce_scatter([t], [part], cc.ReplicaGroup([list(range(n))]), 0, nl.add)
+        out = nl.ndarray(part.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(out, part)
+        return out
+
+    xs = inputs(n, (4 * n, 8))
+    total = xs[0]
+    for x in xs[1:]:
+        total = (total + x).astype(np.float32)
+    for r, o in enumerate(knit.simulate(kernel, ranks=n)(xs)):
+        np.testing.assert_array_equal(o, total[4 * r: 4 * r + 4])
+
+
 def test_coalesced_all_reduce_two_tensors():
     @knit.jit
     def kernel(a, b):
@@ -237,7 +263,7 @@ def test_shared_input_and_rank_dim():
     np.testing.assert_array_equal(out, np.broadcast_to(7 * x, (3, 2, 3)))
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", RANKS)
 def test_rank_id_offsets_a_view(n):
     """rank_id() as the scalar_offset of an .ap() view: rank r copies row r of its table."""
     @knit.jit
@@ -254,7 +280,7 @@ def test_rank_id_offsets_a_view(n):
 
 
 @pytest.mark.filterwarnings("ignore:nl.dynamic_range is deprecated")
-@pytest.mark.parametrize("ring", [[0, 1, 2, 3], [3, 1, 0, 2]])
+@pytest.mark.parametrize("ring", [[0, 1], [0, 1, 2, 3], [3, 1, 0, 2], list(range(8)), [7, 5, 3, 1, 0, 2, 4, 6]])
 def test_current_processing_rank_id_through_a_loop(ring):
     """ring[(pos(self) - k) mod N] for k = 0..N-1, from a device loop's register (both an
     arithmetic ring and a shuffled one) and from Python ints."""

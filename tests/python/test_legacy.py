@@ -137,7 +137,7 @@ def test_legacy_examples_run_as_scripts():
 
 
 # ---- knit.compat --------------------------------------------------------------------------------------
-_ALIASES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.lnc", "neuronxcc", "neuronxcc.nki",
+_ALIASES = ["nki", "nki.language", "nki.isa", "nki.typing", "nki.lnc", "nki.collectives", "neuronxcc", "neuronxcc.nki",
             "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing", "neuronxcc.nki.compiler"]
 
 
@@ -204,6 +204,8 @@ def test_compat_import_nki_is_current_api(clean_compat):
 
     assert nki_mod is knit and nki.language is knit.language and nki.isa is knit.isa and nki.typing is knit.typing
     assert nki.lnc.sendrecv is knit.isa.sendrecv
+    import nki.collectives
+    assert nki.collectives.all_reduce is knit.collectives.all_reduce
     import neuronxcc
 
     assert neuronxcc.nki is sys.modules["knit.legacy"]
