@@ -41,15 +41,18 @@ class RankedKernel:
     whose leading dimension indexes the ranks). Returns one result per rank (a list), or with
     ``rank_dim=True`` the results stacked along a new leading dimension."""
 
-    def __init__(self, kernel: Kernel, ranks: int, rank_dim: bool = False):
+    def __init__(self, kernel: Kernel, ranks: int, rank_dim: bool = False, lnc: int | None = None):
         if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
             raise ValueError(f"ranks must be a positive int, got {ranks!r}")
+        if lnc not in (None, 1, 2):
+            raise ValueError(f"lnc (physical cores per rank) must be 1 or 2, got {lnc!r}")
         if kernel.grid:
             raise ValueError("a multi-rank launch of an LNC grid (kernel[2]) is not supported; launch the kernel "
                              "without a grid")
         self.kernel = kernel
         self.ranks = ranks
         self.rank_dim = rank_dim
+        self.lnc = lnc
         self._cache: dict = {}
 
     def per_rank(self, args: Sequence[Any], kwargs: dict) -> list[tuple[list, dict]]:
@@ -80,7 +83,10 @@ class RankedKernel:
         key = (target, tuple((tuple(_arg_key(a) for a in ra), tuple(sorted((k, _arg_key(v)) for k, v in rk.items())))
                              for ra, rk in per_rank))
         if key not in self._cache:
+            if self.lnc == 2 and target == "trn1":
+                raise ValueError("lnc=2 needs trn2 or trn3: a trn1 rank is one NeuronCore")
             self._cache[key] = _trace_ranks(self.kernel, per_rank, target)
+            self._cache[key].lnc = self.lnc or 0
         return self._cache[key]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -99,6 +105,7 @@ class RankedCompiled(Compiled):
     ranks = 1
     outputs_per_rank = 0
     single_per_rank = False
+    lnc = 0  # physical cores per rank for the collective cost model (0: the target's default)
 
     def run_ranks(self, per_rank: list[tuple[list, dict]]) -> list[Any]:
         flat = flat_args(per_rank)
@@ -180,10 +187,12 @@ def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str,
 
 
 
-def simulate(kernel: Any, ranks: int | None = None, rank_dim: bool = False) -> Any:
+def simulate(kernel: Any, ranks: int | None = None, rank_dim: bool = False, lnc: int | None = None) -> Any:
     """knit.simulate(kernel)(*args): run on the CPU simulator (a plain function is wrapped); the
     result is the kernel itself, so ``knit.simulate(kernel)[2](...)`` launches an LNC2 grid. With
     ``ranks=N`` the kernel runs on N ranks that meet at nki.collectives calls: per-rank inputs as
-    lists of N arrays (or, with rank_dim=True, a leading rank dimension), one result per rank."""
+    lists of N arrays (or, with rank_dim=True, a leading rank dimension), one result per rank.
+    ``lnc`` (1 or 2) sets how many physical cores make a rank for the timing model's topology
+    (default: 1 on trn1, 2 on trn2 and trn3, so 4 ranks per trn2 chip; lnc=1 gives 8)."""
     k = _simulate_one(kernel)
-    return k if ranks is None else RankedKernel(k, ranks, rank_dim)
+    return k if ranks is None else RankedKernel(k, ranks, rank_dim, lnc)

@@ -247,7 +247,8 @@ def profile(kernel: Callable[..., Any], *args: Any, target: str | None = None, t
     shapes_only = has_placeholders(args) if timing_only is None else bool(timing_only)
     flat = _ranks.flat_args(ranked.per_rank(args, kwargs)) if ranked else args
     hosts, originals, any_torch = Kernel._hosts(compiled, flat, shapes_only=shapes_only)
-    data = _trace.core_call(compiled.program.time, hosts, shapes_only, True, _kernel.default_backend())
+    data = _trace.core_call(compiled.program.time, hosts, shapes_only, True, _kernel.default_backend(),
+                            getattr(compiled, "lnc", 0))
     outputs = None
     if not shapes_only:
         outputs = Kernel._results(compiled, data["outputs"], data["args_after"], data["warnings"], originals,

@@ -219,7 +219,7 @@ sim::CollectiveTransport python_transport(const py::object& fn) {
 
 // Timing of an engine program as plain Python data (knit/profile.py builds the Profile on it).
 py::dict time_program(const codegen::EngineProgram& p, const py::list& args, bool timing_only, bool keep_timeline,
-                      const std::string& backend) {
+                      const std::string& backend, int lnc) {
   HostArgs host_args(args, timing_only);
   std::vector<sim::HostTensor>& hosts = host_args.tensors;
   sim::InterpretOptions options;
@@ -231,7 +231,7 @@ py::dict time_program(const codegen::EngineProgram& p, const py::list& args, boo
   sim::TimingReport t;
   {
     py::gil_scoped_release release;
-    t = sim::simulate_timing(p, run.executed, keep_timeline);
+    t = sim::simulate_timing(p, run.executed, keep_timeline, lnc);
   }
   const sim::MachineConfig& config = sim::machine_config(p.kernel.target);
   py::dict d;
@@ -554,8 +554,9 @@ void bind_builder(py::module_& m) {
           },
           py::arg("timeline"), "Chrome / Perfetto trace JSON of a timeline (the `timeline` of time())")
       .def("time", &time_program, py::arg("args"), py::arg("timing_only"), py::arg("keep_timeline") = true,
-           py::arg("backend") = "jit",
-           "Run (or, timing_only, just walk) the engine program and time it; returns a dict")
+           py::arg("backend") = "jit", py::arg("lnc") = 0,
+           "Run (or, timing_only, just walk) the engine program and time it (lnc: physical cores per rank of a "
+           "multi-rank kernel, 0 for the target's default); returns a dict")
       .def(
           "run",
           [](const codegen::EngineProgram& p, const py::list& args, const std::string& uninitialized,

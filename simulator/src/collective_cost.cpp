@@ -16,11 +16,12 @@ namespace {
 // bandwidth per chip: "Inter-chip Interconnect" 384 and 1280 GB/s per chip, NeuronLink-v4
 // 2.56 TB/s per device); [inst] the Trn1 and Trn2 instance pages (16 chips per instance; EFA
 // 800 Gbps per trn1.32xlarge, 200 Gbps per Trainium2 chip; about 15 us minimal inter-server
-// latency); [lnc] the Logical NeuronCore page (trn2 and trn3 default to LNC=2: 4 ranks of 8
-// cores per chip). "estimated" = Knit's estimate, no published figure.
+// latency); [lnc] the Logical NeuronCore page (trn2 and trn3 default to LNC=2, two of a chip's 8
+// cores per rank). "estimated" = Knit's estimate, no published figure.
 struct Topology {
   Target target;
-  int ranks_per_chip;        // trn1: 2 cores per chip; trn2/trn3 at LNC=2: 4 [arch], [lnc]
+  int cores_per_chip;        // trn1: 2, trn2/trn3: 8 [arch]
+  int default_lnc;           // physical cores per rank: trn1 1, trn2/trn3 2 [lnc]
   int chips_per_node;        // [inst]
   double link_bytes_per_ns;  // NeuronLink, per chip, all links together [chip]
   double efa_bytes_per_ns;   // EFA, per chip [inst]
@@ -29,9 +30,9 @@ struct Topology {
 };
 
 constexpr Topology kTopologies[] = {
-    {Target::trn1, 2, 16, 384, 800.0 / 8 / 16, 2000, 15000},  // EFA: 800 Gbps per 16-chip instance
-    {Target::trn2, 4, 16, 1280, 200.0 / 8, 2000, 15000},
-    {Target::trn3, 4, 16, 2560, 200.0 / 8, 2000, 15000},  // EFA as trn2 (estimated: no trn3 figure)
+    {Target::trn1, 2, 1, 16, 384, 800.0 / 8 / 16, 2000, 15000},  // EFA: 800 Gbps per 16-chip instance
+    {Target::trn2, 8, 2, 16, 1280, 200.0 / 8, 2000, 15000},
+    {Target::trn3, 8, 2, 16, 2560, 200.0 / 8, 2000, 15000},  // EFA as trn2 (estimated: no trn3 figure)
 };
 
 const Topology& topology(Target t) {
@@ -69,18 +70,21 @@ void ring_shape(const Collective& op, int64_t n, double src, double dst, Collect
 
 }  // namespace
 
+int default_lnc(Target target) { return topology(target).default_lnc; }
+
 CollectiveCost collective_cost(const Collective& op, const std::vector<int64_t>& members, int64_t src_bytes,
-                               int64_t dst_bytes, Target target) {
+                               int64_t dst_bytes, Target target, int lnc) {
   CollectiveCost c;
   const int64_t n = static_cast<int64_t>(members.size());
   if (n < 2) return c;
   const Topology& topo = topology(target);
-  const int64_t per_node = int64_t{topo.ranks_per_chip} * topo.chips_per_node;
+  const int ranks_per_chip = topo.cores_per_chip / (lnc > 0 ? lnc : topo.default_lnc);
+  const int64_t per_node = int64_t{ranks_per_chip} * topo.chips_per_node;
   auto same = [&](int64_t unit) {
     return std::all_of(members.begin(), members.end(), [&](int64_t r) { return r / unit == members[0] / unit; });
   };
-  const double sharing = static_cast<double>(busiest_chip(members, topo.ranks_per_chip));
-  if (same(topo.ranks_per_chip)) {  // cores of one chip: through HBM by DMA
+  const double sharing = static_cast<double>(busiest_chip(members, ranks_per_chip));
+  if (same(ranks_per_chip)) {  // cores of one chip: through HBM by DMA
     const MachineConfig& config = machine_config(target);
     c.path = "chip", c.step_latency_ns = config.dma_fixed_ns;
     c.bytes_per_ns = config.hbm_bytes_per_ns;

@@ -21,8 +21,12 @@ struct CollectiveCost {
 };
 
 // The cost of `op` among `members` (world ranks, in position order) on `target`, for a src of
-// src_bytes and a dst of dst_bytes on each rank.
+// src_bytes and a dst of dst_bytes on each rank, with `lnc` physical cores per rank (0: the
+// target's default, 1 on trn1 and 2 on trn2 / trn3).
 CollectiveCost collective_cost(const ir::Collective& op, const std::vector<int64_t>& members, int64_t src_bytes,
-                               int64_t dst_bytes, ir::Target target);
+                               int64_t dst_bytes, ir::Target target, int lnc = 0);
+
+// The target's default logical-core size (physical cores per rank).
+int default_lnc(ir::Target target);
 
 }  // namespace knit::sim

@@ -145,7 +145,7 @@ const InstrTable& instruction_table(const codegen::EngineProgram& program, const
 // the index of the group's last entry.
 size_t replay_collective(const codegen::EngineProgram& program, const Collective& op,
                          const std::vector<Executed>& executed, size_t n, std::map<int, CoreClock>& cores,
-                         const MachineConfig& config, TimingReport& report) {
+                         const MachineConfig& config, int lnc, TimingReport& report) {
   const std::vector<int64_t> members = collective_members(op, executed[n].core);
   auto in_group = [&](size_t k) {
     const Executed& e = executed[k];
@@ -160,7 +160,7 @@ size_t replay_collective(const codegen::EngineProgram& program, const Collective
   for (size_t g = n; g <= last; ++g) start = std::max(start, cores[executed[g].core].now() + config.sync_ns);
   const int64_t src_bytes = op.src.num_elements() * dtype_size(op.src.dtype);
   const int64_t dst_bytes = op.dst.num_elements() * dtype_size(op.dst.dtype);
-  const CollectiveCost cost = collective_cost(op, members, src_bytes, dst_bytes, program.kernel.target);
+  const CollectiveCost cost = collective_cost(op, members, src_bytes, dst_bytes, program.kernel.target, lnc);
   const double end = start + cost.ns;
   for (size_t g = n; g <= last; ++g) {
     CoreClock& c = cores[executed[g].core];
@@ -177,7 +177,7 @@ size_t replay_collective(const codegen::EngineProgram& program, const Collective
 }  // namespace
 
 TimingReport simulate_timing(const codegen::EngineProgram& program, const std::vector<Executed>& executed,
-                             bool keep_timeline) {
+                             bool keep_timeline, int lnc) {
   const MachineConfig& config = machine_config(program.kernel.target);
   TimingReport report;
   report.target = program.kernel.target;
@@ -203,7 +203,7 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       // together, when the last of them has arrived; a collective's ranks, after its data moved.
       size_t last = n;
       if (const auto* op = std::get_if<Collective>(&program.kernel.body[x.pc].op)) {
-        last = replay_collective(program, *op, executed, n, cores, config, report);
+        last = replay_collective(program, *op, executed, n, cores, config, lnc, report);
         n = last;
         continue;
       }

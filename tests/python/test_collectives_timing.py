@@ -117,3 +117,21 @@ def test_trace_shows_each_ranks_wait_and_transfer():
         assert mine["wait"]["ts"] * 1e3 == pytest.approx(c["arrive_ns"])
         assert mine["all_gather"]["dur"] * 1e3 == pytest.approx(c["end_ns"] - c["start_ns"])
         assert mine["all_gather"]["args"]["source"].rsplit(":", 1)[0].endswith("test_collectives_timing.py")
+
+
+@pytest.mark.parametrize("lnc,path,share", [(None, "neuronlink", 4), (2, "neuronlink", 4), (1, "chip", None)])
+def test_lnc_sets_ranks_per_chip(lnc, path, share):
+    """trn2 at LNC=2 (the default) puts 4 ranks on a chip, so 8 ranks span two chips; at LNC=1 a
+    chip holds 8 and the all_reduce stays on it."""
+    kernel = collective_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([list(range(8))]), nl.add), 64)
+    prof = knit.profile(knit.simulate(kernel, ranks=8, lnc=lnc), nt.tensor[[64, 1024], nl.float32], target="trn2")
+    c = prof.collectives[0]
+    assert c["path"] == path
+    if share:
+        assert c["end_ns"] - c["start_ns"] == pytest.approx(14 * (LINK_STEP_NS + 64 * 4096 / 8 / (1280 / share)))
+
+
+def test_lnc2_on_trn1_is_refused():
+    kernel = collective_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([[0, 1]]), nl.add), 64)
+    with pytest.raises(ValueError, match="lnc=2 needs trn2"):
+        knit.profile(knit.simulate(kernel, ranks=2, lnc=2), nt.tensor[[64, 1024], nl.float32], target="trn1")

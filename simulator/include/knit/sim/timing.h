@@ -74,7 +74,9 @@ struct TimingReport {
   std::vector<double> core_end_ns;  // per core (rank), when its last result was visible
 };
 
+// `lnc`: physical cores per rank of a multi-rank kernel, for the collective cost model (0: the
+// target's default).
 TimingReport simulate_timing(const codegen::EngineProgram& program, const std::vector<Executed>& executed,
-                             bool keep_timeline);
+                             bool keep_timeline, int lnc = 0);
 
 }  // namespace knit::sim
