@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 
 #include "knit/sim/machine_config.h"
 
@@ -72,6 +73,67 @@ void ring_shape(const Collective& op, int64_t n, double src, double dst, Collect
 
 int default_lnc(Target target) { return topology(target).default_lnc; }
 
+namespace {
+
+struct Hop {
+  const char* name;
+  double latency_ns, bytes_per_ns;
+};
+
+struct Placement {
+  const Topology& topo;
+  int ranks_per_chip;
+  int64_t per_node;
+  bool same(const std::vector<int64_t>& ranks, int64_t unit) const {
+    return std::all_of(ranks.begin(), ranks.end(), [&](int64_t r) { return r / unit == ranks[0] / unit; });
+  }
+  // The slowest hop a ring over `ranks` crosses, with the bandwidth share of one rank (the ranks
+  // of `ranks` on one chip share its links).
+  Hop hop(const std::vector<int64_t>& ranks, Target target) const {
+    const double sharing = static_cast<double>(busiest_chip(ranks, ranks_per_chip));
+    if (same(ranks, ranks_per_chip)) {  // cores of one chip: through HBM by DMA
+      const MachineConfig& config = machine_config(target);
+      return {"chip", config.dma_fixed_ns, config.hbm_bytes_per_ns};
+    }
+    if (same(ranks, per_node)) return {"neuronlink", topo.link_latency_ns, topo.link_bytes_per_ns / sharing};
+    return {"efa", topo.efa_latency_ns, topo.efa_bytes_per_ns / sharing};
+  }
+  // The group's ranks on each node, when every node holds the same number (>= 2) of them.
+  std::vector<std::vector<int64_t>> even_nodes(const std::vector<int64_t>& members) const {
+    std::map<int64_t, std::vector<int64_t>> by_node;
+    for (int64_t r : members) by_node[r / per_node].push_back(r);
+    std::vector<std::vector<int64_t>> nodes;
+    const size_t first = by_node.begin()->second.size();
+    for (auto& [node, ranks] : by_node) {
+      if (ranks.size() < 2 || ranks.size() != first) return {};
+      nodes.push_back(std::move(ranks));
+    }
+    return nodes;
+  }
+};
+
+struct Phase {
+  int64_t steps;
+  double bytes;
+  Hop hop;
+};
+
+// all_reduce, all_gather and reduce_scatter across nodes, as NCCL-style two-level rings: within
+// each node over its links, then across nodes over EFA (each of a node's ranks carries its own
+// share), then within each node again. `l` ranks per node, `m` nodes, S a rank's src bytes.
+std::vector<Phase> two_level(const Collective& op, int64_t l, int64_t m, double src, Hop in, Hop across) {
+  switch (op.kind) {
+    case CollectiveKind::all_reduce:  // reduce-scatter in, all-reduce of S/l across, all-gather in
+      return {{l - 1, src / l, in}, {2 * (m - 1), src / (l * m), across}, {l - 1, src / l, in}};
+    case CollectiveKind::all_gather:  // each rank's S across, then the node's m S within
+      return {{m - 1, src, across}, {l - 1, m * src, in}};
+    default:  // reduce_scatter: within (chunks of S/l), then across (chunks of S/(l m))
+      return {{l - 1, src / l, in}, {m - 1, src / (l * m), across}};
+  }
+}
+
+}  // namespace
+
 CollectiveCost collective_cost(const Collective& op, const std::vector<int64_t>& members, int64_t src_bytes,
                                int64_t dst_bytes, Target target, int lnc) {
   CollectiveCost c;
@@ -79,24 +141,34 @@ CollectiveCost collective_cost(const Collective& op, const std::vector<int64_t>&
   if (n < 2) return c;
   const Topology& topo = topology(target);
   const int ranks_per_chip = topo.cores_per_chip / (lnc > 0 ? lnc : topo.default_lnc);
-  const int64_t per_node = int64_t{ranks_per_chip} * topo.chips_per_node;
-  auto same = [&](int64_t unit) {
-    return std::all_of(members.begin(), members.end(), [&](int64_t r) { return r / unit == members[0] / unit; });
-  };
-  const double sharing = static_cast<double>(busiest_chip(members, ranks_per_chip));
-  if (same(ranks_per_chip)) {  // cores of one chip: through HBM by DMA
-    const MachineConfig& config = machine_config(target);
-    c.path = "chip", c.step_latency_ns = config.dma_fixed_ns;
-    c.bytes_per_ns = config.hbm_bytes_per_ns;
-  } else if (same(per_node)) {
-    c.path = "neuronlink", c.step_latency_ns = topo.link_latency_ns;
-    c.bytes_per_ns = topo.link_bytes_per_ns / sharing;
+  const Placement place{topo, ranks_per_chip, int64_t{ranks_per_chip} * topo.chips_per_node};
+  const Hop hop = place.hop(members, target);
+  const double src = static_cast<double>(src_bytes);
+  std::vector<Phase> phases;
+  const bool hierarchical = op.kind == CollectiveKind::all_reduce || op.kind == CollectiveKind::all_gather ||
+                            op.kind == CollectiveKind::reduce_scatter;
+  const std::vector<std::vector<int64_t>> nodes = std::string_view(hop.name) == "efa" && hierarchical
+                                                      ? place.even_nodes(members)
+                                                      : std::vector<std::vector<int64_t>>{};
+  if (!nodes.empty()) {
+    const Hop in = place.hop(nodes.front(), target);
+    phases = two_level(op, static_cast<int64_t>(nodes.front().size()), static_cast<int64_t>(nodes.size()), src, in,
+                       hop);
+    c.path = std::string_view(in.name) == "chip" ? "chip+efa" : "neuronlink+efa";
   } else {
-    c.path = "efa", c.step_latency_ns = topo.efa_latency_ns;
-    c.bytes_per_ns = topo.efa_bytes_per_ns / sharing;
+    ring_shape(op, n, src, static_cast<double>(dst_bytes), c);
+    phases = {{c.steps, c.step_bytes, hop}};
+    c.path = hop.name;
   }
-  ring_shape(op, n, static_cast<double>(src_bytes), static_cast<double>(dst_bytes), c);
-  c.ns = static_cast<double>(c.steps) * (c.step_latency_ns + c.step_bytes / c.bytes_per_ns);
+  double bytes = 0;
+  c.steps = 0;
+  for (const Phase& p : phases) {
+    c.steps += p.steps;
+    bytes += static_cast<double>(p.steps) * p.bytes;
+    c.ns += static_cast<double>(p.steps) * (p.hop.latency_ns + p.bytes / p.hop.bytes_per_ns);
+  }
+  c.step_bytes = c.steps ? bytes / static_cast<double>(c.steps) : 0;
+  c.step_latency_ns = hop.latency_ns, c.bytes_per_ns = hop.bytes_per_ns;
   return c;
 }
 

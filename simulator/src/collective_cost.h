@@ -1,7 +1,7 @@
 // The collective cost model: where a replica group's ranks sit (one chip, one node over
 // NeuronLink, several nodes over EFA), and the ring algorithm's steps of latency + bytes over
-// the slowest hop's bandwidth. The topology facts are one table (collective_cost.cpp, each with
-// its source); docs/collectives.md gives the formulas.
+// the slowest hop's bandwidth (two-level rings for reductions and gathers across nodes). The topology facts are one
+// table (collective_cost.cpp, each with its source); docs/collectives.md gives the formulas.
 #pragma once
 
 #include <cstdint>
@@ -12,12 +12,15 @@
 namespace knit::sim {
 
 struct CollectiveCost {
-  const char* path = "none";  // "chip", "neuronlink", "efa" or "none" (a single rank)
-  int64_t steps = 0;          // ring steps
-  double step_bytes = 0;      // bytes each rank sends per step
+  // "chip", "neuronlink", "efa", a two-level "chip+efa" / "neuronlink+efa" (all_reduce,
+  // all_gather, reduce_scatter across nodes with as many of the group's ranks on each), or "none"
+  // (a single rank)
+  const char* path = "none";
+  int64_t steps = 0;      // ring steps, every phase's
+  double step_bytes = 0;  // bytes each rank sends per step, on average over the steps
   double step_latency_ns = 0;
   double bytes_per_ns = 0;  // per rank, on the slowest hop
-  double ns = 0;            // steps * (step_latency_ns + step_bytes / bytes_per_ns)
+  double ns = 0;            // the sum over phases of steps * (latency + bytes / bandwidth)
 };
 
 // The cost of `op` among `members` (world ranks, in position order) on `target`, for a src of

@@ -37,7 +37,7 @@ def timed(kernel, ranks, rows, target):
 
 
 @pytest.mark.parametrize("target,ranks,path", [("trn1", 4, "neuronlink"), ("trn2", 8, "neuronlink"),
-                                               ("trn1", 64, "efa"), ("trn2", 4, "chip")])
+                                               ("trn2", 4, "chip")])
 def test_all_reduce_ring_cost(target, ranks, path):
     """2(N-1) steps of S/N bytes, each a step latency plus the bytes over the per-rank share of the
     slowest hop (the chip's links or EFA shared by the group's ranks on that chip)."""
@@ -49,10 +49,29 @@ def test_all_reduce_ring_cost(target, ranks, path):
     assert c["path"] == path and c["steps"] == 2 * (ranks - 1) and c["step_bytes"] == 4 * MIB / ranks
     if path == "chip":
         return  # through HBM: the machine table's per-core HBM rate (test_timing covers it)
-    latency, bw = (LINK_STEP_NS, LINK_BYTES_PER_NS[target]) if path == "neuronlink" else \
-        (EFA_STEP_NS, EFA_BYTES_PER_NS[target])
-    want = 2 * (ranks - 1) * (latency + 4 * MIB / ranks / (bw / share))
+    want = 2 * (ranks - 1) * (LINK_STEP_NS + 4 * MIB / ranks / (LINK_BYTES_PER_NS[target] / share))
     assert c["end_ns"] - c["start_ns"] == pytest.approx(want, rel=1e-9)
+
+
+def test_two_level_all_reduce_across_nodes():
+    """trn1, 64 ranks on two 32-rank nodes: a reduce-scatter within each node (31 steps of S/32
+    over NeuronLink shared by a chip's 2 ranks), an all-reduce of S/32 across the 2 nodes (2 steps
+    of S/64 over EFA shared by 2), an all-gather within each node again."""
+    kernel = collective_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([list(range(64))]), nl.add), 1024)
+    _, c = timed(kernel, 64, 1024, "trn1")
+    size = 4 * MIB
+    within = 31 * (LINK_STEP_NS + size / 32 / (LINK_BYTES_PER_NS["trn1"] / 2))
+    across = 2 * (EFA_STEP_NS + size / 64 / (EFA_BYTES_PER_NS["trn1"] / 2))
+    assert (c["path"], c["steps"]) == ("neuronlink+efa", 64)
+    assert c["end_ns"] - c["start_ns"] == pytest.approx(2 * within + across, rel=1e-9)
+
+
+def test_all_to_all_across_nodes_stays_a_flat_ring_over_efa():
+    kernel = collective_kernel(lambda s, d: cc.all_to_all([s], [d], cc.ReplicaGroup([list(range(64))]), 0), 64)
+    _, c = timed(kernel, 64, 64, "trn1")
+    step = 64 * 4096 / 64
+    assert (c["path"], c["steps"]) == ("efa", 63)
+    assert c["end_ns"] - c["start_ns"] == pytest.approx(63 * (EFA_STEP_NS + step / (EFA_BYTES_PER_NS["trn1"] / 2)))
 
 
 @pytest.mark.parametrize("make,out_rows,steps,step_bytes", [
