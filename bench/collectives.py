@@ -1,7 +1,7 @@
 """Simulated latency of collectives and of the multi-rank examples (docs/collectives.md).
 
 Section `all_reduce`: one all_reduce of a [1024, 1024] fp32 buffer (4 MiB per rank) over N ranks
-on trn1 and trn2, timing-only; prints the collective's path (chip / neuronlink / efa), its ring
+on trn1 and trn2 (128 ranks: two nodes on trn2), timing-only; prints the collective's path (chip / neuronlink / efa), its ring
 steps, the time between the last rank's arrival and the data having moved, and the bus bandwidth
 that implies (2 (N-1) / N * bytes / time, the figure NCCL-style benchmarks report), beside the
 per-rank link share it is bounded by. Section `examples`: the three examples of
@@ -48,16 +48,16 @@ def all_reduce_kernel(ranks):
 
 def all_reduce_section():
     size = 4 << 20
-    print(f"{'target':6} {'ranks':>5} {'path':10} {'steps':>5} {'collective us':>13} {'busbw GB/s':>10} "
+    print(f"{'target':6} {'ranks':>5} {'path':14} {'steps':>5} {'collective us':>13} {'busbw GB/s':>10} "
           f"{'kernel us':>9}")
     for target in ("trn1", "trn2"):
-        for ranks in (2, 4, 8, 32, 64):
+        for ranks in (2, 4, 8, 32, 64, 128):
             prof = knit.profile(knit.simulate(all_reduce_kernel(ranks), ranks=ranks), nt.tensor[[1024, 1024], F32],
                                 target=target)
             c = next(c for c in prof.collectives if c["rank"] == 0)
             ns = c["end_ns"] - c["start_ns"]
             busbw = 2 * (ranks - 1) / ranks * size / ns
-            print(f"{target:6} {ranks:5d} {c['path']:10} {c['steps']:5d} {ns / 1e3:13.1f} {busbw:10.1f} "
+            print(f"{target:6} {ranks:5d} {c['path']:14} {c['steps']:5d} {ns / 1e3:13.1f} {busbw:10.1f} "
                   f"{prof.latency_us:9.1f}")
 
 
