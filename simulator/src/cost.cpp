@@ -185,7 +185,7 @@ void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c
     }
   }
   const double chunk = static_cast<double>(std::min(run, std::max<int64_t>(1, bytes / partitions)));
-  const double peak = std::min(c.dma_engines * c.dma_engine_bytes_per_ns, c.hbm_bytes_per_ns) * c.dma_efficiency;
+  const double peak = dma_peak_bytes_per_ns(c);
   double bandwidth = peak * chunk / (chunk + c.dma_half_chunk_bytes);
   // DMA transposes: 0.5 of the bandwidth from the Trainium2 arch guide; trn1's 0.25 estimated.
   if (cost_rule(inst.opcode()) == CostRule::dma_transpose) bandwidth *= c.target == Target::trn1 ? 0.25 : 0.5;

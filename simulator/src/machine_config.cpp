@@ -1,5 +1,7 @@
 #include "knit/sim/machine_config.h"
 
+#include <algorithm>
+
 namespace knit::sim {
 
 namespace {
@@ -98,6 +100,10 @@ const MachineConfig kConfigs[] = {
 };
 
 }  // namespace
+
+double dma_peak_bytes_per_ns(const MachineConfig& c) {
+  return std::min(c.dma_engines * c.dma_engine_bytes_per_ns, c.hbm_bytes_per_ns) * c.dma_efficiency;
+}
 
 const MachineConfig& machine_config(ir::Target target) {
   for (const MachineConfig& c : kConfigs)

@@ -10,6 +10,7 @@
 
 #include "collective_cost.h"
 #include "collectives.h"
+#include "knit/codegen/access.h"
 #include "knit/ir/op_traits.h"
 #include "native/workers.h"
 
@@ -69,14 +70,38 @@ class DmaPipe {
   std::vector<Span> busy_;  // disjoint, sorted, merged when touching; at most kMaxGaps + 1 long
 };
 
+// A collective in flight on a rank: until `end`, an instruction that reads or writes its dst
+// (or metadata), or writes its src, waits for it; anything else runs beside it.
+struct InFlight {
+  double end = 0;
+  std::vector<int> read, written;  // tensor ids
+};
+
 struct CoreClock {
   std::array<double, kNumQueues> queue_free{};  // when each queue may start its next instruction
   DmaPipe dma;
   int act_table = -1;  // ScalarE function set loaded
   double done = 0;     // the latest result visible so far
+  std::vector<InFlight> in_flight;
+  double collectives_free = 0;  // the rank's collectives run one after another
   double now() const {
     double t = std::max(dma.end(), done);
     for (double q : queue_free) t = std::max(t, q);
+    return t;
+  }
+  // When the collectives in flight let an instruction touching `reads` / `writes` start.
+  double held_until(const std::vector<int>& reads, const std::vector<int>& writes) const {
+    auto meets = [](const std::vector<int>& a, const std::vector<int>& b) {
+      return std::any_of(a.begin(), a.end(), [&](int t) { return std::find(b.begin(), b.end(), t) != b.end(); });
+    };
+    double t = 0;
+    for (const InFlight& f : in_flight)
+      if (meets(reads, f.written) || meets(writes, f.written) || meets(writes, f.read)) t = std::max(t, f.end);
+    return t;
+  }
+  double finished() const {
+    double t = now();
+    for (const InFlight& f : in_flight) t = std::max(t, f.end);
     return t;
   }
 };
@@ -89,7 +114,21 @@ struct InstrTable {
   std::vector<uint32_t> position;  // index in its queue
   // Per region, the order its waits allow (codegen::issue_order) when that is not body order.
   std::vector<std::vector<uint32_t>> reordered;
+  // Kernels with collectives: per instruction, the tensors it reads and writes.
+  std::vector<std::vector<int>> reads, writes;
 };
+
+bool has_collectives(const ir::Kernel& k) {
+  return std::any_of(k.body.begin(), k.body.end(),
+                     [](const Instruction& i) { return std::holds_alternative<Collective>(i.op); });
+}
+
+// The tensors instruction `inst` reads and writes (for the collectives in flight).
+void tensors_of(const Instruction& inst, std::vector<int>& reads, std::vector<int>& writes) {
+  for_each_view(inst, [&](const char* name, const View& v) {
+    (codegen::is_output_operand(name) ? writes : reads).push_back(v.tensor);
+  });
+}
 
 // Programs with at least this many instructions cost them on every thread of the pool.
 constexpr size_t kParallelCosts = 4096;
@@ -112,6 +151,11 @@ const InstrTable& instruction_table(const codegen::EngineProgram& program, const
           table->position[e.ir] = static_cast<uint32_t>(j);
           costed.push_back(e.ir);
         }
+    if (has_collectives(program.kernel)) {
+      table->reads.resize(n);
+      table->writes.resize(n);
+      for (size_t ir : costed) tensors_of(program.kernel.body[ir], table->reads[ir], table->writes[ir]);
+    }
     table->reordered.resize(program.regions.size());
     for (size_t r = 0; r < program.regions.size(); ++r) {
       std::vector<uint32_t> order = codegen::issue_order(program.regions[r]);
@@ -141,8 +185,10 @@ const InstrTable& instruction_table(const codegen::EngineProgram& program, const
 }
 
 // The ranks of one collective (logged one after another when it released them, from entry n):
-// they start when the last has drained its queues, and leave when the data has moved. Returns
-// the index of the group's last entry.
+// each drains its queues and goes on; the data moves from when the last has arrived (and each
+// rank's previous collective is done) for the collective's cost, in flight meanwhile, its
+// transfers through each rank's DMA competing with the kernel's. Returns the index of the
+// group's last entry.
 size_t replay_collective(const codegen::EngineProgram& program, const Collective& op,
                          const std::vector<Executed>& executed, size_t n, std::map<int, CoreClock>& cores,
                          const MachineConfig& config, int lnc, TimingReport& report) {
@@ -157,18 +203,32 @@ size_t replay_collective(const codegen::EngineProgram& program, const Collective
          last + 1 - n < members.size())
     ++last;
   double start = 0;
-  for (size_t g = n; g <= last; ++g) start = std::max(start, cores[executed[g].core].now() + config.sync_ns);
+  for (size_t g = n; g <= last; ++g) {
+    const CoreClock& c = cores[executed[g].core];
+    start = std::max({start, c.now() + config.sync_ns, c.collectives_free});
+  }
   const int64_t src_bytes = op.src.num_elements() * dtype_size(op.src.dtype);
   const int64_t dst_bytes = op.dst.num_elements() * dtype_size(op.dst.dtype);
   const CollectiveCost cost = collective_cost(op, members, src_bytes, dst_bytes, program.kernel.target, lnc);
   const double end = start + cost.ns;
+  // Each rank's DMA reads what it sends and writes what it receives, at the core's DMA rate.
+  const double local_ns = 2 * static_cast<double>(cost.steps) * cost.step_bytes / dma_peak_bytes_per_ns(config);
+  InFlight flight{end, {op.src.tensor}, {op.dst.tensor}};
+  if (op.src1) flight.read.push_back(op.src1->tensor);
+  if (op.metadata) flight.written.push_back(op.metadata->tensor);
   for (size_t g = n; g <= last; ++g) {
     CoreClock& c = cores[executed[g].core];
-    report.collectives.push_back({executed[g].core, static_cast<uint32_t>(executed[g].pc), c.now(), start, end,
+    const double arrive = c.now();
+    report.collectives.push_back({executed[g].core, static_cast<uint32_t>(executed[g].pc), arrive, start, end,
                                   cost.steps, cost.step_bytes, cost.path});
-    c.queue_free.fill(end);
-    c.dma.block_until(end);
-    c.done = std::max(c.done, end);
+    const double t = arrive + config.sync_ns;  // the rank's own barrier: it issues the collective
+    c.queue_free.fill(t);
+    c.dma.block_until(t);
+    c.done = std::max(c.done, t);
+    if (local_ns > 0) c.dma.reserve(start, std::min(local_ns, end - start));
+    c.collectives_free = end;
+    std::erase_if(c.in_flight, [&](const InFlight& f) { return f.end <= t; });
+    c.in_flight.push_back(flight);
     ++report.barriers;
   }
   return last;
@@ -232,6 +292,11 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
       const InstrCost& cost = costs[i];
       const codegen::EngineInstr& e = region.queues[q][position[i]];
       double start = clock.queue_free[q], stall = 0;
+      if (!clock.in_flight.empty()) {  // a collective in flight holds what touches its tensors
+        const double held = clock.held_until(table.reads[i], table.writes[i]);
+        stall += std::max(0.0, held - start);
+        start = std::max(start, held);
+      }
       int8_t stalled_on = -1;
       int32_t waited_row = -1;
       for (const codegen::Wait& w : e.waits) {
@@ -281,10 +346,10 @@ TimingReport simulate_timing(const codegen::EngineProgram& program, const std::v
   }
   double slowest = 0;
   for (const auto& [core, clock] : cores) {
-    slowest = std::max(slowest, clock.now());
+    slowest = std::max(slowest, clock.finished());
     if (core >= 0) {
       report.core_end_ns.resize(std::max(report.core_end_ns.size(), static_cast<size_t>(core) + 1), 0);
-      report.core_end_ns[core] = clock.now();
+      report.core_end_ns[core] = clock.finished();
     }
   }
   report.total_ns = slowest + config.launch_ns;

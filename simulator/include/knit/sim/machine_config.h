@@ -47,4 +47,8 @@ struct MachineConfig {
 
 const MachineConfig& machine_config(ir::Target target);
 
+// The core's DMA rate for large transfers: its engines' peak, capped by its HBM bandwidth, at the
+// calibrated efficiency (bytes / ns).
+double dma_peak_bytes_per_ns(const MachineConfig& c);
+
 }  // namespace knit::sim
