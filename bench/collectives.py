@@ -1,10 +1,10 @@
 """Simulated latency of collectives and of the multi-rank examples (docs/collectives.md).
 
 Section `all_reduce`: one all_reduce of a [1024, 1024] fp32 buffer (4 MiB per rank) over N ranks
-on trn1 and trn2 (128 ranks: two nodes on trn2), timing-only; prints the collective's path (chip / neuronlink / efa), its ring
-steps, the time between the last rank's arrival and the data having moved, and the bus bandwidth
-that implies (2 (N-1) / N * bytes / time, the figure NCCL-style benchmarks report), beside the
-per-rank link share it is bounded by. Section `examples`: the three examples of
+on trn1 and trn2 (128 ranks: two nodes on trn2), timing-only; prints the collective's path
+(chip, neuronlink, efa or a two-level ring), its ring steps, the time between the last rank's
+arrival and the data having moved, the bus bandwidth that implies (2 (N-1) / N * bytes / time,
+the figure NCCL-style benchmarks report) and the kernel's latency. Section `examples`: the three examples of
 examples/kernels/python/collectives/ on 4 and 8 ranks on trn2, timing-only at their main()
 shapes: the slowest rank's latency and the time each spends in collectives.
 
