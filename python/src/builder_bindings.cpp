@@ -187,6 +187,8 @@ py::dict operands_to_python(const sim::RankOperands& r) {
   d["src_poison"] = as_bytes(r.src_poison);
   d["src1_poison"] = as_bytes(r.src1_poison);
   d["metadata"] = as_bytes(r.metadata);
+  d["call"] = r.call;
+  d["where"] = r.where;
   return d;
 }
 

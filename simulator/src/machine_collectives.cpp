@@ -19,6 +19,22 @@ std::string located(const Instruction& inst) {
          std::to_string(inst.loc.line) + ")";
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The parts of a call every rank of its group must agree on, as text (same_call's fields).
+std::string call_signature(const Collective& op) {
+  std::ostringstream s;
+  s << to_string(op.kind) << " src " << to_string(op.src.dtype) << shape_text(op.src.shape()) << " dst "
+    << shape_text(op.dst.shape()) << " groups " << shape_text(op.groups) << " sizes " << shape_text(op.group_sizes)
+    << " op " << to_string(op.op) << " dim " << op.dim << " channel " << op.channel << " known "
+    << op.recv_counts_known;
+  return s.str();
+}
+
 bool same_call(const Collective& a, const Collective& b) {
   return a.kind == b.kind && a.groups == b.groups && a.group_sizes == b.group_sizes && a.op == b.op && a.dim == b.dim &&
          a.channel == b.channel && a.recv_counts_known == b.recv_counts_known && a.src.dtype == b.src.dtype &&
@@ -85,6 +101,8 @@ RankOperands Machine::read_operands(const Core& core) {
     if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
   const Collective& op = std::get<Collective>(current_->op);
   RankOperands r;
+  r.call = call_signature(op);
+  r.where = current_->loc.file + ":" + std::to_string(current_->loc.line);
   poison_reads_.clear();
   const Tile src = tile(op.src, "src");
   r.src = src.read_all_bits();

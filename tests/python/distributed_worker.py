@@ -1,6 +1,8 @@
 """Run by test_collectives_torch.py under torchrun: every collective kind through
 knit.distributed (torch.distributed, gloo) must give the bytes the in-process launch gives.
-Prints "rank <r>: <name> ok" per check, or raises."""
+Prints "rank <r>: <name> ok" per check, or raises. Then the errors: a rank that skips a
+collective, and a rank that calls another one, must make every rank raise (not wait forever);
+prints "rank <r>: <case> raised <rule>"."""
 import os
 import sys
 
@@ -51,7 +53,25 @@ def main():
         want = knit.simulate(kernel, ranks=world)(xs)[rank]
         assert isinstance(got, torch.Tensor) and np.array_equal(got.numpy(), want), name
         print(f"rank {rank}: {name} ok", flush=True)
+    errors(rank, world, everyone)
     dist.destroy_process_group()
+
+
+def errors(rank, world, everyone):
+    from knit.errors import KnitError
+
+    cases = {  # rank 1 skips the collective / calls maximum where the others call add
+        "skip": lambda s, d: None if rank == 1 else cc.all_reduce([s], [d], everyone, nl.add),
+        "mismatch": lambda s, d: cc.all_reduce([s], [d], everyone, nl.maximum if rank == 1 else nl.add),
+    }
+    for name, call in cases.items():
+        try:
+            knit.distributed(through(call, (3, 4)))(torch.ones(3, 4))
+        except KnitError as e:
+            rule = "deadlock" if "[deadlock]" in str(e) else "collective-mismatch" if "mismatch" in str(e) else "?"
+            print(f"rank {rank}: {name} raised {rule}", flush=True)
+        else:
+            print(f"rank {rank}: {name} did not raise", flush=True)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,9 @@ def test_every_collective_over_torch_distributed_matches_in_process():
     for name in ("all_reduce split groups", "all_gather", "reduce_scatter max", "all_to_all",
                  "collective_permute idle rank"):
         assert sorted(re.findall(rf"rank (\d): {name} ok", out)) == ["0", "1", "2", "3"], (name, out)
+    # A skipped or mismatched collective: every rank raises (the job ends instead of waiting).
+    assert sorted(re.findall(r"rank (\d): skip raised deadlock", out)) == ["0", "1", "2", "3"], out
+    assert sorted(re.findall(r"rank (\d): mismatch raised collective-mismatch", out)) == ["0", "1", "2", "3"], out
 
 
 def test_torchrun_tensor_parallel_mlp_example():

@@ -59,6 +59,9 @@ struct RankOperands {
   std::vector<uint32_t> src, src1;               // element bits, in the view's row-major order
   std::vector<uint8_t> src_poison, src1_poison;  // per element: from never-written memory (empty: none)
   std::vector<uint32_t> metadata;                // *_v: the [3, R] table, row-major (empty otherwise)
+  // What must match between the ranks (kind, group, op, dim, dtype, shapes), and where the call is
+  // ("file:line"): for the checks of a transport between processes.
+  std::string call, where;
 };
 // Given the ranks that meet at a collective (in position order) and this rank's operands,
 // returns every one of those ranks' operands, in that order.
