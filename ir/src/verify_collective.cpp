@@ -125,6 +125,9 @@ void check(Checker& c, const Collective& op) {
   if (op.channel < 0 || op.channel > 3) c.fail("channel", "channel ids run from 0 to 3");
   const bool reduces = op.kind == CollectiveKind::all_reduce || op.kind == CollectiveKind::reduce_scatter ||
                        op.kind == CollectiveKind::permute_implicit_reduce;
+  if (reduces && is_packed(op.src.dtype))  // four values per element: no element-wise op
+    c.fail("dtype", std::string(to_string(op.kind)) + " cannot reduce packed " + std::string(to_string(op.src.dtype)) +
+                        " words; move packed data with all_gather or a permute");
   if (reduces && op.op != AluOp::add && op.op != AluOp::minimum && op.op != AluOp::maximum)
     c.fail("alu-op",
            "a collective reduces with nl.add, nl.minimum or nl.maximum; got " + std::string(to_string(op.op)));

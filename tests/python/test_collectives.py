@@ -499,3 +499,14 @@ def test_all_gather_v_rank_rules():
     with pytest.raises(KnitError, match="gen3"):
         knit.simulate(kernel, ranks=4).compile([np.ones(4, np.float32)] * 4, [np.zeros((3, 4), np.uint32)] * 4,
                                                target="trn1")
+
+
+def test_fp8_all_reduce_sums_in_fp32_and_rounds_once():
+    """fp8 e4m3 (3 mantissa bits): 1 + 1/16 + 1/16 is 1.125 exactly, which a sum rounded to fp8
+    after each step would lose (1 + 1/16 is a tie that rounds back to 1, twice)."""
+    import ml_dtypes
+    f8 = ml_dtypes.float8_e4m3
+    xs = [np.full((2, 4), v, dtype=f8) for v in (1.0, 1 / 16, 1 / 16)]
+    kernel = hbm_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([[0, 1, 2]]), nl.add), (2, 4))
+    for o in knit.simulate(kernel, ranks=3)(xs):
+        np.testing.assert_array_equal(o.astype(np.float32), np.full((2, 4), 1.125, np.float32))
