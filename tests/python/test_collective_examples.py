@@ -240,3 +240,19 @@ def test_tp_mlp_script_prints_a_small_error_and_identical_ranks():
     # n = 1.1 * 256 + 16 + 128 + 4 ~ 430 roundings of terms no larger than ~|y| * 10.
     assert 0 < largest < 100 and error <= 430 * U * 10 * largest
     assert found.group(3) == "True"
+
+
+def test_sp_block_native_path_equals_the_reference_interpreter(monkeypatch):
+    """The multi-rank kernel on the JIT backend and on the reference interpreter: the same bytes."""
+    rng = np.random.default_rng(7)
+    ranks, S, D, H = 4, 256, 128, 256
+    x = rng.standard_normal((S, D)).astype(np.float32)
+    gamma, beta = np.ones(D, np.float32), np.zeros(D, np.float32)
+    w1 = (rng.standard_normal((D, H)) / 11).astype(np.float32)
+    w2 = (rng.standard_normal((H, D)) / 16).astype(np.float32)
+    runs = {}
+    for backend in ("jit-strict", "reference"):
+        monkeypatch.setenv("KNIT_BACKEND", backend)
+        runs[backend] = sp_layernorm.run(x, gamma, beta, w1, w2, ranks)
+    for jit, ref in zip(runs["jit-strict"], runs["reference"]):
+        assert jit.tobytes() == ref.tobytes()
