@@ -510,3 +510,26 @@ def test_fp8_all_reduce_sums_in_fp32_and_rounds_once():
     kernel = hbm_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([[0, 1, 2]]), nl.add), (2, 4))
     for o in knit.simulate(kernel, ranks=3)(xs):
         np.testing.assert_array_equal(o.astype(np.float32), np.full((2, 4), 1.125, np.float32))
+
+
+@pytest.mark.filterwarnings("ignore:nl.dynamic_range is deprecated")
+@pytest.mark.parametrize("n", RANKS)
+def test_ring_steps_in_a_device_loop(n):
+    """Three ring steps of collective_permute_implicit inside a device loop (one traced body run
+    three times): rank r ends with rank (r - 3) mod n's data."""
+    @knit.jit
+    def kernel(a):
+        bufs = [nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name=f"ring{i}") for i in range(2)]
+        nisa.dma_copy(bufs[0], a)
+        for _ in nl.dynamic_range(3):
+            cc.collective_permute_implicit([[bufs[0]]], [[bufs[1]]], cc.ReplicaGroup([list(range(n))]))
+            nisa.dma_copy(bufs[0], bufs[1])
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(out, bufs[0])
+        return out
+
+    xs = inputs(n, (2, 4))
+    launch = knit.simulate(kernel, ranks=n)
+    for r, o in enumerate(launch(xs)):
+        np.testing.assert_array_equal(o, xs[(r - 3) % n])
+    assert len(knit.profile(launch, xs).collectives) == 3 * n
