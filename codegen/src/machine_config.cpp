@@ -1,6 +1,6 @@
-#include "knit/sim/machine_config.h"
+#include "knit/codegen/machine_config.h"
 
-namespace knit::sim {
+namespace knit::codegen {
 
 namespace {
 
@@ -105,4 +105,4 @@ const MachineConfig& machine_config(ir::Target target) {
   return kConfigs[1];
 }
 
-}  // namespace knit::sim
+}  // namespace knit::codegen
