@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "knit/codegen/access.h"
+#include "knit/codegen/cost.h"
 #include "knit/codegen/spill.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/text.h"
@@ -139,16 +140,43 @@ Queue engine_queue(Engine e) {
   }
 }
 
-// The queue of the engine the op table names, or its engine rule picks from the operands.
-Queue default_queue(const Kernel& k, const Instruction& inst) {
-  const OpTraits& t = op_traits(inst.opcode());
-  return engine_queue(t.engine_rule ? t.engine_rule(k, inst) : Engine(t.engine));
-}
+// The estimated busy time of each compute queue so far, in body order: an instruction whose
+// engine the kernel leaves open goes to the eligible engine that becomes free first (the least
+// loaded; the default engine on a tie, so a kernel with idle engines keeps its defaults). A loop
+// body counts once, as the instruction table does; the estimate ignores waits. Deterministic.
+class QueueLoads {
+ public:
+  explicit QueueLoads(const Kernel& k) : k_(k), config_(machine_config(k.target)) {}
+  Queue place(const Instruction& inst, const EngineChoice& choice) {
+    Queue best = engine_queue(choice.engines[0]);
+    for (int c = 1; c < choice.count; ++c) {
+      const Queue q = engine_queue(choice.engines[c]);
+      if (load_[static_cast<int>(q)] < load_[static_cast<int>(best)]) best = q;
+    }
+    load_[static_cast<int>(best)] += instruction_cost(k_, inst, best, config_).busy_ns;
+    return best;
+  }
+
+ private:
+  const Kernel& k_;
+  const MachineConfig& config_;
+  std::array<double, kNumQueues> load_{};
+};
 
 }  // namespace
 
 std::vector<Queue> assign_engines(const Kernel& k) {
   std::vector<Queue> queues(k.body.size(), Queue::pe);
+  std::vector<EngineChoice> choices(k.body.size());
+  bool open = false;  // any instruction with more than one eligible engine
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const Instruction& inst = k.body[i];
+    if (is_barrier(inst) || is_dma(inst.opcode())) continue;
+    choices[i] = open_engines(k, inst);
+    open |= choices[i].count > 1;
+  }
+  std::optional<QueueLoads> loads;
+  if (open) loads.emplace(k);
   int dma = 0;
   for (size_t i = 0; i < k.body.size(); ++i) {
     const Instruction& inst = k.body[i];
@@ -157,8 +185,7 @@ std::vector<Queue> assign_engines(const Kernel& k) {
       queues[i] = static_cast<Queue>(kFirstDmaQueue + dma++ % kNumDmaQueues);
       continue;
     }
-    const Engine e = explicit_engine(inst);
-    queues[i] = e == Engine::unknown ? default_queue(k, inst) : engine_queue(e);
+    queues[i] = loads ? loads->place(inst, choices[i]) : engine_queue(choices[i].engines[0]);
   }
   return queues;
 }

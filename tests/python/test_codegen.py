@@ -234,8 +234,11 @@ def test_matmul_stats_match_the_loop_structure(target, dtype):
     n_dma = 2 * blocks * n_k + blocks
     assert sum(s["instructions"][q] for q in DMA_QUEUES) == n_dma == 28
     assert sorted(s["instructions"][q] for q in DMA_QUEUES) == [7, 7, 7, 7]  # round robin
-    assert s["instructions"]["dve"] == blocks  # one PSUM eviction (tensor_copy) per block
-    assert s["instructions"]["act"] == s["instructions"]["pool"] == s["instructions"]["sync"] == 0
+    # One PSUM eviction (tensor_copy, engine left open) per block: on VectorE, or from trn2 on
+    # ScalarE too (GpSimd cannot read PSUM); trn1's ScalarE has no tensor_copy.
+    assert s["instructions"]["dve"] + s["instructions"]["act"] == blocks
+    assert s["instructions"]["dve"] >= 1 and (target != "trn1" or s["instructions"]["act"] == 0)
+    assert s["instructions"]["pool"] == s["instructions"]["sync"] == 0
     # Loads: [128, 128] lhsT and [128, 512] rhs tiles; stores: [128, 512] result blocks.
     dma_bytes = blocks * n_k * (128 * 128 + 128 * 512) * es + blocks * 128 * 512 * es
     assert s["dma_bytes"] == dma_bytes == {4: 4980736, 2: 2490368}[es]
@@ -276,7 +279,7 @@ def test_asm_lists_every_instruction_once_on_its_queue():
     assert dmas == [DMA_QUEUES[i % 4] for i in range(len(dmas))]
     for _, queue, _, _, text in instrs:
         op = text.split()[0]
-        assert queue == {"nc_matmul": "pe", "tensor_copy": "dve"}.get(op, queue), text
+        assert queue in {"nc_matmul": ("pe",), "tensor_copy": ("dve", "act")}.get(op, (queue,)), text
         assert queue.startswith("dma") == (op == "dma_copy"), text
 
 

@@ -1,0 +1,97 @@
+// Engine assignment of instructions whose engine the kernel leaves open (ir::open_engines,
+// codegen::assign_engines): which engines each may use, from the nki.isa engine rules, and where
+// the least-loaded rule puts a sequence of them, with loads worked out by hand from the
+// documented instruction costs (docs/simulator.md "Instruction costs").
+#include <catch2/catch.hpp>
+
+#include "knit/codegen/lower.h"
+#include "knit/ir/op_traits.h"
+#include "knit/ir/text.h"
+
+using namespace knit;
+using ir::Engine;
+
+namespace {
+
+// One [128, 512] float32 SBUF tile %2 (and a PSUM tile %3, an int32 tile %4) and `body`.
+ir::Kernel kernel_with(const std::string& target, const std::string& body) {
+  return ir::parse(R"(kernel "k" target=)" + target + R"( {
+  param %0 "x" hbm float32[128, 512]
+  tensor %1 "out" shared_hbm float32[128, 512]
+  tensor %2 "t" sbuf float32[128, 512]
+  tensor %3 "p" psum float32[128, 512]
+  tensor %4 "i" sbuf int32[128, 512]
+  dma_copy dst=%2@0[[512,128],[1,512]] src=%0@0[[512,128],[1,512]]
+)" + body + R"(
+  dma_copy dst=%1@0[[512,128],[1,512]] src=%2@0[[512,128],[1,512]]
+  return %1
+}
+)");
+}
+
+std::vector<Engine> engines_of(const std::string& target, const std::string& line) {
+  const ir::Kernel k = kernel_with(target, line);
+  const ir::EngineChoice c = ir::open_engines(k, k.body[1]);
+  return {c.engines.begin(), c.engines.begin() + c.count};
+}
+
+constexpr const char* kT = "%2@0[[512,128],[1,512]]";
+std::string tile() { return kT; }
+
+}  // namespace
+
+TEST_CASE("open_engines follows the ALU engine table and each engine's limits", "[codegen][engines]") {
+  using E = Engine;
+  const std::string t = tile();
+  // add / multiply: VectorE, ScalarE, GpSimd.
+  CHECK(engines_of("trn1", "tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1") ==
+        std::vector<E>{E::vector, E::scalar, E::gpsimd});
+  // subtract: VectorE only.
+  CHECK(engines_of("trn1", "tensor_scalar dst=" + t + " data=" + t + " op0=subtract operand0=1") ==
+        std::vector<E>{E::vector});
+  // (add, multiply) is not one of ScalarE's pairs before NC-v4; GpSimd runs both ops.
+  CHECK(engines_of("trn1", "tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1 op1=multiply operand1=2") ==
+        std::vector<E>{E::vector, E::gpsimd});
+  CHECK(engines_of("trn3", "tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1 op1=multiply operand1=2") ==
+        std::vector<E>{E::vector, E::scalar, E::gpsimd});
+  // reciprocal: VectorE and ScalarE, but ScalarE's tensor_scalar takes it only from NC-v4.
+  CHECK(engines_of("trn1", "tensor_scalar dst=" + t + " data=" + t + " op0=reciprocal") == std::vector<E>{E::vector});
+  CHECK(engines_of("trn3", "tensor_scalar dst=" + t + " data=" + t + " op0=reciprocal") ==
+        std::vector<E>{E::vector, E::scalar});
+  // tensor_tensor: never ScalarE; GpSimd not with a PSUM operand, nor for non-float data.
+  CHECK(engines_of("trn1", "tensor_tensor dst=" + t + " data1=" + t + " data2=" + t + " op=multiply") ==
+        std::vector<E>{E::vector, E::gpsimd});
+  CHECK(engines_of("trn1", "tensor_tensor dst=" + t + " data1=%3@0[[512,128],[1,512]] data2=" + t + " op=add") ==
+        std::vector<E>{E::vector});
+  const std::string i = "%4@0[[512,128],[1,512]]";
+  CHECK(engines_of("trn1", "tensor_tensor dst=" + i + " data1=" + i + " data2=" + i + " op=add") ==
+        std::vector<E>{E::vector});
+  // tensor_copy on ScalarE from NC-v3.
+  CHECK(engines_of("trn1", "tensor_copy dst=" + t + " src=" + t) == std::vector<E>{E::vector, E::gpsimd});
+  CHECK(engines_of("trn2", "tensor_copy dst=" + t + " src=" + t) == std::vector<E>{E::vector, E::scalar, E::gpsimd});
+  // An explicit engine is the only one.
+  CHECK(engines_of("trn1", "tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1 engine=gpsimd") ==
+        std::vector<E>{E::gpsimd});
+}
+
+TEST_CASE("assign_engines gives an open instruction the least-loaded eligible engine", "[codegen][engines]") {
+  // Four [128, 512] fp32 adds on trn1 (estimated busy time per engine, cycles + 60 of overhead):
+  //   VectorE (512 + 60) / 1.12 GHz = 510.7 ns; ScalarE (512 + 60) / 1.4 = 408.6 ns;
+  //   GpSimd (150 + 512 + 60) / 1.4 = 515.7 ns.
+  // 1st: all idle, the default VectorE. 2nd: ScalarE (0 < VectorE's 510.7; before GpSimd's 0 in
+  // table order). 3rd: GpSimd (0). 4th: ScalarE (408.6 < 510.7 < 515.7).
+  const std::string t = tile(), add = "  tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1\n";
+  const ir::Kernel k = kernel_with("trn1", add + add + add + add);
+  const std::vector<codegen::Queue> q = codegen::assign_engines(k);
+  using codegen::Queue;
+  CHECK(q[1] == Queue::dve);
+  CHECK(q[2] == Queue::act);
+  CHECK(q[3] == Queue::pool);
+  CHECK(q[4] == Queue::act);
+  // An explicit engine counts towards its engine's load and is never moved.
+  const std::string named = "  tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1 engine=scalar\n";
+  const std::vector<Queue> q2 = codegen::assign_engines(kernel_with("trn1", named + named + add));
+  CHECK(q2[1] == Queue::act);
+  CHECK(q2[2] == Queue::act);
+  CHECK(q2[3] == Queue::dve);  // VectorE and GpSimd idle: the default
+}
