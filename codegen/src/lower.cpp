@@ -163,6 +163,24 @@ class QueueLoads {
   std::array<double, kNumQueues> load_{};
 };
 
+// DMA queues run in order, so a store (which waits for the compute that produces its data) holds
+// up every later transfer on its queue. Stores to HBM take the last DMA queue and every other
+// transfer the others in turn, so the load of the next tile need not wait behind this tile's store.
+class DmaQueues {
+ public:
+  Queue next(const Kernel& k, const Instruction& inst) {
+    bool store = false;
+    for_each_view(inst, [&](const char* name, const View& v) {
+      if (std::string_view(name) == "dst") store = !is_on_chip(k.tensor(v.tensor).buffer);
+    });
+    if (store) return static_cast<Queue>(kFirstDmaQueue + kNumDmaQueues - 1);
+    return static_cast<Queue>(kFirstDmaQueue + other_++ % (kNumDmaQueues - 1));
+  }
+
+ private:
+  int other_ = 0;
+};
+
 }  // namespace
 
 std::vector<Queue> assign_engines(const Kernel& k) {
@@ -177,12 +195,12 @@ std::vector<Queue> assign_engines(const Kernel& k) {
   }
   std::optional<QueueLoads> loads;
   if (open) loads.emplace(k);
-  int dma = 0;
+  DmaQueues dma;
   for (size_t i = 0; i < k.body.size(); ++i) {
     const Instruction& inst = k.body[i];
     if (is_barrier(inst)) continue;
     if (is_dma(inst.opcode())) {
-      queues[i] = static_cast<Queue>(kFirstDmaQueue + dma++ % kNumDmaQueues);
+      queues[i] = dma.next(k, inst);
       continue;
     }
     queues[i] = loads ? loads->place(inst, choices[i]) : engine_queue(choices[i].engines[0]);
