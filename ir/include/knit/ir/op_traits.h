@@ -33,7 +33,7 @@ enum class OpRole : uint8_t {
 // Where a block instruction stands in its block (match_blocks pairs them).
 enum class BlockPart : uint8_t { none, open, middle, close };
 
-// The cost formula family (simulator/src/cost.cpp documents each formula and its source). The
+// The cost formula family (codegen/src/cost.cpp documents each formula and its source). The
 // engine an instruction runs on picks the formulas; a rule that engine does not know counts there
 // as `stream` (an `engine=` operand may move an instruction to another engine).
 enum class CostRule : uint8_t {
