@@ -74,24 +74,59 @@ TEST_CASE("open_engines follows the ALU engine table and each engine's limits", 
         std::vector<E>{E::gpsimd});
 }
 
-TEST_CASE("assign_engines gives an open instruction the least-loaded eligible engine", "[codegen][engines]") {
-  // Four [128, 512] fp32 adds on trn1 (estimated busy time per engine, cycles + 60 of overhead):
-  //   VectorE (512 + 60) / 1.12 GHz = 510.7 ns; ScalarE (512 + 60) / 1.4 = 408.6 ns;
-  //   GpSimd (150 + 512 + 60) / 1.4 = 515.7 ns.
-  // 1st: all idle, the default VectorE. 2nd: ScalarE (0 < VectorE's 510.7; before GpSimd's 0 in
-  // table order). 3rd: GpSimd (0). 4th: ScalarE (408.6 < 510.7 < 515.7).
-  const std::string t = tile(), add = "  tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1\n";
-  const ir::Kernel k = kernel_with("trn1", add + add + add + add);
-  const std::vector<codegen::Queue> q = codegen::assign_engines(k);
+namespace {
+
+// A load of %2, then `body` on trn1; %3..%8 are more [128, 512] float32 SBUF tiles.
+std::vector<codegen::Queue> queues_for(const std::string& body) {
+  const std::string t = tile();
+  std::string decls;
+  for (int id = 3; id <= 8; ++id)
+    decls += "  tensor %" + std::to_string(id) + " \"t" + std::to_string(id) + "\" sbuf float32[128, 512]\n";
+  const ir::Kernel k = ir::parse(R"(kernel "k" target=trn1 {
+  param %0 "x" hbm float32[128, 512]
+  tensor %1 "out" shared_hbm float32[128, 512]
+  tensor %2 "t" sbuf float32[128, 512]
+)" + decls + "  dma_copy dst=" + t +
+                                 " src=%0@0[[512,128],[1,512]]\n" + body +
+                                 "  dma_copy dst=%1@0[[512,128],[1,512]] src=" + t + "\n  return %1\n}\n");
+  return codegen::assign_engines(k);
+}
+
+std::string add(int dst, int src, const std::string& extra = "") {
+  auto v = [](int id) { return "%" + std::to_string(id) + "@0[[512,128],[1,512]]"; };
+  return "  tensor_scalar dst=" + v(dst) + " data=" + v(src) + " op0=add operand0=1" + extra + "\n";
+}
+
+}  // namespace
+
+// Estimated cost of a [128, 512] fp32 add on trn1 (cycles + 60 of overhead, at each engine's clock):
+//   VectorE (512 + 60) / 1.12 GHz = 510.7 ns; ScalarE (512 + 60) / 1.4 = 408.6 ns;
+//   GpSimd (150 + 512 + 60) / 1.4 = 515.7 ns.
+// Every add below reads %2, which the load makes ready at the same time R on every engine.
+TEST_CASE("assign_engines gives an open instruction the engine where it finishes first", "[codegen][engines]") {
   using codegen::Queue;
-  CHECK(q[1] == Queue::dve);
-  CHECK(q[2] == Queue::act);
-  CHECK(q[3] == Queue::pool);
-  CHECK(q[4] == Queue::act);
-  // An explicit engine counts towards its engine's load and is never moved.
-  const std::string named = "  tensor_scalar dst=" + t + " data=" + t + " op0=add operand0=1 engine=scalar\n";
-  const std::vector<Queue> q2 = codegen::assign_engines(kernel_with("trn1", named + named + add));
-  CHECK(q2[1] == Queue::act);
-  CHECK(q2[2] == Queue::act);
-  CHECK(q2[3] == Queue::dve);  // VectorE and GpSimd idle: the default
+  SECTION("independent adds spread") {
+    // 1st: ScalarE (R + 408.6 first). 2nd: VectorE (R + 510.7 < ScalarE's R + 817.1).
+    // 3rd: GpSimd (R + 515.7). 4th: ScalarE (R + 817.1 < VectorE's R + 1021.4, GpSimd's 1031.4).
+    const std::vector<Queue> q = queues_for(add(5, 2) + add(6, 2) + add(7, 2) + add(8, 2));
+    CHECK(q[1] == Queue::act);
+    CHECK(q[2] == Queue::dve);
+    CHECK(q[3] == Queue::pool);
+    CHECK(q[4] == Queue::act);
+  }
+  SECTION("a dependent chain stays on one engine") {
+    // 1st: ScalarE, done at R + 408.6. 2nd reads its result: R + 817.1 on ScalarE, against
+    // R + 408.6 + 100 (ScalarE's 140-cycle pipeline) + 75 (semaphore) + 510.7 on VectorE; and so on.
+    const std::vector<Queue> q = queues_for(add(5, 2) + add(5, 5) + add(5, 5) + add(5, 5));
+    for (size_t i = 1; i <= 4; ++i) CHECK(q[i] == Queue::act);
+  }
+  SECTION("an explicit engine is never moved and counts towards its engine's time") {
+    // Two named ScalarE adds take it to R + 817.1; the open one then finishes first on VectorE
+    // (R + 510.7, before GpSimd's R + 515.7).
+    const std::string named = " engine=scalar";
+    const std::vector<Queue> q = queues_for(add(5, 2, named) + add(6, 2, named) + add(7, 2));
+    CHECK(q[1] == Queue::act);
+    CHECK(q[2] == Queue::act);
+    CHECK(q[3] == Queue::dve);
+  }
 }

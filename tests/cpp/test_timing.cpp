@@ -437,8 +437,11 @@ const char* const kTiles =
     "  tensor %2 \"c\" sbuf float32[128, 512]\n"
     "  tensor %3 \"d\" sbuf float32[128, 512]\n";
 const std::string kRelu01 = "  activation dst=" + full(1, 512) + " data=" + full(0, 512) + " op=relu\n";
-const std::string kAdd23 = "  tensor_scalar dst=" + full(3, 512) + " data=" + full(2, 512) + " op0=add operand0=1\n";
-const std::string kAdd12 = "  tensor_scalar dst=" + full(2, 512) + " data=" + full(1, 512) + " op0=add operand0=1\n";
+// On VectorE by name: left open, the engine assignment would put them where they finish first.
+const std::string kAdd23 = "  tensor_scalar dst=" + full(3, 512) + " data=" + full(2, 512) +
+                           " op0=add operand0=1 engine=vector\n";
+const std::string kAdd12 = "  tensor_scalar dst=" + full(2, 512) + " data=" + full(1, 512) +
+                           " op0=add operand0=1 engine=vector\n";
 
 }  // namespace
 

@@ -238,7 +238,7 @@ def test_matmul_stats_match_the_loop_structure(target, dtype):
     # One PSUM eviction (tensor_copy, engine left open) per block: on VectorE, or from trn2 on
     # ScalarE too (GpSimd cannot read PSUM); trn1's ScalarE has no tensor_copy.
     assert s["instructions"]["dve"] + s["instructions"]["act"] == blocks
-    assert s["instructions"]["dve"] >= 1 and (target != "trn1" or s["instructions"]["act"] == 0)
+    assert target != "trn1" or s["instructions"]["act"] == 0
     assert s["instructions"]["pool"] == s["instructions"]["sync"] == 0
     # Loads: [128, 128] lhsT and [128, 512] rhs tiles; stores: [128, 512] result blocks.
     dma_bytes = blocks * n_k * (128 * 128 + 128 * 512) * es + blocks * 128 * 512 * es

@@ -24,8 +24,9 @@ S = 16  # columns stored: small, so the DMA does not hide the compute engines' t
 
 
 def double_right_half(rb, t):
-    """A helper issuing the VectorE instruction: no_reorder's scope covers what helpers issue."""
-    return nisa.tensor_scalar(rb, t[:, 1, :], nl.multiply, 2.0, name="vec")
+    """A helper issuing the VectorE instruction (named: left open, the engine assignment could put
+    it on ScalarE): no_reorder's scope covers what helpers issue."""
+    return nisa.tensor_scalar(rb, t[:, 1, :], nl.multiply, 2.0, engine=nisa.engine.vector, name="vec")
 
 
 def two_engines(ab, order=None):

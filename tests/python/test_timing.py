@@ -443,7 +443,12 @@ def test_save_trace_is_chrome_trace_json_with_one_event_per_executed_instruction
     names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     used = {QUEUES.index(q) for q in QUEUES if prof.instructions[q]}
     assert set(names) == used == {e["tid"] for e in xs}
-    assert names[QUEUES.index("pe")] == "Tensor" and names[QUEUES.index("dve")] == "Vector"
+    # Each used compute queue is named after its engine (the PSUM evictions' engine is open: VectorE
+    # or ScalarE, at least one of them).
+    engine_names = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd"}
+    assert names[QUEUES.index("pe")] == "Tensor" and {"Vector", "Scalar"} & set(names.values())
+    for q, name in engine_names.items():
+        assert names.get(QUEUES.index(q), name) == name, q
     assert names[QUEUES.index("dma0")] == "dma0"
     # Stalls in the events add up to the profile's.
     assert sum(e["args"]["stall_ns"] for e in xs) == pytest.approx(sum(prof.stalls.values()))
