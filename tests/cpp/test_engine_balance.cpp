@@ -120,6 +120,18 @@ TEST_CASE("assign_engines gives an open instruction the engine where it finishes
     const std::vector<Queue> q = queues_for(add(5, 2) + add(5, 5) + add(5, 5) + add(5, 5));
     for (size_t i = 1; i <= 4; ++i) CHECK(q[i] == Queue::act);
   }
+  SECTION("an instruction in a loop stands for its trips") {
+    // The first add runs 3 times: ScalarE until R + 1225.7 (3 x 408.6). Then: VectorE (R + 510.7),
+    // GpSimd (R + 515.7), and VectorE again (R + 1021.4, before GpSimd's 1031.4 and ScalarE's
+    // 1634.3). Counted once, the loop's add would leave ScalarE free at R + 408.6 and the last add
+    // would go there (R + 817.1).
+    const std::vector<Queue> q = queues_for("  loop iv=r0 start=0 stop=3\n" + add(5, 2) + "  end\n" + add(6, 2) +
+                                            add(7, 2) + add(8, 2));
+    CHECK(q[2] == Queue::act);
+    CHECK(q[4] == Queue::dve);
+    CHECK(q[5] == Queue::pool);
+    CHECK(q[6] == Queue::dve);
+  }
   SECTION("an explicit engine is never moved and counts towards its engine's time") {
     // Two named ScalarE adds take it to R + 817.1; the open one then finishes first on VectorE
     // (R + 510.7, before GpSimd's R + 515.7).
