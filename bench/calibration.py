@@ -9,7 +9,7 @@ times from the profiler figures of NKI's "Introduction to NKI Kernel Optimizatio
 published kernels' block sizes are not known; ours are the defaults in stages.py, or the smaller
 fp32 ones below where fp32 tiles would overflow SBUF.
 
-The machine model's `dma_efficiency` (simulator/src/machine_config.cpp) was fitted to some of
+The machine model's `dma_efficiency` (codegen/src/machine_config.cpp) was fitted to some of
 these rows (FITTED): their error says how well one constant fits them, not how well the model
 predicts. The summary therefore reports the other rows (validation) on their own; the fitted
 rows' errors are printed beside it, never mixed into it.

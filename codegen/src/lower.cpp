@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <queue>
 #include <sstream>
 
 #include "knit/codegen/access.h"
+#include "knit/codegen/cost.h"
 #include "knit/codegen/spill.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/text.h"
@@ -139,26 +141,155 @@ Queue engine_queue(Engine e) {
   }
 }
 
-// The queue of the engine the op table names, or its engine rule picks from the operands.
-Queue default_queue(const Kernel& k, const Instruction& inst) {
-  const OpTraits& t = op_traits(inst.opcode());
-  return engine_queue(t.engine_rule ? t.engine_rule(k, inst) : Engine(t.engine));
+// A list-scheduling estimate of the run, in body order, each instruction standing for its trips
+// (the product of the static trip counts of the loops around it; 1 for a loop whose bounds are
+// registers) run back to back: when each queue is free and, per tensor, when its last writer's
+// result is ready (on the writer's own queue at its end; on another queue after the writer's
+// pipeline latency and a semaphore). An instruction whose engine the kernel leaves open goes to
+// the eligible engine on which it would finish first: the later of that engine's free time and
+// its operands' readiness there, plus trips x its cost there (the cost model's own; the default
+// engine on a tie). So independent work spreads over the engines while a chain of dependent
+// instructions stays on one engine unless another is free enough to pay for the hop (once per
+// chain, as a loop's iterations pipeline). Barriers, DMA bandwidth sharing and ScalarE table
+// switches are ignored. Deterministic.
+class EngineSchedule {
+ public:
+  explicit EngineSchedule(const Kernel& k)
+      : k_(k), config_(machine_config(k.target)), written_(k.tensors.size()), read_(k.tensors.size()) {}
+
+  Queue place(const Instruction& inst, double trips, const EngineChoice& choice) {
+    Queue best = engine_queue(choice.engines[0]);
+    double best_end = 0, best_latency = 0;
+    for (int c = 0; c < choice.count; ++c) {
+      const Queue q = engine_queue(choice.engines[c]);
+      const InstrCost cost = instruction_cost(k_, inst, q, config_);
+      const double end = start_on(inst, q) + trips * cost.busy_ns;
+      if (c == 0 || end < best_end) best = q, best_end = end, best_latency = cost.latency_ns;
+    }
+    record(inst, best, best_end, best_latency);
+    return best;
+  }
+
+  // A grid instance (`program id=`) runs on a core of its own: its queues start free.
+  void enter_core(int64_t id) {
+    cores_[core_] = free_;
+    core_ = id;
+    free_ = cores_[id];
+  }
+
+  void place_dma(const Instruction& inst, double trips, Queue q) {
+    const InstrCost cost = instruction_cost(k_, inst, q, config_);
+    record(inst, q, start_on(inst, q) + cost.fixed_ns + trips * cost.busy_ns, cost.latency_ns);
+  }
+
+ private:
+  struct Access {  // the latest write or read of a tensor
+    double end = 0, latency = 0;
+    int queue = -1;  // none yet
+  };
+
+  // When an access from queue q may start after an earlier one (`a`) of the same tensor.
+  double after(const Access& a, Queue q) const {
+    if (a.queue < 0) return 0;
+    return a.queue == static_cast<int>(q) ? a.end : a.end + a.latency + config_.sync_ns;
+  }
+
+  // Reads wait for the last write; writes also for the last read (a write after read).
+  double start_on(const Instruction& inst, Queue q) const {
+    double start = free_[static_cast<int>(q)];
+    for_each_view(inst, [&](const char* name, const View& v) {
+      start = std::max(start, after(written_[v.tensor], q));
+      if (is_output_operand(name)) start = std::max(start, after(read_[v.tensor], q));
+    });
+    return start;
+  }
+
+  void record(const Instruction& inst, Queue q, double end, double latency) {
+    free_[static_cast<int>(q)] = end;
+    for_each_view(inst, [&](const char* name, const View& v) {
+      Access& a = is_output_operand(name) ? written_[v.tensor] : read_[v.tensor];
+      if (end >= a.end) a = {end, latency, static_cast<int>(q)};
+    });
+  }
+
+  const Kernel& k_;
+  const MachineConfig& config_;
+  std::array<double, kNumQueues> free_{};
+  int64_t core_ = 0;
+  std::map<int64_t, std::array<double, kNumQueues>> cores_;  // the other cores' free_
+  std::vector<Access> written_, read_;                       // per tensor
+};
+
+// Per body instruction, how many times it runs as far as the IR says: the product of the trip
+// counts of the loops around it whose bounds are immediates (a loop with a register bound, a
+// while or an if counts once).
+std::vector<double> static_trips(const Kernel& k) {
+  std::vector<double> trips(k.body.size(), 1);
+  std::vector<double> stack{1};
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const Instruction& inst = k.body[i];
+    trips[i] = stack.back();
+    const BlockPart part = op_traits(inst.opcode()).block;
+    if (part == BlockPart::open) {
+      double n = 1;
+      const auto* loop = std::get_if<Loop>(&inst.op);
+      if (loop && !loop->start.is_reg() && !loop->stop.is_reg() && loop->step != 0) {
+        const int64_t span = loop->step > 0 ? loop->stop.imm - loop->start.imm : loop->start.imm - loop->stop.imm;
+        const int64_t step = loop->step > 0 ? loop->step : -loop->step;
+        n = static_cast<double>(std::max<int64_t>(0, (span + step - 1) / step));
+      }
+      stack.push_back(stack.back() * n);
+    } else if (part == BlockPart::close && stack.size() > 1) {
+      stack.pop_back();
+    }
+  }
+  return trips;
 }
+
+// DMA queues run in order, so a store (which waits for the compute that produces its data) holds
+// up every later transfer on its queue. Stores to HBM take the last DMA queue and every other
+// transfer the others in turn, so the load of the next tile need not wait behind this tile's store.
+class DmaQueues {
+ public:
+  Queue next(const Kernel& k, const Instruction& inst) {
+    bool store = false;
+    for_each_view(inst, [&](const char* name, const View& v) {
+      if (std::string_view(name) == "dst") store = !is_on_chip(k.tensor(v.tensor).buffer);
+    });
+    if (store) return static_cast<Queue>(kFirstDmaQueue + kNumDmaQueues - 1);
+    return static_cast<Queue>(kFirstDmaQueue + other_++ % (kNumDmaQueues - 1));
+  }
+
+ private:
+  int other_ = 0;
+};
 
 }  // namespace
 
 std::vector<Queue> assign_engines(const Kernel& k) {
   std::vector<Queue> queues(k.body.size(), Queue::pe);
-  int dma = 0;
+  std::vector<EngineChoice> choices(k.body.size());
+  bool open = false;  // any instruction with more than one eligible engine
   for (size_t i = 0; i < k.body.size(); ++i) {
     const Instruction& inst = k.body[i];
+    if (is_barrier(inst) || is_dma(inst.opcode())) continue;
+    choices[i] = open_engines(k, inst);
+    open |= choices[i].count > 1;
+  }
+  std::optional<EngineSchedule> schedule;
+  std::vector<double> trips;
+  if (open) schedule.emplace(k), trips = static_trips(k);
+  DmaQueues dma;
+  for (size_t i = 0; i < k.body.size(); ++i) {
+    const Instruction& inst = k.body[i];
+    if (const auto* grid = std::get_if<Program>(&inst.op); grid && schedule) schedule->enter_core(grid->id);
     if (is_barrier(inst)) continue;
     if (is_dma(inst.opcode())) {
-      queues[i] = static_cast<Queue>(kFirstDmaQueue + dma++ % kNumDmaQueues);
+      queues[i] = dma.next(k, inst);
+      if (schedule) schedule->place_dma(inst, trips[i], queues[i]);
       continue;
     }
-    const Engine e = explicit_engine(inst);
-    queues[i] = e == Engine::unknown ? default_queue(k, inst) : engine_queue(e);
+    queues[i] = schedule ? schedule->place(inst, trips[i], choices[i]) : engine_queue(choices[i].engines[0]);
   }
   return queues;
 }

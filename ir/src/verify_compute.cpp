@@ -10,6 +10,7 @@
 //    reduction, so it is rejected in every element-wise op slot.
 #include <algorithm>
 
+#include "knit/ir/op_traits.h"
 #include "verify_rules.h"
 
 namespace knit::ir {
@@ -152,12 +153,9 @@ void check(Checker& c, const TensorScalar& op) {
     if (two_stage && op.operand1.is_tile()) gpsimd_no_psum(c, {{&op.operand1.tile, "operand1"}});
   }
   // Before trn3 the Scalar Engine only fuses (multiply, add), (multiply, -) and (add, -).
-  if (op.engine == Engine::scalar && nc_version(c.target()) < 4) {
-    const bool ok = (op.op0 == AluOp::multiply && (op.op1 == AluOp::add || op.op1 == AluOp::bypass)) ||
-                    (op.op0 == AluOp::add && op.op1 == AluOp::bypass);
-    if (!ok)
-      c.fail("engine", "the Scalar Engine runs only (multiply, add), (multiply, None) and (add, None) on " +
-                           std::string(to_string(c.target())) + "; use the vector engine");
+  if (op.engine == Engine::scalar && !scalar_engine_runs(c.target(), op.op0, op.op1)) {
+    c.fail("engine", "the Scalar Engine runs only (multiply, add), (multiply, None) and (add, None) on " +
+                         std::string(to_string(c.target())) + "; use the vector engine");
   }
 }
 

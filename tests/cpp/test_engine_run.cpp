@@ -145,7 +145,7 @@ std::string expect_run_error(const EngineProgram& program, const std::vector<Hos
   return {};
 }
 
-// Load (dma0), exp on act, store (dma1): one cross-queue RAW on each side of the activation.
+// Load (dma0), exp on act, store (dma3): one cross-queue RAW on each side of the activation.
 const char* const kChain = R"(kernel "chain" target=trn2 {
   param %0 "x" hbm float32[128, 64]
   tensor %1 "out" shared_hbm float32[128, 64]
@@ -251,7 +251,7 @@ TEST_CASE("a wait for a count that never comes is a deadlock, not a hang", "[cod
     const std::string msg = expect_run_error(program, args, options, "deadlock");
     CHECK_THAT(msg, Catch::Contains("act: activation (chain.py:11) waits dma0>=2 (is 1)"));
     // The store waits for the activation, so it is stuck too.
-    CHECK_THAT(msg, Catch::Contains("dma1: dma_copy (chain.py:12) waits act>=1 (is 0)"));
+    CHECK_THAT(msg, Catch::Contains("dma3: dma_copy (chain.py:12) waits act>=1 (is 0)"));
   }
   // A wait on a queue with no instructions in the region at all.
   EngineProgram program = codegen::lower(ir::parse(kChain));

@@ -97,15 +97,16 @@ TEST_CASE("an edge across engine queues becomes an order dependence and a wait",
 }
 
 TEST_CASE("an edge within one queue needs no wait", "[schedule]") {
-  // Both on VectorE (tensor_copy defaults there): queue order already runs them in order.
+  // Both on VectorE (named: left open, the second would go to the idle ScalarE): queue order
+  // already runs them in order.
   const ir::Kernel k = ir::parse(R"(kernel "one" target=trn2 {
   param %0 "x" hbm float32[128, 64]
   tensor %1 "out" shared_hbm float32[128, 64]
   tensor %2 "t" sbuf float32[128, 64]
   tensor %3 "u" sbuf float32[128, 64]
   dma_copy dst=%2@0[[64,128],[1,64]] src=%0@0[[64,128],[1,64]]
-  tensor_copy dst=%3@0[[64,128],[1,32]] src=%2@0[[64,128],[1,32]]
-  tensor_copy dst=%3@32[[64,128],[1,32]] src=%2@32[[64,128],[1,32]] after=[1]
+  tensor_copy dst=%3@0[[64,128],[1,32]] src=%2@0[[64,128],[1,32]] engine=vector
+  tensor_copy dst=%3@32[[64,128],[1,32]] src=%2@32[[64,128],[1,32]] engine=vector after=[1]
   dma_copy dst=%1@0[[64,128],[1,64]] src=%3@0[[64,128],[1,64]]
   return %1
 }

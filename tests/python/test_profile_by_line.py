@@ -118,7 +118,8 @@ def test_tiled_matmul_lines_count_what_its_loops_do():
     assert load_b.dma_bytes == trips * 128 * 512 * BF16_BYTES
     assert store.dma_bytes == (M // 128) * (N // 512) * 128 * 512 * BF16_BYTES
     assert matmul.busy_ns == pytest.approx({"pe": trips * 512 / PE_GHZ_TRN2}, rel=1e-9)
-    assert (matmul.engine, evict.engine, load_b.engine) == ("pe", "dve", "dma")
+    assert (matmul.engine, load_b.engine) == ("pe", "dma")
+    assert evict.engine in ("dve", "act")  # a PSUM copy whose engine is open: VectorE or, on trn2, ScalarE
     assert matmul.opcodes == {"nc_matmul": trips}
 
 

@@ -45,7 +45,7 @@ def pair(ab, kind):
     rb = nl.ndarray((P, 64), nl.float32)
     nisa.activation(ra, nl.exp, t[:, 0, :], name="A")
     if kind == "reads_a":
-        nisa.tensor_scalar(rb, ra, nl.multiply, 2.0, name="B")
+        nisa.tensor_scalar(rb, ra, nl.multiply, 2.0, engine=nisa.engine.vector, name="B")
     elif kind == "same_queue":
         nisa.activation(rb, nl.exp, t[:, 1, :], name="B")
     else:
@@ -93,8 +93,10 @@ def test_backward_edge_across_a_device_loop_is_rejected():
         knit.jit(kernel).with_schedule([("A", "B")])(inputs())
 
 
-B_CALLS = {"reads_a": 'ra, nl.multiply, 2.0, name="B"', "same_queue": 'nl.exp, t[:, 1, :], name="B"',
-           "via_queue": 'engine=nisa.engine.vector, name="B"', "via_edge": 'engine=nisa.engine.vector, name="B"'}
+B_CALLS = {"reads_a": 'ra, nl.multiply, 2.0, engine=nisa.engine.vector, name="B"',
+           "same_queue": 'nl.exp, t[:, 1, :], name="B"',
+           "via_queue": 't[:, 1, :], nl.multiply, 2.0, engine=nisa.engine.vector, name="B"',
+           "via_edge": 't[:, 1, :], nl.multiply, 2.0, engine=nisa.engine.vector, name="B"'}
 
 
 def line_of(text):

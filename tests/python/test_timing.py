@@ -358,7 +358,7 @@ def test_benchmark_of_a_data_dependent_kernel_falls_back_to_a_functional_run():
         b = knit.benchmark(sum_first_n_tiles, a, np.array([[n]], np.int32), target="trn2")
         np.testing.assert_array_equal(b.profile.outputs, sum(a[i * 128:(i + 1) * 128] for i in range(n)))
         lat.append(b.benchmark_result.nc_latency.get_latency_percentile(50))
-        tiles.append(b.profile.instructions["dve"])
+        tiles.append(b.profile.instructions["dve"] + b.profile.instructions["pool"])  # (their engines are open)
     assert tiles == [1 + 1, 1 + 3]  # the memset and one add per trip: the data decided the trip count
     assert lat[1] > lat[0]
 
@@ -443,7 +443,12 @@ def test_save_trace_is_chrome_trace_json_with_one_event_per_executed_instruction
     names = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     used = {QUEUES.index(q) for q in QUEUES if prof.instructions[q]}
     assert set(names) == used == {e["tid"] for e in xs}
-    assert names[QUEUES.index("pe")] == "Tensor" and names[QUEUES.index("dve")] == "Vector"
+    # Each used compute queue is named after its engine (the PSUM evictions' engine is open: VectorE
+    # or ScalarE, at least one of them).
+    engine_names = {"pe": "Tensor", "act": "Scalar", "dve": "Vector", "pool": "GpSimd"}
+    assert names[QUEUES.index("pe")] == "Tensor" and {"Vector", "Scalar"} & set(names.values())
+    for q, name in engine_names.items():
+        assert names.get(QUEUES.index(q), name) == name, q
     assert names[QUEUES.index("dma0")] == "dma0"
     # Stalls in the events add up to the profile's.
     assert sum(e["args"]["stall_ns"] for e in xs) == pytest.approx(sum(prof.stalls.values()))

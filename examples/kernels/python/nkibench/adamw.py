@@ -19,7 +19,7 @@ column)`` and one ``reciprocal``; one DMA stores the [128, 1024] result.
 
 Deviations: the masked last row tile is a 64-partition tile here (the masked-off rows are not
 loaded, computed or stored, as the mask asks); engines the original leaves to the compiler are
-Knit's choice (VectorE).
+Knit's choice (the least-loaded eligible engine, docs/codegen.md "Engine assignment").
 """
 import numpy as np
 from _common import P

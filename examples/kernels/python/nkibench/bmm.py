@@ -15,7 +15,8 @@ Neuron compiler printed it), in our words. a is [B, M, K] with K = 64 innermost,
 
 So a is loaded in 256-byte rows and transposed again for every N block (N / 1024 times), and
 every matmul uses half of the PE array's rows. Deviation: none in the work done; PSUM -> SBUF
-copies (``nl.copy``, engine left to the compiler) go where Knit puts them (VectorE).
+copies (``nl.copy``, engine left to the compiler) go where Knit puts them (on trn1 VectorE:
+ScalarE copies only from trn2 on and GpSimd cannot read PSUM).
 """
 import numpy as np
 from _common import P, load_identity, pe_transpose

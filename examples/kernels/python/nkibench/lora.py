@@ -31,7 +31,7 @@ printed kernel does not show. Here each tile goes to a private HBM scratch tenso
 is reloaded in step 3 (2 KiB per partition each way). ``nl.loop_reduce`` (not in Knit's current
 API) is the ``tensor_tensor`` add it stands for; the accumulators' zero fill is a ``memset`` per
 tile. Engines the original leaves to the compiler (``nl.add``, the PSUM -> SBUF copies) are
-Knit's choice (VectorE).
+Knit's choice (the least-loaded eligible engine, docs/codegen.md "Engine assignment").
 """
 import numpy as np
 from _common import P, load_identity, pe_transpose

@@ -16,7 +16,8 @@ onto the partitions on chip:
 
 So a is loaded and transposed again for every N block (N / 1024 times). Deviation: none in the
 work done; PSUM -> SBUF copies (``nl.copy`` in the original, engine left to the compiler) go
-where Knit's engine assignment puts them (VectorE).
+where Knit's engine assignment puts them (on trn1 VectorE: ScalarE copies only from trn2 on and
+GpSimd cannot read PSUM).
 """
 import numpy as np
 from _common import P, load_identity, pe_transpose

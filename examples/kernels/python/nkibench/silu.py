@@ -14,7 +14,9 @@ M / 128 rows apart in HBM); each 512-wide half then goes through four instructio
 and one DMA stores the [128, 1024] tile to the same place in out. The zero bias column is one
 ``memset`` before the loops. Deviation: none in the work done; where the original leaves the
 engine to the compiler (``tensor_scalar``, ``nl.multiply``), Knit's engine assignment picks
-VectorE (docs/codegen.md, Engine assignment), which the Neuron compiler need not have done.
+the least-loaded eligible engine (docs/codegen.md, Engine assignment), which need not be the
+Neuron compiler's choice. The original's ``reciprocal`` also leaves its engine open (the Neuron
+2.21 API let it run on ScalarE); the current API's, used here, is VectorE only.
 """
 import numpy as np
 

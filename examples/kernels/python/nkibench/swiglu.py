@@ -29,7 +29,8 @@ Deviation: the original keeps gT on chip from step 1 to step 2, but gT is [3072,
 in a way the printed kernel does not show. Here gT goes to a second private HBM scratch tensor
 in step 1 and each tile is reloaded in step 2 just before it is used (2 KiB per partition each
 way). Element-wise instructions whose engine the original leaves to the compiler, and the PSUM
--> SBUF copies, go where Knit puts them (VectorE).
+-> SBUF copies, go where Knit's engine assignment puts them (the least-loaded eligible engine;
+PSUM copies on trn1 only VectorE).
 """
 import numpy as np
 from _common import P, load_identity, pe_transpose

@@ -16,7 +16,8 @@ product is unchanged); we read them the same way.
 
 Deviation: the original's masks become exact slices (the masked-off columns of the last block
 are neither loaded, multiplied nor stored, which is what the masks ask for); PSUM -> SBUF copies
-(``nl.copy``, engine left to the compiler) go where Knit puts them (VectorE).
+(``nl.copy``, engine left to the compiler) go where Knit puts them (on trn1 VectorE: ScalarE
+copies only from trn2 on and GpSimd cannot read PSUM).
 """
 import numpy as np
 from _common import P

@@ -7,6 +7,8 @@
 // out a column is a build error (the static_asserts below and the Required<> columns).
 #pragma once
 
+#include <array>
+
 #include "knit/ir/ir.h"
 
 namespace knit::ir {
@@ -31,7 +33,7 @@ enum class OpRole : uint8_t {
 // Where a block instruction stands in its block (match_blocks pairs them).
 enum class BlockPart : uint8_t { none, open, middle, close };
 
-// The cost formula family (simulator/src/cost.cpp documents each formula and its source). The
+// The cost formula family (codegen/src/cost.cpp documents each formula and its source). The
 // engine an instruction runs on picks the formulas; a rule that engine does not know counts there
 // as `stream` (an `engine=` operand may move an instruction to another engine).
 enum class CostRule : uint8_t {
@@ -96,6 +98,23 @@ struct OpTraits {
 Engine explicit_engine(const Instruction& inst);
 Engine nc_transpose_engine_of(const Kernel& k, const Instruction& inst);   // by dtype and size
 Engine tensor_tensor_engine_of(const Kernel& k, const Instruction& inst);  // pow runs on GpSimd
+
+// Whether the Scalar Engine runs tensor_scalar's (op0, op1) on `target`: before NC-v4 only
+// (multiply, add), (multiply, bypass) and (add, bypass) (nki.isa.tensor_scalar).
+bool scalar_engine_runs(Target target, AluOp op0, AluOp op1);
+
+// The engines an instruction may run on, its default engine first.
+// NKI leaves the engine of element-wise ALU work (tensor_scalar, tensor_tensor, tensor_copy,
+// memset) to the compiler, which may place it on VectorE, ScalarE or GpSimd within each engine's
+// documented limits (ALU ops per engine, ScalarE's tensor_scalar pairs and tensor_copy from
+// NC-v3, no PSUM on GpSimd); Knit offers the other engines only for floating-point operands
+// without indirect access. Every other instruction has one engine: its engine= operand's, else
+// its default.
+struct EngineChoice {
+  std::array<Engine, 3> engines{};
+  int count = 0;
+};
+EngineChoice open_engines(const Kernel& k, const Instruction& inst);
 
 namespace op_traits_detail {
 using enum OpRole;

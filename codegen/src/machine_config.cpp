@@ -1,8 +1,8 @@
-#include "knit/sim/machine_config.h"
+#include "knit/codegen/machine_config.h"
 
 #include <algorithm>
 
-namespace knit::sim {
+namespace knit::codegen {
 
 namespace {
 
@@ -111,4 +111,4 @@ const MachineConfig& machine_config(ir::Target target) {
   return kConfigs[1];
 }
 
-}  // namespace knit::sim
+}  // namespace knit::codegen

@@ -7,14 +7,13 @@
 #include <cstring>
 #include <optional>
 
+#include "knit/codegen/cost.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/view.h"
-#include "knit/sim/timing.h"
 
-namespace knit::sim {
+namespace knit::codegen {
 
 using namespace knit::ir;
-using codegen::Queue;
 
 namespace {
 
@@ -205,7 +204,7 @@ void dma_cost(const Operands& o, const Instruction& inst, const MachineConfig& c
 InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue, const MachineConfig& c) {
   InstrCost cost;
   const Operands o = operands_of(k, inst);
-  if (static_cast<int>(queue) >= codegen::kFirstDmaQueue) {
+  if (static_cast<int>(queue) >= kFirstDmaQueue) {
     dma_cost(o, inst, c, cost);
     return cost;
   }
@@ -250,4 +249,4 @@ InstrCost instruction_cost(const Kernel& k, const Instruction& inst, Queue queue
   return cost;
 }
 
-}  // namespace knit::sim
+}  // namespace knit::codegen
