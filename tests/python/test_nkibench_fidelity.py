@@ -26,3 +26,12 @@ def test_nkibench_rows_are_within_35_percent_of_the_published_latencies(name):
     bench = knit.benchmark(kernel, *[nt.tensor[list(s), nl.float32] for s in shapes], target="trn1")
     simulated_ms = bench.benchmark_result.nc_latency.get_latency_percentile(50) / 1e3
     assert simulated_ms == pytest.approx(calibration.NKIBENCH_PUBLISHED_MS[name], rel=0.35), name
+
+
+@pytest.mark.slow
+def test_tuned_trn2_bf16_matmul_is_within_35_percent_of_nki_autotune():
+    """bench/calibration.py's autotune row: the best of our blocked stages' block-size sweep at
+    [2048, 2048] @ [2048, 2048] bf16 on trn2 against nki-autotune's published 0.2442 ms."""
+    calibration = kernel_test_util.load_file(os.path.join(kernel_test_util.BENCH, "calibration.py"))
+    simulated_ms, *_ = calibration.best_tuned_matmul()
+    assert simulated_ms == pytest.approx(calibration.AUTOTUNE_PUBLISHED_MS, rel=0.35)
