@@ -1,5 +1,7 @@
 // knit::cc (cc.h): collectives from C++ kernels traced on several ranks, run on the reference
 // interpreter and checked against hand-computed values.
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include <knit/cc.h>
@@ -80,4 +82,57 @@ TEST_CASE("cc: a rank that skips a collective deadlocks with every rank named", 
   std::vector<HostTensor> args{host(DT::float32, {1, 2}, {1, 2}), host(DT::float32, {1, 2}, {3, 4})};
   CHECK_THROWS_WITH(run(k, args),
                     Catch::Contains("rank 0: finished") && Catch::Contains("rank 1: waits at collective"));
+}
+
+TEST_CASE("cc: the ring-position register picks ring[(pos - k) mod N] for a shuffled ring", "[collectives]") {
+  const std::vector<int64_t> ring{3, 1, 0, 2};
+  auto kernel = [&](nl::tensor table) {
+    auto out = nl::ndarray({4, 2}, table.dtype(), nl::shared_hbm, "out");
+    for (int k = 0; k < 4; ++k) {
+      nl::reg who = cc::collective_permute_implicit_current_processing_rank_id(k, {{ring}});
+      isa::dma_copy(out.ap({{2, 1}, {1, 2}}, 2 * k), table.ap({{2, 1}, {1, 2}}, 0, {.scalar_offset = who}));
+    }
+    return out;
+  };
+  ir::Kernel k = cc::trace_ranks("ring_position", kernel, {arg({4, 2}, nl::float32, "table")}, 4);
+  const std::vector<float> table{0, 0.5f, 1, 1.5f, 2, 2.5f, 3, 3.5f};  // row r holds r, r + 0.5
+  std::vector<HostTensor> args(4, host(DT::float32, {4, 2}, table));
+  auto out = run(k, args);
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t pos = std::find(ring.begin(), ring.end(), r) - ring.begin();
+    for (int64_t step = 0; step < 4; ++step)
+      CHECK(out[r].get(2 * step) == static_cast<float>(ring[(pos - step + 4) % 4]));
+  }
+}
+
+TEST_CASE("cc: all_to_all_v places each sender's chunk in its slot and counts it", "[collectives]") {
+  auto kernel = [](nl::tensor src, nl::tensor meta) {
+    auto buf = nl::ndarray(src.shape(), src.dtype(), nl::shared_hbm, "buf");
+    auto m = nl::ndarray(meta.shape(), meta.dtype(), nl::shared_hbm, "meta");
+    auto dst = nl::ndarray({4}, src.dtype(), nl::shared_hbm, "dst");
+    isa::dma_copy(buf, src);
+    isa::dma_copy(m, meta);
+    isa::dma_copy(dst, src.ap({{0, 4}}));  // every slot starts as src[0]
+    cc::all_to_all_v(buf, dst, {{{0, 1}}}, m);
+    return std::make_tuple(output_copy(dst), output_copy(m));
+  };
+  ir::Kernel k = cc::trace_ranks("a2av", kernel, {arg({4}, nl::float32, "src"), arg({3, 2}, nl::uint32, "meta")}, 2);
+  // rank 0 sends 1 element (at 0) to rank 0 and 2 (at 1) to rank 1; rank 1 sends 2 (at 2) to 0, none to 1
+  auto meta = [](std::vector<uint32_t> v) {
+    HostTensor h = HostTensor::zeros(DT::uint32, {3, 2});
+    std::memcpy(h.bytes.data(), v.data(), v.size() * 4);
+    return h;
+  };
+  std::vector<HostTensor> args{host(DT::float32, {4}, {10, 11, 12, 13}), meta({1, 2, 0, 1, 0, 0}),
+                               host(DT::float32, {4}, {20, 21, 22, 23}), meta({2, 0, 2, 0, 0, 0})};
+  auto out = run(k, args);
+  const std::vector<float> dst0{10, 10, 22, 23}, dst1{11, 12, 20, 20};  // slots of 2: sender 0, sender 1
+  for (int64_t i = 0; i < 4; ++i) {
+    CHECK(out[0].get(i) == dst0[i]);
+    CHECK(out[2].get(i) == dst1[i]);
+  }
+  CHECK(knit::test::raw_u32(out[1], 4) == 1);  // rank 0's receive counts: 1 from 0, 2 from 1
+  CHECK(knit::test::raw_u32(out[1], 5) == 2);
+  CHECK(knit::test::raw_u32(out[3], 4) == 2);  // rank 1's: 2 from 0, 0 from 1
+  CHECK(knit::test::raw_u32(out[3], 5) == 0);
 }

@@ -7,6 +7,7 @@
 //   auto outs = knit::run(k, {x0, x1, x2, x3});   // one output per rank, rank after rank
 #pragma once
 
+#include <algorithm>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -120,6 +121,41 @@ inline nl::reg rank_id(KNIT_CC_HERE) {
   const int r = knit::detail::new_register(loc_of(l));
   knit::detail::append(ir::RegisterMove{ir::Reg{r}, ir::IntValue::of(detail::tracing().rank)}, loc_of(l));
   return nl::reg::of(r);
+}
+
+// The rank whose data a ring step `iteration` holds: ring[(pos - iteration) mod N], where pos is
+// this rank's position in its list (an int or a register, e.g. a dynamic_range index).
+inline nl::reg collective_permute_implicit_current_processing_rank_id(const nl::reg& iteration,
+                                                                      const ReplicaGroup& group, KNIT_CC_HERE) {
+  const int64_t rank = detail::tracing().rank;
+  for (const auto& ring : group.groups) {
+    const auto at = std::find(ring.begin(), ring.end(), rank);
+    if (at == ring.end()) continue;
+    const int64_t n = static_cast<int64_t>(ring.size()), pos = at - ring.begin();
+    // (pos - k) mod n, kept non-negative for any step count below 2^20 rings
+    const nl::reg index = (pos + n * (int64_t{1} << 20) - iteration) % n;
+    nl::reg total(0);
+    for (int64_t j = 0; j < n; ++j) total = total + (index == j) * ring[static_cast<size_t>(j)];
+    return nl::reg::of(total.materialize(loc_of(l)));
+  }
+  user_error(loc_of(l), "replica-group", "rank " + std::to_string(rank) + " is in no rank list of the replica group");
+}
+
+// Flat-buffer variants (docs/collectives.md): `metadata` is the uint32 [3, R] table of send
+// counts, send displacements and receive counts (written unless recv_counts_known).
+inline void all_gather_v(const nl::tensor& src, const nl::tensor& dst, const ReplicaGroup& group,
+                         const nl::tensor& metadata, bool recv_counts_known = false, KNIT_CC_HERE) {
+  ir::Collective c = detail::collective(ir::CollectiveKind::all_gather_v, dst, src, group);
+  c.metadata = metadata.view();
+  c.recv_counts_known = recv_counts_known;
+  knit::detail::append(std::move(c), loc_of(l));
+}
+inline void all_to_all_v(const nl::tensor& src, const nl::tensor& dst, const ReplicaGroup& group,
+                         const nl::tensor& metadata, bool recv_counts_known = false, KNIT_CC_HERE) {
+  ir::Collective c = detail::collective(ir::CollectiveKind::all_to_all_v, dst, src, group);
+  c.metadata = metadata.view();
+  c.recv_counts_known = recv_counts_known;
+  knit::detail::append(std::move(c), loc_of(l));
 }
 
 // Traces `fn` on `ranks` ranks into one verified kernel: rank r's parameters are named
