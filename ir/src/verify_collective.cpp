@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "knit/ir/view.h"
 #include "verify_rules.h"
 
 namespace knit::ir {
@@ -12,12 +13,6 @@ namespace knit::ir {
 namespace {
 
 bool in_hbm(const Checker& c, const View& v) { return is_hbm(c.buffer(v)); }
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // The replica groups are disjoint, non-empty and all of one size; returns that size.
 int64_t check_groups(Checker& c, const Collective& op) {
@@ -71,7 +66,7 @@ void check_buffers(Checker& c, const Collective& op, bool sbuf_allowed) {
     c.same_dtype(*op.src1, "srcs1", op.src, "srcs0");
     if (op.src1->shape() != op.src.shape())
       c.fail("collective-shape",
-             "srcs1 " + shape_text(op.src1->shape()) + " must have srcs0's shape " + shape_text(op.src.shape()));
+             "srcs1 " + bracketed(op.src1->shape()) + " must have srcs0's shape " + bracketed(op.src.shape()));
   }
 }
 
@@ -84,9 +79,9 @@ void check_scaled(Checker& c, const Collective& op, const View& big, const char*
                                  std::to_string(want.size()) + "-D " + small_name);
   want[op.dim] *= factor;
   if (big.shape() != want)
-    c.fail("collective-shape", std::string(big_name) + " is " + shape_text(big.shape()) + " but " + small_name + " " +
-                                   shape_text(small.shape()) + " over " + std::to_string(factor) + " ranks along dim " +
-                                   std::to_string(op.dim) + " needs " + shape_text(want));
+    c.fail("collective-shape", std::string(big_name) + " is " + bracketed(big.shape()) + " but " + small_name + " " +
+                                   bracketed(small.shape()) + " over " + std::to_string(factor) + " ranks along dim " +
+                                   std::to_string(op.dim) + " needs " + bracketed(want));
 }
 
 void check_dim(Checker& c, const Collective& op, bool sbuf_dim1) {
@@ -103,7 +98,7 @@ void check_dim(Checker& c, const Collective& op, bool sbuf_dim1) {
 void check_same_shape(Checker& c, const Collective& op) {
   if (op.dst.shape() != op.src.shape())
     c.fail("collective-shape",
-           "dst " + shape_text(op.dst.shape()) + " must have src's shape " + shape_text(op.src.shape()));
+           "dst " + bracketed(op.dst.shape()) + " must have src's shape " + bracketed(op.src.shape()));
 }
 
 void check_metadata(Checker& c, const Collective& op, int64_t ranks) {
@@ -113,7 +108,7 @@ void check_metadata(Checker& c, const Collective& op, int64_t ranks) {
   std::vector<int64_t> shape = m.shape();
   if (!in_hbm(c, m) && !shape.empty() && shape.front() == 1) shape.erase(shape.begin());  // SBUF (1, rows, R)
   if (shape != std::vector<int64_t>{3, ranks})
-    c.fail("metadata", "metadata_tensor is " + shape_text(m.shape()) + "; it must be uint32 [3, " +
+    c.fail("metadata", "metadata_tensor is " + bracketed(m.shape()) + "; it must be uint32 [3, " +
                            std::to_string(ranks) + "] (send counts, send displacements, receive counts per rank)");
   if (!in_hbm(c, op.src) || !in_hbm(c, op.dst)) c.fail("buffer", "src and dst must be flat HBM buffers");
 }
@@ -156,7 +151,7 @@ void check(Checker& c, const Collective& op) {
         check_same_shape(c, op);
         if (op.src.shape().empty() || op.src.shape()[0] % n)
           c.fail("collective-shape", "all_to_all splits src's dim 0 into " + std::to_string(n) + " equal chunks; " +
-                                         shape_text(op.src.shape()) + " does not divide");
+                                         bracketed(op.src.shape()) + " does not divide");
         break;
       case CollectiveKind::all_gather_v:
         c.requires_gen(3);  // LNC=2 only: trn2 and later

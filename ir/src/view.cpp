@@ -47,6 +47,12 @@ void forbid_column_indirect(const View& v, const SourceLoc& loc, const char* cal
 
 }  // namespace
 
+std::string bracketed(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s + "]";
+}
+
 View full_view(const TensorDecl& t, int tensor_id) {
   View v;
   v.tensor = tensor_id;

@@ -50,25 +50,6 @@ int64_t busiest_chip(const std::vector<int64_t>& members, int per_chip) {
   return most;
 }
 
-// Ring steps and the bytes each rank sends per step (src / dst: one rank's sizes).
-void ring_shape(const Collective& op, int64_t n, double src, double dst, CollectiveCost& c) {
-  switch (op.kind) {
-    case CollectiveKind::all_reduce:  // reduce-scatter then all-gather of 1/n chunks
-      c.steps = 2 * (n - 1), c.step_bytes = src / n;
-      break;
-    case CollectiveKind::all_gather: c.steps = n - 1, c.step_bytes = src; break;
-    case CollectiveKind::reduce_scatter:
-    case CollectiveKind::all_to_all: c.steps = n - 1, c.step_bytes = src / n; break;
-    case CollectiveKind::all_gather_v:
-    case CollectiveKind::all_to_all_v:  // at most a receive slot per step
-      c.steps = n - 1, c.step_bytes = dst / n;
-      break;
-    default:  // the permutes: one step
-      c.steps = 1, c.step_bytes = src;
-      break;
-  }
-}
-
 }  // namespace
 
 int default_lnc(Target target) { return topology(target).default_lnc; }
@@ -114,9 +95,25 @@ struct Placement {
 
 struct Phase {
   int64_t steps;
-  double bytes;
+  double bytes;  // each rank sends per step
   Hop hop;
 };
+
+// One ring over the group's slowest hop (src / dst: one rank's sizes).
+Phase flat_ring(const Collective& op, int64_t n, double src, double dst, Hop hop) {
+  switch (op.kind) {
+    case CollectiveKind::all_reduce:  // reduce-scatter then all-gather of 1/n chunks
+      return {2 * (n - 1), src / n, hop};
+    case CollectiveKind::all_gather: return {n - 1, src, hop};
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all: return {n - 1, src / n, hop};
+    case CollectiveKind::all_gather_v:
+    case CollectiveKind::all_to_all_v:  // at most a receive slot per step
+      return {n - 1, dst / n, hop};
+    default:  // the permutes: one step
+      return {1, src, hop};
+  }
+}
 
 // all_reduce, all_gather and reduce_scatter across nodes, as NCCL-style two-level rings: within
 // each node over its links, then across nodes over EFA (each of a node's ranks carries its own
@@ -156,12 +153,10 @@ CollectiveCost collective_cost(const Collective& op, const std::vector<int64_t>&
                        hop);
     c.path = std::string_view(in.name) == "chip" ? "chip+efa" : "neuronlink+efa";
   } else {
-    ring_shape(op, n, src, static_cast<double>(dst_bytes), c);
-    phases = {{c.steps, c.step_bytes, hop}};
+    phases = {flat_ring(op, n, src, static_cast<double>(dst_bytes), hop)};
     c.path = hop.name;
   }
   double bytes = 0;
-  c.steps = 0;
   for (const Phase& p : phases) {
     c.steps += p.steps;
     bytes += static_cast<double>(p.steps) * p.bytes;

@@ -9,6 +9,11 @@ namespace knit::sim {
 
 using namespace knit::ir;
 
+bool has_collectives(const Kernel& k) {
+  return std::any_of(k.body.begin(), k.body.end(),
+                     [](const Instruction& i) { return std::holds_alternative<Collective>(i.op); });
+}
+
 std::vector<int64_t> collective_members(const Collective& op, int64_t rank) {
   if (op.kind == CollectiveKind::permute) {  // every rank some pair names meets every other
     std::vector<int64_t> members(op.groups.begin(), op.groups.end());
@@ -122,44 +127,37 @@ std::vector<Piece> pieces_for(const Collective& op, const CollectiveShapes& shap
 
 bool poisoned(const std::vector<uint8_t>& flags, int64_t i) { return !flags.empty() && flags[i]; }
 
-// op over the ranks' element i, in position order (the rounding model in collectives.h).
-uint32_t reduce_element(AluOp op, DType t, const std::vector<RankOperands>& ranks, int64_t i) {
+// op over n values of dtype t, left to right, given their bits (the rounding model in
+// collectives.h: fp32 or int64 steps, one rounding to t at the end).
+template <class BitsAt>
+uint32_t fold(AluOp op, DType t, size_t n, const BitsAt& bits_at) {
   uint8_t bytes[8] = {};
-  if (is_integer(t) || t == DType::bool_) {
-    int64_t acc = 0;
-    for (size_t r = 0; r < ranks.size(); ++r) {
-      store_bits(t, ranks[r].src[i], bytes);
-      const int64_t v = load_int(t, bytes);
-      acc = r ? int_alu(op, acc, v) : v;
-    }
-    store_int(t, acc, bytes);
-    return load_bits(t, bytes);
-  }
+  const bool integer = is_integer(t) || t == DType::bool_;
+  int64_t int_acc = 0;
   float acc = 0;
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    store_bits(t, ranks[r].src[i], bytes);
-    const float v = decode(t, bytes);
-    acc = r ? alu(op, acc, v) : v;
+  for (size_t k = 0; k < n; ++k) {
+    store_bits(t, bits_at(k), bytes);
+    if (integer) {
+      const int64_t v = load_int(t, bytes);
+      int_acc = k ? int_alu(op, int_acc, v) : v;
+    } else {
+      const float v = decode(t, bytes);
+      acc = k ? alu(op, acc, v) : v;
+    }
   }
-  encode(t, acc, bytes);
+  if (integer) store_int(t, int_acc, bytes);
+  else encode(t, acc, bytes);
   return load_bits(t, bytes);
+}
+
+// op over the ranks' element i, in position order.
+uint32_t reduce_element(AluOp op, DType t, const std::vector<RankOperands>& ranks, int64_t i) {
+  return fold(op, t, ranks.size(), [&](size_t r) { return ranks[r].src[i]; });
 }
 
 // permute_implicit_reduce's op(srcs0, srcs1) of one rank's element i, rounded to the dtype.
 uint32_t combine_element(AluOp op, DType t, const RankOperands& r, int64_t i) {
-  uint8_t bytes[8] = {};
-  if (is_integer(t) || t == DType::bool_) {
-    store_bits(t, r.src[i], bytes);
-    const int64_t a = load_int(t, bytes);
-    store_bits(t, r.src1[i], bytes);
-    store_int(t, int_alu(op, a, load_int(t, bytes)), bytes);
-    return load_bits(t, bytes);
-  }
-  store_bits(t, r.src[i], bytes);
-  const float a = decode(t, bytes);
-  store_bits(t, r.src1[i], bytes);
-  encode(t, alu(op, a, decode(t, bytes)), bytes);
-  return load_bits(t, bytes);
+  return fold(op, t, 2, [&](size_t k) { return k ? r.src1[i] : r.src[i]; });
 }
 
 }  // namespace

@@ -20,6 +20,9 @@
 
 namespace knit::sim {
 
+// Whether the kernel calls any collective (it then runs as ranks).
+bool has_collectives(const ir::Kernel& k);
+
 // The ranks that meet at `op` when `rank` calls it, in position order: its replica sub-list;
 // for collective_permute, every rank the pairs name (empty when no pair names `rank`).
 std::vector<int64_t> collective_members(const ir::Collective& op, int64_t rank);

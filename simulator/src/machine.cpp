@@ -520,8 +520,7 @@ bool Machine::exchange(std::vector<Core>& cores) {
 }
 
 void Machine::deadlock(const std::vector<Core>& cores) {
-  const bool ranks = std::any_of(kernel_.body.begin(), kernel_.body.end(),
-                                 [](const Instruction& i) { return std::holds_alternative<Collective>(i.op); });
+  const bool ranks = has_collectives(kernel_);
   std::ostringstream msg;
   msg << "the " << (ranks ? "ranks" : "cores") << " wait for each other forever:";
   const Instruction* first = nullptr;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "collectives.h"
+#include "knit/ir/view.h"
 #include "machine.h"
 
 namespace knit::sim {
@@ -19,26 +20,16 @@ std::string located(const Instruction& inst) {
          std::to_string(inst.loc.line) + ")";
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-// The parts of a call every rank of its group must agree on, as text (same_call's fields).
+// The parts of a call every rank of its group must agree on (kind, replica group, op, dim,
+// channel, src dtype and shape, dst shape), as text: compared in-process and sent between
+// processes (RankOperands::call).
 std::string call_signature(const Collective& op) {
   std::ostringstream s;
-  s << to_string(op.kind) << " src " << to_string(op.src.dtype) << shape_text(op.src.shape()) << " dst "
-    << shape_text(op.dst.shape()) << " groups " << shape_text(op.groups) << " sizes " << shape_text(op.group_sizes)
+  s << to_string(op.kind) << " src " << to_string(op.src.dtype) << bracketed(op.src.shape()) << " dst "
+    << bracketed(op.dst.shape()) << " groups " << bracketed(op.groups) << " sizes " << bracketed(op.group_sizes)
     << " op " << to_string(op.op) << " dim " << op.dim << " channel " << op.channel << " known "
     << op.recv_counts_known;
   return s.str();
-}
-
-bool same_call(const Collective& a, const Collective& b) {
-  return a.kind == b.kind && a.groups == b.groups && a.group_sizes == b.group_sizes && a.op == b.op && a.dim == b.dim &&
-         a.channel == b.channel && a.recv_counts_known == b.recv_counts_known && a.src.dtype == b.src.dtype &&
-         a.src.shape() == b.src.shape() && a.dst.shape() == b.dst.shape();
 }
 
 }  // namespace
@@ -81,7 +72,7 @@ std::vector<size_t> Machine::arrived(const std::vector<Core>& cores, size_t c, c
     const Instruction& theirs = kernel_.body[cores[core].pc];
     const auto* other = std::get_if<Collective>(&theirs.op);
     if (!other) return {};
-    if (!same_call(std::get<Collective>(mine.op), *other)) {
+    if (call_signature(std::get<Collective>(mine.op)) != call_signature(*other)) {
       current_ = &mine;
       fail("collective-mismatch",
            "rank " + std::to_string(cores[c].rank) + " calls " + located(mine) + " while rank " + std::to_string(m) +

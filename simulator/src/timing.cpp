@@ -118,11 +118,6 @@ struct InstrTable {
   std::vector<std::vector<int>> reads, writes;
 };
 
-bool has_collectives(const ir::Kernel& k) {
-  return std::any_of(k.body.begin(), k.body.end(),
-                     [](const Instruction& i) { return std::holds_alternative<Collective>(i.op); });
-}
-
 // The tensors instruction `inst` reads and writes (for the collectives in flight).
 void tensors_of(const Instruction& inst, std::vector<int>& reads, std::vector<int>& writes) {
   for_each_view(inst, [&](const char* name, const View& v) {

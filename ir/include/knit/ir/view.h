@@ -11,6 +11,9 @@
 
 namespace knit::ir {
 
+// "[a, b, ...]": a shape or a rank list in messages.
+std::string bracketed(const std::vector<int64_t>& values);
+
 // The whole tensor, row-major.
 View full_view(const TensorDecl& t, int tensor_id);
 
