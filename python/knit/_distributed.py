@@ -11,14 +11,11 @@ forever, and so does a rank whose group called different collectives.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from . import _trace
-from ._kernel import Kernel, _as_positional, default_backend
+from ._kernel import Kernel, _as_positional, _precise_fp, call_key
 from ._ranks import RankedCompiled, _trace_ranks
 from .errors import KnitRuntimeError, user_error
-from .isa import _TARGETS, target_from_env
 
 
 def _loc(where: str) -> tuple[str, int, int]:
@@ -43,13 +40,10 @@ class DistributedKernel:
         return dist.get_rank(self.group), dist.get_world_size(self.group)
 
     def compile(self, *args: Any, target: str | None = None, **kwargs: Any) -> RankedCompiled:
-        from ._kernel import _arg_key
         rank, world = self._world()
         args, kwargs = _as_positional(self.kernel.fn, list(args), kwargs)
-        target = target or self.kernel.options.get("platform_target") or target_from_env()
-        target = _TARGETS.get(str(target).lower(), target)
-        key = (target, rank, world, tuple(_arg_key(a) for a in args),
-               tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
+        target = self.kernel.resolve_target(target)
+        key = (target, rank, world, _precise_fp(), *call_key(args, kwargs))
         if key not in self._cache:
             self._cache[key] = _trace_ranks(self.kernel, [(list(args), kwargs)], target, first_rank=rank,
                                            num_ranks=world)
@@ -100,20 +94,15 @@ class DistributedKernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         compiled = self.compile(*args, **kwargs)
         rank, world = self._world()
-        args, kwargs = _as_positional(self.kernel.fn, list(args), kwargs)
-        hosts, originals, any_torch = Kernel._hosts(compiled, args)
-        uninitialized = os.environ.get("KNIT_UNINITIALIZED", "")
         self._announced = False
         try:
-            outs, after, warnings, *counts = _trace.core_call(
-                compiled.program.run, hosts, uninitialized, "round_robin", 0, True, default_backend(), rank, world,
-                self._transport)
+            result = compiled.run_ranks([_as_positional(self.kernel.fn, list(args), kwargs)], rank, world,
+                                        self._transport)[0]
         except BaseException as e:
             self._finish(e)
             raise
         self._finish(None)
-        compiled.last_run = counts[0] if counts else None
-        return compiled.group_by_rank(Kernel._results(compiled, outs, after, warnings, originals, any_torch))[0]
+        return result
 
 
 def distributed(kernel: Any, group: Any = None) -> DistributedKernel:

@@ -86,6 +86,30 @@ def _arg_key(x):
         return ("const", type(x).__name__, repr(x))
 
 
+def call_key(args, kwargs):
+    """The part of a compile's cache key the call's arguments decide (shapes, dtypes, values)."""
+    return (tuple(_arg_key(a) for a in args), tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
+
+
+def add_params(trace, fn, args, loc, suffix="", base=0):
+    """Declares each tensor among `args` as a kernel parameter of `trace`, named after `fn`'s
+    parameter and `suffix`; returns the arguments to call `fn` with (tensors as NkiTensors) and
+    the positions (base + index) of the tensor arguments."""
+    names = list(inspect.signature(fn).parameters)
+    call_args, positions = [], []
+    for i, a in enumerate(args):
+        spec = tensor_spec(a, loc)
+        if spec is None:
+            call_args.append(a)
+            continue
+        shape, dt = spec
+        name = (names[i] if i < len(names) else f"arg{i}") + suffix
+        tid = _trace.core_call(trace.builder.add_param, name, str(storage_dtype(dt)), list(shape), loc)
+        call_args.append(NkiTensor(trace.builder.full_view(tid)))
+        positions.append(base + i)
+    return call_args, positions
+
+
 def tensor_spec(x, loc):
     """(shape, dtype) of a tensor argument (an array, a torch tensor or an nt.tensor placeholder),
     or None for anything else; a placeholder without a dtype is a user error at `loc`."""
@@ -306,12 +330,15 @@ class Kernel:
             return self.fn(*args, **kwargs)
         return self.compile(*args, **kwargs)(*args, **kwargs)  # each binds keyword tensors (_as_positional)
 
+    def resolve_target(self, target: str | None) -> str:
+        """The target a compile uses: `target`, else jit's platform_target, else the environment's."""
+        target = target or self.options.get("platform_target") or target_from_env()
+        return _TARGETS.get(str(target).lower(), target)
+
     def compile(self, *args: Any, target: str | None = None, **kwargs: Any) -> Compiled:
         args, kwargs = _as_positional(self.fn, args, kwargs)
-        target = target or self.options.get("platform_target") or target_from_env()
-        target = _TARGETS.get(str(target).lower(), target)
-        key: tuple[Any, ...] = (target, self.grid, _precise_fp(), tuple(_arg_key(a) for a in args),
-               tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
+        target = self.resolve_target(target)
+        key: tuple[Any, ...] = (target, self.grid, _precise_fp(), *call_key(args, kwargs))
         if self.options.get("schedule"):
             key += (self.options["schedule"],)
         if key not in self._cache:
@@ -375,21 +402,8 @@ class Kernel:
         count = trace.num_programs
         code = self.fn.__code__
         loc = (code.co_filename, code.co_firstlineno, 0)
-        names = list(inspect.signature(self.fn).parameters)
-        positions = []
         with _trace.tracing(trace):
-            call_args = []
-            for i, a in enumerate(args):
-                spec = tensor_spec(a, loc)
-                if spec is not None:
-                    shape, dt = spec
-                    name = names[i] if i < len(names) else f"arg{i}"
-                    tid = _trace.core_call(trace.builder.add_param, name, str(storage_dtype(dt)),
-                                           list(shape), loc)
-                    call_args.append(NkiTensor(trace.builder.full_view(tid)))
-                    positions.append(i)
-                else:
-                    call_args.append(a)
+            call_args, positions = add_params(trace, self.fn, args, loc)
             results = None
             for pid in range(count):
                 trace.program_id = pid
@@ -399,6 +413,7 @@ class Kernel:
                 try:
                     out = self.fn(*call_args, **kwargs)
                 except AttributeError as e:
+                    names = list(inspect.signature(self.fn).parameters)
                     error = _not_a_tensor(e, self.fn.__name__, names, args, kwargs)
                     if error is None:
                         raise

@@ -7,7 +7,6 @@ the machine runs the ranks as cores that interleave only at collectives (docs/co
 """
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -18,16 +17,16 @@ from . import _trace
 from ._kernel import (
     Compiled,
     Kernel,
-    _arg_key,
     _as_positional,
     _is_array,
+    _precise_fp,
+    add_params,
+    call_key,
     default_backend,
     simulate as _simulate_one,
-    tensor_spec,
 )
 from ._tensor import NkiTensor
 from .errors import user_error
-from .isa import _TARGETS, target_from_env
 from .typing import TensorType
 
 
@@ -78,10 +77,8 @@ class RankedKernel:
 
     def compile(self, *args: Any, target: str | None = None, **kwargs: Any) -> RankedCompiled:
         per_rank = self.per_rank(args, kwargs)
-        target = target or self.kernel.options.get("platform_target") or target_from_env()
-        target = _TARGETS.get(str(target).lower(), target)
-        key = (target, tuple((tuple(_arg_key(a) for a in ra), tuple(sorted((k, _arg_key(v)) for k, v in rk.items())))
-                             for ra, rk in per_rank))
+        target = self.kernel.resolve_target(target)
+        key = (target, _precise_fp(), tuple(call_key(ra, rk) for ra, rk in per_rank))
         if key not in self._cache:
             if self.lnc == 2 and target == "trn1":
                 raise ValueError("lnc=2 needs trn2 or trn3: a trn1 rank is one NeuronCore")
@@ -107,12 +104,13 @@ class RankedCompiled(Compiled):
     single_per_rank = False
     lnc = 0  # physical cores per rank for the collective cost model (0: the target's default)
 
-    def run_ranks(self, per_rank: list[tuple[list, dict]]) -> list[Any]:
-        flat = flat_args(per_rank)
-        hosts, originals, any_torch = Kernel._hosts(self, flat)
+    def run_ranks(self, per_rank: list[tuple[list, dict]], *world: Any) -> list[Any]:
+        """Runs the traced ranks on their arguments; one result per rank. `world` (rank, ranks,
+        transport) makes the run one rank of a job in several processes (knit/_distributed.py)."""
+        hosts, originals, any_torch = Kernel._hosts(self, flat_args(per_rank))
         uninitialized = os.environ.get("KNIT_UNINITIALIZED", "")
         outs, after, warnings, *counts = _trace.core_call(self.program.run, hosts, uninitialized, "round_robin", 0,
-                                                          True, default_backend())
+                                                          True, default_backend(), *world)
         self.last_run = counts[0] if counts else None
         return self.group_by_rank(Kernel._results(self, outs, after, warnings, originals, any_torch))
 
@@ -137,7 +135,6 @@ def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str,
     fn = kernel.fn
     code = fn.__code__
     loc = (code.co_filename, code.co_firstlineno, 0)
-    names = list(inspect.signature(fn).parameters)
     trace = _trace.Trace(fn.__name__, target)
     trace.num_ranks = num_ranks or len(per_rank)
     positions: list[int] = []
@@ -148,17 +145,8 @@ def _trace_ranks(kernel: Kernel, per_rank: list[tuple[list, dict]], target: str,
         calls = []
         base = 0
         for r, (args, kwargs) in enumerate(per_rank):
-            call_args = []
-            for i, a in enumerate(args):
-                spec = tensor_spec(a, loc)
-                if spec is None:
-                    call_args.append(a)
-                    continue
-                shape, dt = spec
-                name = f"{names[i] if i < len(names) else f'arg{i}'}_rank{r}"
-                tid = _trace.core_call(trace.builder.add_param, name, str(dt), list(shape), loc)
-                call_args.append(NkiTensor(trace.builder.full_view(tid)))
-                positions.append(base + i)
+            call_args, tensor_positions = add_params(trace, fn, args, loc, f"_rank{first_rank + r}", base)
+            positions += tensor_positions
             calls.append((call_args, kwargs))
             base += len(args)
         for r, (call_args, kwargs) in enumerate(calls):
