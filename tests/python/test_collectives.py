@@ -341,19 +341,8 @@ def test_all_gather_v_example():
 
 
 def test_mismatched_collectives_name_both_lines():
-    @knit.jit
-    def kernel(a):
-        buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
-        res = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="res")
-        nisa.dma_copy(buf, a)
-        if _rank_is_zero():
-            cc.all_reduce([buf], [res], cc.ReplicaGroup([[0, 1]]), nl.add)
-        else:
-            cc.all_reduce([buf], [res], cc.ReplicaGroup([[0, 1]]), nl.maximum)
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(out, res)
-        return out
-
+    kernel = hbm_kernel(lambda s, d: cc.all_reduce([s], [d], cc.ReplicaGroup([[0, 1]]),
+                                                   nl.add if _rank_is_zero() else nl.maximum), (2, 2))
     with pytest.raises(KnitError, match="collective-mismatch|maximum|same collectives") as e:
         knit.simulate(kernel, ranks=2)(np.ones((2, 2), np.float32))
     assert "test_collectives.py" in str(e.value)
@@ -365,18 +354,8 @@ def _rank_is_zero():
 
 
 def test_missing_rank_deadlocks_with_each_rank_named():
-    @knit.jit
-    def kernel(a):
-        buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
-        res = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="res")
-        nisa.dma_copy(buf, a)
-        nisa.dma_copy(res, a)
-        if not _rank_is_zero():
-            cc.all_reduce([buf], [res], cc.ReplicaGroup([[0, 1]]), nl.add)
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(out, res)
-        return out
-
+    kernel = hbm_kernel(lambda s, d: None if _rank_is_zero() else cc.all_reduce([s], [d], cc.ReplicaGroup([[0, 1]]),
+                                                                                  nl.add), (2, 2))
     with pytest.raises(KnitError, match="wait for each other forever") as e:
         knit.simulate(kernel, ranks=2)(np.ones((2, 2), np.float32))
     assert "rank 0: finished" in str(e.value) and "rank 1: waits at collective" in str(e.value)

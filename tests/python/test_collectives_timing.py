@@ -158,31 +158,39 @@ def test_lnc2_on_trn1_is_refused():
         knit.profile(knit.simulate(kernel, ranks=2, lnc=2), nt.tensor[[64, 1024], nl.float32], target="trn1")
 
 
+@knit.jit
+def beside_all_reduce(a):
+    """An all_reduce over 8 ranks, then copies: one independent of it, one overwriting its src, one
+    reading its dst."""
+    buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
+    res = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="res")
+    other = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="other")
+    nisa.dma_copy(buf, a)
+    cc.all_reduce([buf], [res], cc.ReplicaGroup([list(range(8))]), nl.add)
+    nisa.dma_copy(other, a)  # independent: overlaps
+    nisa.dma_copy(buf, a)  # overwrites the collective's src: waits
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, res)  # reads its dst: waits
+    return out
+
+
+def rank0_copy_starts(prof):
+    """Rank 0's copies' start times by their source text, in time order ("nisa.dma_copy(buf, a)"
+    runs twice: before and after the collective)."""
+    source = prof._program.source
+    starts: dict[str, list[float]] = {}
+    for row in sorted((row for row in prof._timeline if row[0] == 0), key=lambda row: row[3]):
+        text = linecache.getline(source[row[1]][1], source[row[1]][2])
+        starts.setdefault(text.split("#")[0].strip(), []).append(row[3])
+    return starts
+
+
 def test_work_beside_a_collective_in_flight_overlaps_it():
     """After issuing an all_reduce, a rank's copies that touch neither its src nor dst run while it
     is in flight; the copy reading dst waits for it, and so does one overwriting its src."""
-    @knit.jit
-    def kernel(a):
-        buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
-        res = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="res")
-        other = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="other")
-        nisa.dma_copy(buf, a)
-        cc.all_reduce([buf], [res], cc.ReplicaGroup([list(range(8))]), nl.add)
-        nisa.dma_copy(other, a)  # independent: overlaps
-        nisa.dma_copy(buf, a)  # overwrites the collective's src: waits
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(out, res)  # reads its dst: waits
-        return out
-
-    prof = knit.profile(knit.simulate(kernel, ranks=8), nt.tensor[[256, 1024], nl.float32], target="trn2")
+    prof = knit.profile(knit.simulate(beside_all_reduce, ranks=8), nt.tensor[[256, 1024], nl.float32], target="trn2")
     c = next(c for c in prof.collectives if c["rank"] == 0)
-    lines = {row[1]: row for row in prof._timeline if row[0] == 0}  # ir -> (core, ir, queue, start, end, ...)
-    source = prof._program.source
-    # each copy's start on rank 0, by its source text ("dma_copy(buf, a)" runs twice: before and after)
-    starts: dict[str, list[float]] = {}
-    for ir, row in sorted(lines.items(), key=lambda item: item[1][3]):
-        text = linecache.getline(source[ir][1], source[ir][2]).strip()
-        starts.setdefault(text.split("#")[0].strip(), []).append(row[3])
+    starts = rank0_copy_starts(prof)
     assert starts["nisa.dma_copy(other, a)"][0] < c["end_ns"] - 1000
     assert starts["nisa.dma_copy(buf, a)"][1] >= c["end_ns"]
     assert starts["nisa.dma_copy(out, res)"][0] >= c["end_ns"]
@@ -193,27 +201,12 @@ def test_collective_traffic_shares_the_ranks_dma():
     """The all_reduce's own reads and writes (2 x steps x step_bytes through the core's DMA at
     min(16 x 23, 362) B/ns on trn2) hold the DMA bandwidth, so an independent copy issued beside
     it moves its data only after them."""
-    @knit.jit
-    def kernel(a):
-        buf = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="buf")
-        res = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="res")
-        other = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm, name="other")
-        nisa.dma_copy(buf, a)
-        cc.all_reduce([buf], [res], cc.ReplicaGroup([list(range(8))]), nl.add)
-        nisa.dma_copy(other, a)
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(out, res)
-        return out
-
-    prof = knit.profile(knit.simulate(kernel, ranks=8), nt.tensor[[256, 1024], nl.float32], target="trn2")
+    prof = knit.profile(knit.simulate(beside_all_reduce, ranks=8), nt.tensor[[256, 1024], nl.float32], target="trn2")
     c = next(c for c in prof.collectives if c["rank"] == 0)
     local_ns = 2 * c["steps"] * c["step_bytes"] / 362
-    source = prof._program.source
-    other = [row for row in prof._timeline if row[0] == 0 and
-             "other, a" in linecache.getline(source[row[1]][1], source[row[1]][2])]
-    assert other and other[0][3] >= c["start_ns"] + local_ns - 1e-6
-    assert other[0][3] < c["end_ns"]
-
+    other = rank0_copy_starts(prof)["nisa.dma_copy(other, a)"][0]
+    assert other >= c["start_ns"] + local_ns - 1e-6
+    assert other < c["end_ns"]
 
 def ring_kernel(steps, compute):
     """`steps` ring steps of collective_permute_implicit between two buffers, each followed, when
