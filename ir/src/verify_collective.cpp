@@ -128,6 +128,8 @@ void check(Checker& c, const Collective& op) {
            "a collective reduces with nl.add, nl.minimum or nl.maximum; got " + std::string(to_string(op.op)));
   if (op.kind == CollectiveKind::permute) {
     check_pairs(c, op);
+    check_buffers(c, op, false);
+    check_same_shape(c, op);
   } else {
     const int64_t n = check_groups(c, op);
     switch (op.kind) {
@@ -165,10 +167,6 @@ void check(Checker& c, const Collective& op) {
         check_same_shape(c, op);
         break;
     }
-  }
-  if (op.kind == CollectiveKind::permute) {
-    check_buffers(c, op, false);
-    check_same_shape(c, op);
   }
   if ((op.kind == CollectiveKind::permute_implicit_reduce) != op.src1.has_value())
     c.fail("collective", op.src1 ? "only collective_permute_implicit_reduce takes a second source"
