@@ -24,7 +24,7 @@ class ByteFlags {
   void reset(size_t n) {
     size_ = n;
     blocks_.reset((n + kBlock - 1) / kBlock);
-    bytes_.reset(n, /*zero=*/false);
+    bytes_.reset(n, /*zero=*/false, ZeroedBytes::Use::sparse);
   }
   size_t size() const { return size_; }
 

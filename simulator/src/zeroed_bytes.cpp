@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -11,11 +12,20 @@ namespace knit::sim {
 
 namespace {
 
-// Freed blocks by size, at most kPoolBytes in all (the oldest go first).
+// Freed blocks by size and use, at most kPoolBytes in all (the oldest go first). A reset takes
+// the block of its size and use freed last: the one most likely still in the CPU's caches (a
+// streaming kernel's SBUF and HBM tensors are tens of MiB, and every run gets them anew).
+// Sparse blocks (ByteFlags' per-flag bytes, rarely touched) are kept apart, so that a data block
+// is never one whose pages were left cold.
 constexpr size_t kPoolBytes = size_t{512} << 20;
+struct Block {
+  size_t size;
+  ZeroedBytes::Use use;
+  uint8_t* data;
+};
 struct Pool {
   std::mutex mutex;
-  std::deque<std::pair<size_t, uint8_t*>> blocks;
+  std::deque<Block> blocks;
   size_t bytes = 0;
 };
 Pool& pool() {
@@ -24,15 +34,15 @@ Pool& pool() {
 }
 
 // A block no one uses any more: kept for a later reset() of the same size, or freed.
-void recycle(uint8_t* data, size_t n) {
+void recycle(uint8_t* data, size_t n, ZeroedBytes::Use use) {
   Pool& p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
   if (n >= (size_t{1} << 20) && n <= kPoolBytes) {
-    p.blocks.push_back({n, data});
+    p.blocks.push_back({n, use, data});
     p.bytes += n;
     while (p.bytes > kPoolBytes) {
-      std::free(p.blocks.front().second);
-      p.bytes -= p.blocks.front().first;
+      std::free(p.blocks.front().data);
+      p.bytes -= p.blocks.front().size;
       p.blocks.pop_front();
     }
   } else {
@@ -42,16 +52,17 @@ void recycle(uint8_t* data, size_t n) {
 
 }  // namespace
 
-void ZeroedBytes::reset(size_t n, bool zero) {
+void ZeroedBytes::reset(size_t n, bool zero, Use use) {
   release();
+  use_ = use;
   {
     Pool& p = pool();
     std::lock_guard<std::mutex> lock(p.mutex);
-    for (auto it = p.blocks.begin(); it != p.blocks.end(); ++it)
-      if (it->first == n) {
-        data_ = it->second;
+    for (auto it = p.blocks.rbegin(); it != p.blocks.rend(); ++it)
+      if (it->size == n && it->use == use) {
+        data_ = it->data;
         p.bytes -= n;
-        p.blocks.erase(it);
+        p.blocks.erase(std::next(it).base());
         break;
       }
   }
@@ -76,14 +87,15 @@ void ZeroedBytes::release() {
     return;
   }
   if (!data_) return;
-  recycle(data_, size_);
+  recycle(data_, size_, use_);
   data_ = nullptr;
   size_ = 0;
 }
 
 std::shared_ptr<uint8_t> ZeroedBytes::share() {
   const size_t n = std::exchange(size_, 0);
-  return std::shared_ptr<uint8_t>(std::exchange(data_, nullptr), [n](uint8_t* data) { recycle(data, n); });
+  const Use use = use_;
+  return std::shared_ptr<uint8_t>(std::exchange(data_, nullptr), [n, use](uint8_t* data) { recycle(data, n, use); });
 }
 
 }  // namespace knit::sim

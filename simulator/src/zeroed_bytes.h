@@ -13,25 +13,30 @@ namespace knit::sim {
 // allocate the same sizes again and again).
 class ZeroedBytes {
  public:
+  // What the block holds, for the pool: data (read and written whole), or sparse (mostly never
+  // touched, like ByteFlags' per-flag bytes), pooled apart (zeroed_bytes.cpp).
+  enum class Use : uint8_t { data, sparse };
   ZeroedBytes() = default;
   ZeroedBytes(const ZeroedBytes&) = delete;
   ZeroedBytes& operator=(const ZeroedBytes&) = delete;
   ZeroedBytes(ZeroedBytes&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)),
         size_(std::exchange(o.size_, 0)),
-        borrowed_(std::exchange(o.borrowed_, false)) {}
+        borrowed_(std::exchange(o.borrowed_, false)),
+        use_(o.use_) {}
   ZeroedBytes& operator=(ZeroedBytes&& o) noexcept {
     if (this != &o) {
       release();
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
       borrowed_ = std::exchange(o.borrowed_, false);
+      use_ = o.use_;
     }
     return *this;
   }
   ~ZeroedBytes() { release(); }
   // n bytes, zeroed unless `zero` is false (the caller overwrites them all).
-  void reset(size_t n, bool zero = true);
+  void reset(size_t n, bool zero = true, Use use = Use::data);
   // The caller's n bytes, read in place and never written nor freed here: an argument no
   // instruction writes (Machine checks that statically), so it need not be copied.
   void borrow(const uint8_t* data, size_t n);
@@ -50,6 +55,7 @@ class ZeroedBytes {
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool borrowed_ = false;
+  Use use_ = Use::data;
 };
 
 }  // namespace knit::sim
