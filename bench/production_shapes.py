@@ -11,7 +11,11 @@ Kernels: the legacy (`neuronxcc.nki`) G1 tiled matmul of examples/kernels/python
 (the tutorial's first stage, in the G1 style the tutorial was published in) and the four
 current-API stages of examples/kernels/python/matmul/stages.py. Section b: `elementwise_1M`, a
 kernel of 999,936 instructions (333,312 row tiles of [128, 128] bf16: load, exp, store), timed
-the same way; its targets are under 5 s wall and 2 GB peak memory.
+the same way; its targets are under 5 s wall and 2 GB peak memory. `elementwise_1M_store` is the
+same kernel with its engine program written to the disk cache: Knit writes it only when tracing
+and lowering took longer than loading it back would (knit/_kernel.py,
+CACHE_LOAD_SECONDS_PER_INSTRUCTION), which a rolled 1M-instruction kernel does on a busy machine
+but not on an idle one; this row forces the write, to show what it costs.
 
 Each row also gives the phases measured inside the child (trace = compile, lower = the engine
 program and its disk-cache write, time = the benchmark's timing replay), the traced instruction
@@ -80,10 +84,14 @@ def _time_phases(kernel, bench, *args):
                       "rolled": info.get("rolled_loops", 0)}))
 
 
-def child_million(rows):
+def child_million(rows, store=False):
     """A kernel of about a million instructions: `rows` row tiles of [128, 128] bf16, each loaded,
-    put through exp and stored (3 instructions), in two nested affine loops."""
+    put through exp and stored (3 instructions), in two nested affine loops. `store`: its engine
+    program is written to the disk cache whatever the rebuild took."""
     record.use_tree()
+    import knit._kernel
+    if store:
+        knit._kernel.CACHE_LOAD_SECONDS_PER_INSTRUCTION = 0.0
     import knit as nki
     import knit.isa as nisa
     import knit.language as nl
@@ -144,13 +152,14 @@ def main():
               f"(median of {args.torch_runs})\n")
         # peak MiB: the child process's own maximum resident set; trace / lower / time: the
         # phases inside the child (import and interpreter start-up are the rest of wall)
-        print(f"{'kernel':<14} {'wall s':>7} {'/ torch':>8} {'instrs':>8} {'instr/s':>9} {'trace s':>8} "
+        print(f"{'kernel':<20} {'wall s':>7} {'/ torch':>8} {'instrs':>8} {'instr/s':>9} {'trace s':>8} "
               f"{'lower s':>8} {'time s':>7} {'peak MiB':>9} {'simulated ms':>13}")
         runs = [(name, ["--child-kernel", name]) for name in KERNELS]
         runs.append(("elementwise_1M", ["--child-million", str(MILLION_ROWS)]))
+        runs.append(("elementwise_1M_store", ["--child-million", str(MILLION_ROWS), "store"]))
         for name, child_args in runs:
             wall, out = run_child(child_args)
-            print(f"{name:<14} {wall:7.2f} {wall / torch_s:8.2f} {out['instructions']:8d} "
+            print(f"{name:<20} {wall:7.2f} {wall / torch_s:8.2f} {out['instructions']:8d} "
                   f"{out['instructions'] / (out['trace_s'] + out['lower_s']):9.0f} {out['trace_s']:8.2f} "
                   f"{out['lower_s']:8.2f} {out['time_s']:7.2f} {out['peak_mib']:9.0f} {out['latency_us'] / 1000:13.2f}")
         print("\ninstr/s: instructions / (trace + lower). issue 25's targets: wall / torch <= 0.1 for the "
@@ -161,7 +170,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--child-kernel":
         child_kernel(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-million":
-        child_million(int(sys.argv[2]))
+        child_million(int(sys.argv[2]), store=sys.argv[3:] == ["store"])
     elif len(sys.argv) > 2 and sys.argv[1] == "--child-torch":
         child_torch(int(sys.argv[2]))
     else:

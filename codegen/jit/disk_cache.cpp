@@ -12,6 +12,10 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -79,20 +83,21 @@ std::optional<std::string> read_regular_file(const std::string& file, std::strin
 
 // Writes `bytes` to a fresh temporary file beside `file`, then renames it over `file`. Returns 0,
 // or the errno of the step that failed.
-int write_atomically(const std::string& file, std::string_view bytes) {
+// Writes `pieces`, one after another, as the file's bytes.
+int write_atomically(const std::string& file, std::span<const std::string_view> pieces) {
   static std::atomic<uint64_t> sequence = 0;
   const std::string temp = file + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return errno;
   int error = 0;
-  size_t at = 0;
-  while (at < bytes.size() && !error) {
-    const ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) error = errno;
-    else if (n == 0) error = ENOSPC;
-    else at += static_cast<size_t>(n);
-  }
+  for (const std::string_view bytes : pieces)
+    for (size_t at = 0; at < bytes.size() && !error;) {
+      const ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) error = errno;
+      else if (n == 0) error = ENOSPC;
+      else at += static_cast<size_t>(n);
+    }
   if (::close(fd) != 0 && !error) error = errno;                           // (NFS reports a full disk only here)
   if (!error && ::rename(temp.c_str(), file.c_str()) != 0) error = errno;  // readers see all or nothing
   if (error) ::unlink(temp.c_str());
@@ -240,16 +245,28 @@ std::string cache_directory() {
   return "";
 }
 
-std::string encode_entry(std::string_view key, std::string_view payload) {
-  std::string body(4, '\0');
+namespace {
+
+// An entry's bytes before its payload: the format, the checksum of everything after it (the key's
+// length and the key, then the payload's pieces), the key's length and the key.
+std::string entry_head(std::string_view key, std::span<const std::string_view> payload) {
+  std::string key_part(4, '\0');
   const auto n = static_cast<uint32_t>(key.size());
-  std::memcpy(body.data(), &n, 4);
-  body.append(key);
-  body.append(payload);
-  const auto digest = sha256(body);
-  std::string out(kEntryFormat);
-  out.append(reinterpret_cast<const char*>(digest.data()), kDigest);
-  return out + body;
+  std::memcpy(key_part.data(), &n, 4);
+  key_part.append(key);
+  llvm::SHA256 h;
+  h.update(llvm::StringRef(key_part));
+  for (const std::string_view piece : payload) h.update(llvm::StringRef(piece.data(), piece.size()));
+  const auto digest = h.final();
+  std::string head(kEntryFormat);
+  head.append(reinterpret_cast<const char*>(digest.data()), kDigest);
+  return head + key_part;
+}
+
+}  // namespace
+
+std::string encode_entry(std::string_view key, std::string_view payload) {
+  return entry_head(key, std::span(&payload, 1)) + std::string(payload);
 }
 
 std::optional<std::string> decode_entry(std::string_view bytes, std::string_view key, std::string* why) {
@@ -293,11 +310,17 @@ std::optional<std::string> DiskCache::load(std::string_view key) {
   return bytes;
 }
 
-bool DiskCache::store(std::string_view key, std::string_view payload) {
+bool DiskCache::store(std::string_view key, std::span<const std::string_view> payload) {
   if (cache_unwritable(root_)) return false;
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  const int error = ec ? ec.value() : write_atomically(path(key), encode_entry(key, payload));
+  int error = ec.value();
+  if (!ec) {
+    const std::string head = entry_head(key, payload);
+    std::vector<std::string_view> pieces{head};
+    pieces.insert(pieces.end(), payload.begin(), payload.end());
+    error = write_atomically(path(key), pieces);
+  }
   // ENOENT: the temporary file went (`knit cache clear` meanwhile); the folder itself is fine.
   if (error && error != ENOENT) note_cache_unwritable(root_, error);
   if (error) return false;

@@ -168,8 +168,9 @@ def store(name, program, meta, constants):
         named = {f"c{i}": np.asarray(a) for i, (_, a) in enumerate(constants)}
         np.savez(arrays, **named)  # type: ignore[arg-type]  # numpy's stub takes **kwds as allow_pickle
     meta_bytes = json.dumps(meta).encode()
-    _core.cache_store(folder, _SUFFIX, name, len(meta_bytes).to_bytes(8, "little") + meta_bytes + text
-                      + arrays.getvalue())
+    # In pieces: the program text (170 bytes an instruction) is written as it is, never copied.
+    _core.cache_store(folder, _SUFFIX, name, [len(meta_bytes).to_bytes(8, "little") + meta_bytes, text,
+                                              arrays.getvalue()])
 
 
 

@@ -2,6 +2,8 @@
 // its entries through the same code as the JIT's objects.
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "bindings.h"
 #include "knit/jit/disk_cache.h"
@@ -27,13 +29,21 @@ void bind_disk_cache(py::module_& m) {
       "corrupt or written for another key: then removed with a warning on stderr)");
   m.def(
       "cache_store",
-      [](const std::string& directory, const std::string& suffix, const std::string& key, const py::bytes& payload) {
-        const std::string bytes = payload;
+      [](const std::string& directory, const std::string& suffix, const std::string& key, const py::object& payload) {
+        // Views of the caller's bytes objects (immutable, and alive for the call): a payload of
+        // hundreds of MB is written without a copy.
+        std::vector<py::bytes> held;
+        if (py::isinstance<py::bytes>(payload)) held.push_back(payload.cast<py::bytes>());
+        else
+          for (const py::handle piece : payload) held.push_back(piece.cast<py::bytes>());
+        std::vector<std::string_view> pieces;
+        for (const py::bytes& piece : held) pieces.push_back(std::string_view(piece));
         py::gil_scoped_release release;
-        return codegen::DiskCache(directory, suffix).store(key, bytes);
+        return codegen::DiskCache(directory, suffix).store(key, pieces);
       },
       py::arg("directory"), py::arg("suffix"), py::arg("key"), py::arg("payload"),
-      "Write the entry <directory>/<key><suffix> atomically; False if it could not be written");
+      "Write the entry <directory>/<key><suffix> atomically, its payload the bytes `payload` or the "
+      "concatenation of a list of bytes; False if it could not be written");
   m.def(
       "cache_files",
       [](const std::string& root) {

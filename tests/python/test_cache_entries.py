@@ -127,3 +127,14 @@ def test_an_entry_that_is_not_a_regular_file_is_ignored_quickly(warm_cache, tmp_
         assert any(str(path) in w and reason in w for w in report["warnings"]), report["warnings"]
         assert path.is_file() and not path.is_symlink()  # rebuilt as a regular entry
     assert os.path.exists("/dev/zero")
+
+
+def test_a_payload_given_in_pieces_loads_as_their_concatenation(tmp_path):
+    from knit import _core
+
+    folder = str(tmp_path / "programs")
+    pieces = [b"meta\x00", b"", b"x" * 100_000, b"arrays"]
+    assert _core.cache_store(folder, ".knp", "k" * 64, pieces)
+    assert _core.cache_load(folder, ".knp", "k" * 64) == b"".join(pieces)
+    with pytest.raises((TypeError, RuntimeError)):
+        _core.cache_store(folder, ".knp", "i" * 64, [b"ok", "not bytes"])

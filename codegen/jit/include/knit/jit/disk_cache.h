@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,7 +82,10 @@ class DiskCache {
   // Writes the entry atomically, then keeps the cache directory under its cap; false when it
   // could not be written (after the first such failure in a process, with one warning, the
   // process writes no more entries into this cache directory).
-  bool store(std::string_view key, std::string_view payload);
+  bool store(std::string_view key, std::string_view payload) { return store(key, std::span(&payload, 1)); }
+  // The same, for a payload given in pieces (their concatenation), which are written as they are:
+  // a large entry (a program cache entry is about 170 bytes an instruction) is never copied whole.
+  bool store(std::string_view key, std::span<const std::string_view> payload);
   // Whether a file exists under `key` (not checked: load() may still reject it).
   bool contains(std::string_view key) const;
 
