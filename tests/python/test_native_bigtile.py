@@ -138,6 +138,33 @@ def test_row_folds_and_bn_stats_of_several_partitions_give_the_reference_bytes()
     np.testing.assert_allclose(stats[:, 5], odd.var(axis=1) * 250, rtol=1e-4)
 
 
+@knit.jit
+def in_place_maps_kernel(x):
+    """Element-wise maps without a row fold, in place and not, over rows longer than the native
+    bodies' 256-value chunk (700 = 2 chunks and a 188-value tail): exp, a scaled tanh, an add."""
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.activation(dst=t, op=nl.exp, data=t, scale=0.5)  # in place: dst is the input
+    u = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=u, op=nl.tanh, data=t, scale=-1.0)
+    nisa.tensor_tensor(dst=u, data1=u, data2=t, op=nl.add)  # in place again, two inputs
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+def test_element_wise_maps_in_place_across_value_chunks_give_the_reference_bytes():
+    x = randn(96, 700)
+    c = knit.compile(in_place_maps_kernel, x)
+    ref = c.reference(x)
+    out = c.run(x, backend="jit-strict")
+    assert c.last_run["native"] > 0 and c.last_run["interpreted"] == 0, c.last_run
+    assert same_bytes(out, ref)
+    e = np.exp(0.5 * x.astype(np.float64))
+    np.testing.assert_allclose(out, np.tanh(-e) + e, rtol=1e-5, atol=1e-6)
+
+
 # ---- outputs handed over without a copy --------------------------------------------------------
 
 

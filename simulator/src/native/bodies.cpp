@@ -94,8 +94,22 @@ KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* fold
     knit::ir::encode(type(s.dst), y, data[0] + at(s.dst, i0, i1, i2, i3));
   };
   if (s.fold_op < 0) {
-    for_each(s.walk,
-             [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) { put(value(i0, i1, i2, i3), i0, i1, i2, i3); });
+    // As in fold_rows: a stretch of values goes to a local chunk, then to dst. Computed straight
+    // into dst, the value loop needs a run-time check that dst does not overlap the operands,
+    // which fails whenever dst is the input itself (an in-place activation; the executor lets
+    // only such element-for-element overlap reach a map body) and leaves the loop scalar: an
+    // activation's exp then took 7.4 ns an element instead of under 2. Same values, stored in
+    // the same order.
+    constexpr int64_t kChunk = 256;
+    float chunk[kChunk];
+    for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0)
+      for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
+        for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
+          for (int64_t c = 0; c < s.walk.n[3]; c += kChunk) {
+            const int64_t m = s.walk.n[3] - c < kChunk ? s.walk.n[3] - c : kChunk;
+            for (int64_t j = 0; j < m; ++j) chunk[j] = value(i0, i1, i2, c + j);
+            for (int64_t j = 0; j < m; ++j) put(chunk[j], i0, i1, i2, c + j);
+          }
     return;
   }
   const AluOp op = static_cast<AluOp>(s.fold_op);
