@@ -1,6 +1,9 @@
 #include "knit/ir/liveness.h"
 
 #include <algorithm>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "knit/ir/op_traits.h"
 #include "knit/ir/view.h"
@@ -61,6 +64,83 @@ bool overwrites_whole(const Kernel& k, const Instruction& inst, int id) {
     else other_use = true;
   });
   return dst_is_whole && !other_use && !indirect;
+}
+
+namespace {
+
+// Per partition of an on-chip tensor, the stretches of its elements a sequence of writes has
+// stored (merged intervals). Only dense writes are tracked (each partition's elements one
+// stretch): anything else answers "not covered", which only costs the fill.
+class Coverage {
+ public:
+  explicit Coverage(const TensorDecl& t)
+      : per_partition_(t.partition_elements()), stored_(static_cast<size_t>(t.num_elements() / per_partition_)) {}
+  // Records a static view's elements; false when they are not one stretch per partition.
+  bool add(const View& v) {
+    if (v.dims.empty() || per_partition_ <= 0) return false;
+    int64_t len = 1, expect = 1;
+    for (size_t d = v.dims.size(); d-- > 1;) {
+      if (v.dims[d].num == 1) continue;
+      if (v.dims[d].step != expect) return false;
+      expect *= v.dims[d].num;
+    }
+    len = expect;
+    const int64_t parts = v.dims[0].num;
+    if (parts > 1 && v.dims[0].step != per_partition_) return false;
+    const int64_t first = v.offset / per_partition_, lo = v.offset % per_partition_;
+    if (v.offset < 0 || lo + len > per_partition_ || first + parts > static_cast<int64_t>(stored_.size())) return false;
+    for (int64_t p = first; p < first + parts; ++p) merge(stored_[static_cast<size_t>(p)], lo, lo + len);
+    return true;
+  }
+  bool whole() const {
+    return std::all_of(stored_.begin(), stored_.end(), [&](const auto& spans) {
+      return spans.size() == 1 && spans[0].first == 0 && spans[0].second == per_partition_;
+    });
+  }
+
+ private:
+  static void merge(std::vector<std::pair<int64_t, int64_t>>& spans, int64_t lo, int64_t hi) {
+    spans.push_back({lo, hi});
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& s : spans)
+      if (!merged.empty() && s.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, s.second);
+      else merged.push_back(s);
+    spans = std::move(merged);
+  }
+  int64_t per_partition_;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> stored_;
+};
+
+// Longest stretch of instructions written_whole_before_read looks through: a tile written in
+// pieces is written by the next few instructions.
+constexpr size_t kCoverageWindow = 64;
+
+}  // namespace
+
+bool written_whole_before_read(const Kernel& k, size_t first, int id) {
+  const TensorDecl& t = k.tensor(id);
+  if (!is_on_chip(t.buffer)) return false;
+  Coverage stored(t);
+  for (size_t i = first; i < k.body.size() && i < first + kCoverageWindow; ++i) {
+    const Instruction& inst = k.body[i];
+    if (op_traits(inst.opcode()).role == OpRole::block) return false;
+    const bool writes_whole = op_traits(inst.opcode()).writes_whole_dst;
+    bool indirect = false, other_use = false;
+    const View* dst = nullptr;
+    for_each_view(inst, [&](const char* name, const View& v) {
+      indirect = indirect || !v.indirect.empty();
+      if (v.tensor != id) return;
+      if (std::string_view(name) == "dst" && !dst) dst = &v;
+      else other_use = true;
+    });
+    if (!dst && !other_use) continue;
+    if (other_use || indirect || !writes_whole || !dst->is_static() || dst->dtype != t.dtype) return false;
+    if (!stored.add(*dst)) return false;
+    if (stored.whole()) return true;
+  }
+  return false;
 }
 
 namespace {

@@ -251,7 +251,8 @@ void Machine::compute_liveness() {
   std::vector<bool> placed_elsewhere(kernel_.tensors.size(), false);
   for (size_t pc = 0; pc < place_at_.size(); ++pc)
     for (int id : place_at_[pc]) {
-      overwritten_at_place_[id] = !placed_elsewhere[id] && overwrites_whole(kernel_.body[pc], id);
+      overwritten_at_place_[id] = !placed_elsewhere[id] && (overwrites_whole(kernel_.body[pc], id) ||
+                                                            ir::written_whole_before_read(kernel_, pc, id));
       placed_elsewhere[id] = true;
     }
   release_at_.assign(kernel_.body.size(), {});

@@ -280,3 +280,73 @@ def test_a_read_of_never_written_hbm_reads_the_fill_when_unchecked(monkeypatch):
     assert same_bytes(out, ref)
     assert np.array_equal(out[0:64], x) and np.array_equal(out[64:128], x)
     assert np.array_equal(out[128:192], x + x) and np.isnan(out[192:256]).all()
+
+
+# ---- tiles written in pieces (ir::written_whole_before_read) -----------------------------------
+
+
+def stale_then_halves(write_second_half):
+    """A tile `u` written whole, negated and stored, then a tile `t` written in column halves (or
+    only its first half) and stored whole: `t` may lie at `u`'s freed address, whose stale bytes
+    and written-flags must never pass as `t`'s."""
+
+    @knit.jit
+    def kernel(x):
+        rows, cols = x.shape
+        half = cols // 2
+        out = nl.ndarray((2 * rows, cols), x.dtype, buffer=nl.shared_hbm)
+        u = nl.ndarray((rows, cols), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=u, src=x)
+        nisa.tensor_scalar(dst=u, data=u, op0=nl.multiply, operand0=-1.0)
+        nisa.dma_copy(dst=out[0:rows, :], src=u)
+        t = nl.ndarray((rows, cols), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:half], src=x[:, 0:half])
+        if write_second_half:
+            nisa.dma_copy(dst=t[:, half:cols], src=x[:, half:cols])
+        nisa.dma_copy(dst=out[rows:2 * rows, :], src=t)  # @half-read
+        return out
+
+    return kernel
+
+
+tile_in_halves, tile_half_written = stale_then_halves(True), stale_then_halves(False)
+
+
+@knit.jit
+def tile_half_read_between(x):
+    rows, cols = x.shape
+    half = cols // 2
+    out = nl.ndarray((2 * rows, cols), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((rows, cols), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[:, 0:half], src=x[:, 0:half])
+    nisa.dma_copy(dst=out[0:rows, 0:half], src=t[:, 0:half])  # reads the written half only
+    nisa.dma_copy(dst=t[:, half:cols], src=x[:, half:cols])
+    nisa.dma_copy(dst=out[rows:2 * rows, :], src=t)
+    nisa.dma_copy(dst=out[0:rows, half:cols], src=t[:, half:cols])
+    return out
+
+
+@pytest.mark.parametrize("backend", ["reference", "jit-strict"])
+def test_a_tile_written_in_halves_before_its_read_holds_its_data(backend):
+    x = randn(128, 40960)  # the two tiles at the same address, as below
+    out = knit.compile(tile_in_halves, x).run(x, backend=backend)
+    assert np.array_equal(out[:128], -x) and np.array_equal(out[128:], x)
+    out = knit.compile(tile_half_read_between, x).run(x, backend=backend)
+    assert np.array_equal(out[:128], x) and np.array_equal(out[128:], x)
+
+
+@pytest.mark.parametrize("backend", ["reference", "jit-strict"])
+def test_a_tile_read_with_a_never_written_half_is_still_caught(backend, monkeypatch):
+    """The first tile's bytes and written-flags lie where the second is placed (160 KiB a
+    partition each: they cannot both fit in SBUF): the half never written must be reported, not
+    read as the first tile's stale data."""
+    monkeypatch.delenv("KNIT_UNINITIALIZED", raising=False)
+    x = randn(128, 40960)
+    c = knit.compile(tile_half_written, x)
+    first, second = c.memory_map().tensors
+    assert (first.partition, first.offset) == (second.partition, second.offset)
+    with pytest.raises(knit.KnitRuntimeError) as info:
+        c.run(x, backend=backend)
+    with open(__file__) as f:
+        line = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith("# @half-read"))
+    assert f"{os.path.basename(__file__)}:{line}" in str(info.value)

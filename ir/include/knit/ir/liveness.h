@@ -31,6 +31,14 @@ std::vector<LiveRange> live_ranges(const Kernel& k, const std::vector<size_t>& m
 // tensor nowhere else.
 bool overwrites_whole(const Kernel& k, const Instruction& inst, int id);
 
+// The instructions from body[first] on, in straight-line code (up to the next block instruction),
+// store every element of tensor `id` before any instruction uses it otherwise: each store an
+// overwrites_whole-style write of part of it (a writes_whole_dst op's static, direct dst in the
+// tensor's dtype), the first other use after the last missing element is written. Weaker than
+// overwrites_whole, which the allocation relies on; the simulator uses it only to skip a fresh
+// tensor's NaN fill (a tile written in pieces, say two column halves, before it is read).
+bool written_whole_before_read(const Kernel& k, size_t first, int id);
+
 // The core (grid instance) each tensor belongs to: in a kernel whose instances synchronize
 // (core_barrier / sendrecv) they run as separate NeuronCores, each with its own SBUF and PSUM,
 // and a tensor belongs to the instance whose instructions first use it. 0 for every tensor of a
