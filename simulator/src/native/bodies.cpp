@@ -133,8 +133,40 @@ KNIT_INLINE bool contiguous_rows(const MapShape& s) {
   return s.dst.step[3] == size && s.a.step[3] == size;
 }
 
+// stream_note: a DMA into HBM writes bytes the rest of the run seldom reads again (a kernel's
+// output), while the kernel's SBUF tiles are read again by the next instructions. With ordinary
+// stores the output's lines fill the CPU's last-level cache and push the tiles out; at 2048 x
+// 2048 fp32 a kernel's HBM tensors and tiles together are about the cache's size (docs/
+// performance.md, bench/cache_cliff.py). Non-temporal stores write the output past the caches.
+// Rows of at least 4 KiB only (a short row's lines are better merged in the cache), 16-byte
+// aligned ones only (others take memcpy); the sfence orders the streamed stores before the
+// threads' hand-back, as ordinary stores are. Only where bytes go, never which bytes.
+typedef float v4f __attribute__((vector_size(16)));
+constexpr size_t kStreamRowBytes = 4096;
+KNIT_INLINE void stream_row(uint8_t* dst, const uint8_t* src, size_t bytes) {
+  if ((reinterpret_cast<uintptr_t>(dst) & 15) != 0 || bytes % 16 != 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  for (size_t i = 0; i < bytes; i += 16) {
+    v4f v;
+    std::memcpy(&v, src + i, 16);
+    __builtin_nontemporal_store(v, reinterpret_cast<v4f*>(dst + i));
+  }
+}
+
 KNIT_INLINE void copy_rows(const MapShape& s, uint8_t* const* data) {
   const size_t row_bytes = static_cast<size_t>(s.walk.n[3] * knit::ir::dtype_size(type(s.dst)));
+  if (s.stream_dst && row_bytes >= kStreamRowBytes) {
+    for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0)
+      for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
+        for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
+          stream_row(data[0] + at(s.dst, i0, i1, i2, 0), data[1] + at(s.a, i0, i1, i2, 0), row_bytes);
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_sfence();
+#endif
+    return;
+  }
   for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0)
     for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
       for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)

@@ -37,6 +37,7 @@ const char* plan_op(Planner& p, const TensorCopy& op) {
 const char* plan_op(Planner& p, const DmaCopy& op) {
   MapShape s = Planner::map_shape();
   s.kind = MapKind::copy;
+  s.stream_dst = p.on_chip(op.dst) ? 0 : 1;  // stream_note in bodies.cpp
   return p.map(s, op.dst, &op.src, nullptr);
 }
 

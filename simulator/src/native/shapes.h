@@ -69,7 +69,9 @@ struct MapShape {
   // starting at the row's first value (or `initial`): the executor calls the body once per index
   // of walk dims beyond its four (Plan::outer), and every call after the first continues.
   int32_t fold_continues;
-  int32_t unused;  // keeps the struct free of padding (its bytes are a cache key)
+  // A DMA into HBM: its contiguous rows are stored with non-temporal stores (copy_rows). Also
+  // keeps the struct free of padding (its bytes are a cache key).
+  int32_t stream_dst;
   // iota / affine_select: value(i0..i3) = affine_offset + sum_d i_d * affine_step[d], the GpSimd
   // engine's int32 index (offset + p * channel_multiplier + the pattern's steps), walked like an
   // operand whose "bytes" are index units.
