@@ -81,9 +81,8 @@ std::optional<std::string> read_regular_file(const std::string& file, std::strin
   return bytes;
 }
 
-// Writes `bytes` to a fresh temporary file beside `file`, then renames it over `file`. Returns 0,
-// or the errno of the step that failed.
-// Writes `pieces`, one after another, as the file's bytes.
+// Writes `pieces`, one after another, to a fresh temporary file beside `file`, then renames it
+// over `file`. Returns 0, or the errno of the step that failed.
 int write_atomically(const std::string& file, std::span<const std::string_view> pieces) {
   static std::atomic<uint64_t> sequence = 0;
   const std::string temp = file + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(sequence++);

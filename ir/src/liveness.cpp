@@ -78,13 +78,12 @@ class Coverage {
   // Records a static view's elements; false when they are not one stretch per partition.
   bool add(const View& v) {
     if (v.dims.empty() || per_partition_ <= 0) return false;
-    int64_t len = 1, expect = 1;
+    int64_t len = 1;  // elements per partition, when the free dims are dense
     for (size_t d = v.dims.size(); d-- > 1;) {
       if (v.dims[d].num == 1) continue;
-      if (v.dims[d].step != expect) return false;
-      expect *= v.dims[d].num;
+      if (v.dims[d].step != len) return false;
+      len *= v.dims[d].num;
     }
-    len = expect;
     const int64_t parts = v.dims[0].num;
     if (parts > 1 && v.dims[0].step != per_partition_) return false;
     const int64_t first = v.offset / per_partition_, lo = v.offset % per_partition_;

@@ -58,9 +58,9 @@ KNIT_INLINE float load(const Access& a, const uint8_t* base, int64_t i0, int64_t
 // vectorizes it without a run-time overlap check against dst (which, hoisted over R rows a
 // partition apart, would always fail and fall back to scalar code).
 constexpr int64_t kFoldRows = 8;
+constexpr int64_t kChunk = 256;  // values per local chunk (fold_rows and map_values)
 template <int64_t R, class Value, class Put>
 KNIT_INLINE void fold_rows(const MapShape& s, AluOp op, int64_t i0, float* folds, Value&& value, Put&& put) {
-  constexpr int64_t kChunk = 256;
   float chunk[R][kChunk];
   float fold[R];
   for (int64_t r = 0; r < R; ++r) fold[r] = s.fold_continues ? folds[i0 + r] : 0.0f;
@@ -100,7 +100,6 @@ KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* fold
     // only such element-for-element overlap reach a map body) and leaves the loop scalar: an
     // activation's exp then took 7.4 ns an element instead of under 2. Same values, stored in
     // the same order.
-    constexpr int64_t kChunk = 256;
     float chunk[kChunk];
     for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0)
       for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
@@ -157,20 +156,18 @@ KNIT_INLINE void stream_row(uint8_t* dst, const uint8_t* src, size_t bytes) {
 
 KNIT_INLINE void copy_rows(const MapShape& s, uint8_t* const* data) {
   const size_t row_bytes = static_cast<size_t>(s.walk.n[3] * knit::ir::dtype_size(type(s.dst)));
-  if (s.stream_dst && row_bytes >= kStreamRowBytes) {
-    for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0)
-      for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
-        for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
-          stream_row(data[0] + at(s.dst, i0, i1, i2, 0), data[1] + at(s.a, i0, i1, i2, 0), row_bytes);
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_sfence();
-#endif
-    return;
-  }
+  const bool stream = s.stream_dst && row_bytes >= kStreamRowBytes;  // stream_note
   for (int64_t i0 = 0; i0 < s.walk.n[0]; ++i0)
     for (int64_t i1 = 0; i1 < s.walk.n[1]; ++i1)
-      for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
-        std::memcpy(data[0] + at(s.dst, i0, i1, i2, 0), data[1] + at(s.a, i0, i1, i2, 0), row_bytes);
+      for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2) {
+        uint8_t* dst = data[0] + at(s.dst, i0, i1, i2, 0);
+        const uint8_t* src = data[1] + at(s.a, i0, i1, i2, 0);
+        if (stream) stream_row(dst, src, row_bytes);
+        else std::memcpy(dst, src, row_bytes);
+      }
+#if defined(__x86_64__) || defined(__i386__)
+  if (stream) __builtin_ia32_sfence();
+#endif
 }
 
 // iota / affine_select: the engine's affine index of a walk position (exec_select.cpp).
