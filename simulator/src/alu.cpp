@@ -81,6 +81,24 @@ uint32_t alu_bits(AluOp op, uint32_t a, uint32_t b) {
   }
 }
 
+namespace {
+constexpr double kLog2e = 0x1.71547652b82fep+0;
+constexpr double kLn2Hi = 0x1.62e42fee00000p-1;  // 32 significant bits: n * kLn2Hi is exact
+constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;
+constexpr double kRound = 0x1.8p52;  // adding it rounds |z| < 2^51 to an integer
+constexpr double kInvFactorial[12] = {1.0,       1.0,        1.0 / 2,     1.0 / 6,      1.0 / 24,      1.0 / 120,
+                                      1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800};
+
+double clamped_exp_input(float x) { return x < -104.0f ? -104.0 : (x > 89.0f ? 89.0 : static_cast<double>(x)); }
+
+// 2^n for the integer n that `shifted` (= n + kRound) holds in its low bits; n is in [-150, 128],
+// so 2^n is a normal double.
+double power_of_two(double shifted) {
+  const int64_t n_int = std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(kRound);
+  return std::bit_cast<double>(static_cast<uint64_t>(n_int + 1023) << 52);
+}
+}  // namespace
+
 // exp_note: Knit's own fp32 exp, used by every path (the reference executors and the native
 // bodies compile this same source). A C library's expf is a call LLVM cannot vectorize, and its
 // bits vary between C libraries; this is straight-line double arithmetic with no table and no
@@ -94,35 +112,55 @@ uint32_t alu_bits(AluOp op, uint32_t a, uint32_t b) {
 // midpoint: error at most 0.5 ULP + 1e-6 ULP (test_exp.cpp measures it against long double
 // expl). NaN returns NaN (quieted), +inf inf, -inf +0.
 float exp_of(float x) {
-  constexpr double kLog2e = 0x1.71547652b82fep+0;
-  constexpr double kLn2Hi = 0x1.62e42fee00000p-1;  // 32 significant bits: n * kLn2Hi is exact
-  constexpr double kLn2Lo = 0x1.a39ef35793c76p-33;
-  constexpr double kRound = 0x1.8p52;  // adding it rounds |z| < 2^51 to an integer
-  const double xd = x < -104.0f ? -104.0 : (x > 89.0f ? 89.0 : static_cast<double>(x));
+  const double xd = clamped_exp_input(x);
   const double shifted = xd * kLog2e + kRound;
   const double n = shifted - kRound;
   const double r = (xd - n * kLn2Hi) - n * kLn2Lo;
-  constexpr double kInvFactorial[12] = {1.0,         1.0,          1.0 / 2,       1.0 / 6,
-                                        1.0 / 24,    1.0 / 120,    1.0 / 720,     1.0 / 5040,
-                                        1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800};
   double p = kInvFactorial[11];
   for (int k = 10; k >= 0; --k) p = p * r + kInvFactorial[k];
-  // n is in [-150, 128]: the low bits of `shifted` hold it, and 2^n is a normal double.
-  const int64_t n_int = std::bit_cast<int64_t>(shifted) - std::bit_cast<int64_t>(kRound);
-  const double two_n = std::bit_cast<double>(static_cast<uint64_t>(n_int + 1023) << 52);
-  const float y = static_cast<float>(p * two_n);
+  const float y = static_cast<float>(p * power_of_two(shifted));
   return x != x ? x + x : y;
+}
+
+// exp_guess_note: exp_of's bits at about half its cost, where that is certain. The same
+// reduction, a degree-10 polynomial, and fused multiply-adds (explicit std::fma: on a host with
+// FMA one instruction each, so the Horner chain is 10 operations instead of 22; without FMA a
+// library call, same bits, slower). The double y
+// is then within E = 2.3e-13 (relative) of e^x: truncation 0.347^11 / 11! = 2.2e-13 plus
+// rounding. fp32 rounding of y and of e^x agree unless a rounding midpoint lies between them,
+// and exp_of is correctly rounded unless e^x is within 1e-14 of one; so where y is further than
+// E + 1e-14 from every midpoint, the result is exp_of(x)'s. A midpoint is where the 29 bits of
+// y's significand below fp32's 24 are 1 followed by zeros; E + 1e-14 relative is under 2^12 of
+// those bits' units (y's significand lies in [1, 2): 2.4e-13 * 2 * 2^52 < 2^12). Below 2^-126
+// the fp32 grid is the subnormals' fixed 2^-149, which y + 2^-126 puts at the same bit
+// position. Where y is nearer than that to a midpoint (8,315 of the 2^32 inputs), `unsure` is set
+// and the caller recomputes with exp_of. test_exp.cpp checks the agreement (over every input
+// with KNIT_EXP_EXHAUSTIVE=1).
+float exp_guess(float x, uint32_t& unsure) {
+  const double xd = clamped_exp_input(x);
+  const double shifted = std::fma(xd, kLog2e, kRound);
+  const double n = shifted - kRound;
+  const double r = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, xd));
+  double p = kInvFactorial[10];
+  for (int k = 9; k >= 0; --k) p = std::fma(p, r, kInvFactorial[k]);
+  const double y = p * power_of_two(shifted);
+  const double on_grid = y < 0x1p-126 ? y + 0x1p-126 : y;
+  constexpr uint64_t kBelowFloat = (uint64_t{1} << 29) - 1, kMidpoint = uint64_t{1} << 28, kMargin = 1 << 12;
+  const uint64_t below = std::bit_cast<uint64_t>(on_grid) & kBelowFloat;
+  unsure |= static_cast<uint32_t>(below - (kMidpoint - kMargin) < 2 * kMargin);
+  return x != x ? x + x : static_cast<float>(y);
 }
 
 namespace {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrtPi = 0.56418958354775628f;
-float sigmoid(float x) { return 1.0f / (1.0f + exp_of(-x)); }
-float normal_pdf(float x) { return exp_of(-0.5f * x * x) * kInvSqrt2 * kInvSqrtPi; }
 float normal_cdf(float x) { return 0.5f * (1.0f + std::erf(x * kInvSqrt2)); }
-}  // namespace
 
-float activate(ActFunc f, float x, float alpha) {
+// f(x) with `exp` for every exp in it: exp_of, or exp_guess (activate_guess).
+template <class Exp>
+float activate_with(ActFunc f, float x, float alpha, Exp&& exp) {
+  const auto sigmoid = [&](float v) { return 1.0f / (1.0f + exp(-v)); };
+  const auto normal_pdf = [&](float v) { return exp(-0.5f * v * v) * kInvSqrt2 * kInvSqrtPi; };
   switch (f) {
     case ActFunc::copy: return x;
     case ActFunc::square: return x * x;
@@ -146,11 +184,11 @@ float activate(ActFunc f, float x, float alpha) {
       return s * (1.0f + x * (1.0f - s));
     }
     case ActFunc::tanh: return std::tanh(x);
-    case ActFunc::softplus: return std::log1p(exp_of(x));
-    case ActFunc::mish: return x * std::tanh(std::log1p(exp_of(x)));
+    case ActFunc::softplus: return std::log1p(exp(x));
+    case ActFunc::mish: return x * std::tanh(std::log1p(exp(x)));
     case ActFunc::erf: return std::erf(x);
-    case ActFunc::erf_dx: return 2.0f * kInvSqrtPi * exp_of(-x * x);
-    case ActFunc::exp: return exp_of(x);
+    case ActFunc::erf_dx: return 2.0f * kInvSqrtPi * exp(-x * x);
+    case ActFunc::exp: return exp(x);
     case ActFunc::abs: return std::fabs(x);
     case ActFunc::sign: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
     case ActFunc::log: return std::log(x);
@@ -161,6 +199,13 @@ float activate(ActFunc f, float x, float alpha) {
     case ActFunc::reciprocal: return 1.0f / x;
   }
   return x;
+}
+}  // namespace
+
+float activate(ActFunc f, float x, float alpha) { return activate_with(f, x, alpha, exp_of); }
+
+float activate_guess(ActFunc f, float x, float alpha, uint32_t& unsure) {
+  return activate_with(f, x, alpha, [&](float v) { return exp_guess(v, unsure); });
 }
 
 float apply(AluOp op, float data, float operand, bool reverse) {

@@ -20,8 +20,13 @@ uint32_t alu_bits(ir::AluOp op, uint32_t a, uint32_t b);
 // Knit's fp32 exp (alu.cpp, exp_note): within 0.5 ULP + 1e-6 ULP of exp(x), the same bits on
 // every path and host; the exp in every activation function that uses one.
 float exp_of(float x);
+// exp_of(x), faster (alu.cpp, exp_guess_note), or, where it cannot be sure of exp_of's bits, a
+// value off by at most an ULP with `unsure` set to 1 (left alone otherwise).
+float exp_guess(float x, uint32_t& unsure);
 // The activation function f(x), computed in fp32 (`alpha` is prelu's slope).
 float activate(ir::ActFunc f, float x, float alpha = 0.0f);
+// activate(f, x, alpha) with exp_guess for its exps: the same bits unless it sets `unsure`.
+float activate_guess(ir::ActFunc f, float x, float alpha, uint32_t& unsure);
 
 // One stage of a two-op instruction: `data op operand`, or `operand op data` when reversed.
 // Unary ops apply to data alone (operand and reverse flag ignored); bypass passes data through.

@@ -165,6 +165,51 @@ def test_element_wise_maps_in_place_across_value_chunks_give_the_reference_bytes
     np.testing.assert_allclose(out, np.tanh(-e) + e, rtol=1e-5, atol=1e-6)
 
 
+# Inputs at which the native bodies' fast exp (exp_guess, alu.cpp) cannot tell exp_of's bits and
+# its own differ: the bodies must compute their stretch again with exp_of (map_guessed).
+EXP_GUESS_MISSES = [
+    "-0x1.dc659ap+3", "-0x1.14f882p+3", "-0x1.d126fp+2", "-0x1.ea1a08p+1", "-0x1.34003ap+1",
+    "-0x1.3247aap+1", "-0x1.b75242p+0", "-0x1.0eb044p+0", "-0x1.08abe2p+0", "-0x1.03d5bep+0",
+]
+
+
+@knit.jit
+def exp_activations_kernel(x):
+    """exp without and with a row fold, and silu (whose sigmoid takes exp(-x))."""
+    rows, cols = x.shape
+    out = nl.ndarray((3, rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    sums = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for k, op in enumerate((nl.exp, nl.silu)):
+        u = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=u, op=op, data=t, scale=1.0 - 2.0 * k)  # silu of -x
+        nisa.dma_copy(dst=out[k], src=u)
+    e = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(dst=e, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=s)
+    nisa.dma_copy(dst=out[2], src=e)
+    nisa.dma_copy(dst=sums, src=s)
+    return out, sums
+
+
+def test_exp_activations_where_the_fast_exp_is_unsure_give_the_reference_bytes():
+    x = randn(20, 600) * 4
+    misses = np.array([float.fromhex(h) for h in EXP_GUESS_MISSES], dtype=np.float32)
+    x[np.arange(20) % 10 == 3, 17] = misses[:2]  # in fold_rows' first block of 8 rows
+    x[19, 300:310] = misses  # in the partitions folded alone, the second chunk
+    x[5, 590:600] = misses  # the tail chunk, no fold
+    c = knit.compile(exp_activations_kernel, x)
+    ref = c.reference(x)
+    out = c.run(x, backend="jit-strict")
+    assert c.last_run["native"] > 0 and c.last_run["interpreted"] == 0, c.last_run
+    assert all(same_bytes(o, r) for o, r in zip(out, ref))
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(out[0][0], np.exp(xd), rtol=1e-6)
+    np.testing.assert_allclose(out[0][1], xd / (1 + np.exp(xd)) * -1, rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(out[1][:, 0], np.exp(xd).sum(axis=1), rtol=1e-5)
+
+
 # ---- outputs handed over without a copy --------------------------------------------------------
 
 

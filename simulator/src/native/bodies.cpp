@@ -12,9 +12,10 @@
 // round each result once at its store; row folds and reductions are left folds in element
 // order; bn_stats / bn_aggr call the interpreter's own moment functions; matmul sums k in order
 // 0..K-1 per output from +0 (with one fma per term only where every product is exact, which
-// gives the same bits). exp is Knit's own exp_of (alu.cpp), which vectorizes; the other
-// transcendental activations call the same C library functions (tanhf, ...) as the interpreter,
-// so they are bit-identical too.
+// gives the same bits). exp is Knit's own exp_of (alu.cpp), which vectorizes; activations
+// compute it as exp_guess, the same bits at half the cost where it can tell (map_guessed); the
+// other transcendental activations call the same C library functions (tanhf, ...) as the
+// interpreter, so they are bit-identical too.
 #include <cstring>
 
 #include "../alu.h"
@@ -57,10 +58,13 @@ KNIT_INLINE float load(const Access& a, const uint8_t* base, int64_t i0, int64_t
 // there, and folded last: the value loop (an exp, say) writes only the local chunk, so LLVM
 // vectorizes it without a run-time overlap check against dst (which, hoisted over R rows a
 // partition apart, would always fail and fall back to scalar code).
+// Values come from guess(i0, i1, i2, i3, unsure) (see map_guessed); where a chunk's guesses set
+// `unsure`, the whole chunk is computed again with exact(i0, i1, i2, i3).
 constexpr int64_t kFoldRows = 8;
-constexpr int64_t kChunk = 256;  // values per local chunk (fold_rows and map_values)
-template <int64_t R, class Value, class Put>
-KNIT_INLINE void fold_rows(const MapShape& s, AluOp op, int64_t i0, float* folds, Value&& value, Put&& put) {
+constexpr int64_t kChunk = 256;  // values per local chunk (fold_rows and map_guessed)
+template <int64_t R, class Guess, class Exact, class Put>
+KNIT_INLINE void fold_rows(const MapShape& s, AluOp op, int64_t i0, float* folds, Guess&& guess, Exact&& exact,
+                           Put&& put) {
   float chunk[R][kChunk];
   float fold[R];
   for (int64_t r = 0; r < R; ++r) fold[r] = s.fold_continues ? folds[i0 + r] : 0.0f;
@@ -69,8 +73,12 @@ KNIT_INLINE void fold_rows(const MapShape& s, AluOp op, int64_t i0, float* folds
     for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
       for (int64_t c = 0; c < s.walk.n[3]; c += kChunk) {
         const int64_t m = s.walk.n[3] - c < kChunk ? s.walk.n[3] - c : kChunk;
+        uint32_t unsure = 0;
         for (int64_t r = 0; r < R; ++r)
-          for (int64_t j = 0; j < m; ++j) chunk[r][j] = value(i0 + r, i1, i2, c + j);
+          for (int64_t j = 0; j < m; ++j) chunk[r][j] = guess(i0 + r, i1, i2, c + j, unsure);
+        if (unsure)
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t j = 0; j < m; ++j) chunk[r][j] = exact(i0 + r, i1, i2, c + j);
         for (int64_t r = 0; r < R; ++r)
           for (int64_t j = 0; j < m; ++j) put(chunk[r][j], i0 + r, i1, i2, c + j);
         int64_t j = 0;
@@ -88,8 +96,11 @@ KNIT_INLINE void fold_rows(const MapShape& s, AluOp op, int64_t i0, float* folds
 // row fold (activation's reduce_res, tensor_scalar_reduce, select_reduce, range_select), each
 // row's fp32 values (not the rounded stores) are folded left to right, from the row's first
 // value (or, with fold_continues, from the fold an earlier call left in folds[row]): fold_rows.
-template <class F>
-KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* folds, F&& value) {
+// exact(i0, i1, i2, i3) is an element's value; guess(i0, i1, i2, i3, unsure) gives the same
+// bits faster (activate_guess) or sets `unsure`, and each stretch of values where one did is
+// computed again by exact. An exp is then its cheap guess for all but about one stretch in 250.
+template <class Guess, class Exact>
+KNIT_INLINE void map_guessed(const MapShape& s, uint8_t* const* data, float* folds, Guess&& guess, Exact&& exact) {
   auto put = [&](float y, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     knit::ir::encode(type(s.dst), y, data[0] + at(s.dst, i0, i1, i2, i3));
   };
@@ -106,15 +117,26 @@ KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* fold
         for (int64_t i2 = 0; i2 < s.walk.n[2]; ++i2)
           for (int64_t c = 0; c < s.walk.n[3]; c += kChunk) {
             const int64_t m = s.walk.n[3] - c < kChunk ? s.walk.n[3] - c : kChunk;
-            for (int64_t j = 0; j < m; ++j) chunk[j] = value(i0, i1, i2, c + j);
+            uint32_t unsure = 0;
+            for (int64_t j = 0; j < m; ++j) chunk[j] = guess(i0, i1, i2, c + j, unsure);
+            if (unsure)
+              for (int64_t j = 0; j < m; ++j) chunk[j] = exact(i0, i1, i2, c + j);
             for (int64_t j = 0; j < m; ++j) put(chunk[j], i0, i1, i2, c + j);
           }
     return;
   }
   const AluOp op = static_cast<AluOp>(s.fold_op);
   int64_t i0 = 0;
-  for (; i0 + kFoldRows <= s.walk.n[0]; i0 += kFoldRows) fold_rows<kFoldRows>(s, op, i0, folds, value, put);
-  for (; i0 < s.walk.n[0]; ++i0) fold_rows<1>(s, op, i0, folds, value, put);
+  for (; i0 + kFoldRows <= s.walk.n[0]; i0 += kFoldRows) fold_rows<kFoldRows>(s, op, i0, folds, guess, exact, put);
+  for (; i0 < s.walk.n[0]; ++i0) fold_rows<1>(s, op, i0, folds, guess, exact, put);
+}
+
+// map_guessed for values with nothing to guess: the guess is the value, never unsure.
+template <class F>
+KNIT_INLINE void map_values(const MapShape& s, uint8_t* const* data, float* folds, F&& value) {
+  map_guessed(
+      s, data, folds, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, uint32_t&) { return value(i0, i1, i2, i3); },
+      value);
 }
 
 template <class F>
@@ -248,19 +270,25 @@ extern "C" void knit_map_body(const MapShape* shape, uint8_t* const* operands, f
       });
       return;
     case MapKind::activation:
-      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-        float t = load(s.a, a, i0, i1, i2, i3) * c0[i0];
-        if (s.has_bias) t = t + c1[i0];
-        return knit::sim::activate(static_cast<ActFunc>(s.op0), t, s.alpha);
-      });
+    case MapKind::activation_slope: {
+      const ActFunc f = static_cast<ActFunc>(s.op0);
+      auto input = [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+        const float t = load(s.a, a, i0, i1, i2, i3) * c0[i0];
+        return s.has_bias ? t + c1[i0] : t;
+      };
+      auto alpha = [&](int64_t i0) {
+        return s.kind == MapKind::activation_slope ? load(s.b, b, i0, 0, 0, 0) : s.alpha;
+      };
+      map_guessed(
+          s, data, columns[2],
+          [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3, uint32_t& unsure) {
+            return knit::sim::activate_guess(f, input(i0, i1, i2, i3), alpha(i0), unsure);
+          },
+          [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+            return knit::sim::activate(f, input(i0, i1, i2, i3), alpha(i0));
+          });
       return;
-    case MapKind::activation_slope:
-      map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
-        float t = load(s.a, a, i0, i1, i2, i3) * c0[i0];
-        if (s.has_bias) t = t + c1[i0];
-        return knit::sim::activate(static_cast<ActFunc>(s.op0), t, load(s.b, b, i0, 0, 0, 0));
-      });
-      return;
+    }
     case MapKind::tensor_scalar_fold:
       map_values(s, data, columns[2], [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
         return knit::sim::apply(op0, load(s.a, a, i0, i1, i2, i3), c0[i0], s.reverse0);
