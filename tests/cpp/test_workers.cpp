@@ -1,8 +1,10 @@
 // The native path's worker pool (simulator/src/native/workers.h): every job runs once, callers on
-// different threads take turns, and a job's exception reaches the caller after every job is done.
+// different threads take turns, a stalled thread's share is taken by the others, and a job's
+// exception reaches the caller after every job is done.
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <stdexcept>
 #include <thread>
@@ -61,4 +63,38 @@ TEST_CASE("WorkerPool rethrows a job's exception after every job has finished", 
   }
   // The pool still works afterwards.
   REQUIRE(run_rounds(1)[0] == 1);
+}
+
+TEST_CASE("WorkerPool runs every job once for any count of jobs, shares uneven", "[workers]") {
+  WorkerPool& pool = WorkerPool::instance();
+  for (int n = 0; n <= 4 * pool.threads() + 3; ++n) {
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+    std::vector<std::function<void()>> jobs;
+    for (int i = 0; i < n; ++i) jobs.push_back([&runs, i] { ++runs[static_cast<size_t>(i)]; });
+    pool.run(jobs);
+    for (int i = 0; i < n; ++i) REQUIRE(runs[static_cast<size_t>(i)] == 1);
+  }
+}
+
+TEST_CASE("WorkerPool: the jobs of a stalled thread's share are taken by the others", "[workers]") {
+  WorkerPool& pool = WorkerPool::instance();
+  if (pool.threads() < 2) {
+    WARN("skipped: needs a worker thread besides the caller (KNIT_THREADS=1 or a one-core machine)");
+    return;
+  }
+  // The caller's first job (job 0, its own share's first) waits until every other job is done,
+  // so the rest of the caller's share must be run by the workers.
+  const int n = 4 * pool.threads();
+  std::atomic<int> others_done = 0;
+  std::atomic<bool> gave_up = false;
+  std::vector<std::function<void()>> jobs;
+  jobs.push_back([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (others_done < n - 1)
+      if (std::chrono::steady_clock::now() > deadline) return void(gave_up = true);
+  });
+  for (int i = 1; i < n; ++i) jobs.push_back([&] { ++others_done; });
+  pool.run(jobs);
+  REQUIRE(!gave_up);
+  REQUIRE(others_done == n - 1);
 }

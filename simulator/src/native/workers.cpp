@@ -35,8 +35,9 @@ WorkerPool& WorkerPool::instance() {
   return pool;
 }
 
-WorkerPool::WorkerPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+WorkerPool::WorkerPool(int threads)
+    : next_(std::make_unique<std::atomic<size_t>[]>(threads)), share_end_(static_cast<size_t>(threads)) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
 }
 
 WorkerPool::~WorkerPool() {
@@ -57,12 +58,16 @@ void WorkerPool::run(const std::vector<std::function<void()>>& jobs) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     jobs_ = &jobs;
-    next_ = 0;
-    pending_ = jobs.size();
+    const size_t n = jobs.size(), shares = share_end_.size();
+    for (size_t k = 0; k < shares; ++k) {
+      next_[k] = k * n / shares;
+      share_end_[k] = (k + 1) * n / shares;
+    }
+    pending_ = n;
     ++generation_;
   }
   wake_.notify_all();
-  drain(jobs);
+  drain(jobs, 0);
   // Every job finished, and no worker still holds `jobs` (one may have taken it just as the last
   // job was being taken: it finds none left and leaves).
   auto done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
@@ -74,8 +79,13 @@ void WorkerPool::run(const std::vector<std::function<void()>>& jobs) {
   if (failure) std::rethrow_exception(failure);
 }
 
-void WorkerPool::drain(const std::vector<std::function<void()>>& jobs) {
-  for (size_t i; (i = next_.fetch_add(1, std::memory_order_acq_rel)) < jobs.size();) {
+void WorkerPool::drain(const std::vector<std::function<void()>>& jobs, int self) {
+  const int shares = static_cast<int>(share_end_.size());
+  for (int k = 0; k < shares; ++k) drain_share(jobs, (self + k) % shares);
+}
+
+void WorkerPool::drain_share(const std::vector<std::function<void()>>& jobs, int share) {
+  for (size_t i; (i = next_[share].fetch_add(1, std::memory_order_acq_rel)) < share_end_[share];) {
     try {
       jobs[i]();
     } catch (...) {
@@ -90,7 +100,7 @@ void WorkerPool::drain(const std::vector<std::function<void()>>& jobs) {
 }
 
 // A worker joins each generation's run() while it has jobs left.
-void WorkerPool::work() {
+void WorkerPool::work(int self) {
   uint64_t seen = 0;
   while (true) {
     const std::vector<std::function<void()>>* jobs = nullptr;
@@ -104,7 +114,7 @@ void WorkerPool::work() {
       if (jobs) ++busy_;
     }
     if (!jobs) continue;
-    drain(*jobs);
+    drain(*jobs, self);
     std::lock_guard<std::mutex> lock(mutex_);
     --busy_;
     finished_.notify_all();

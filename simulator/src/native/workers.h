@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -21,17 +22,23 @@ class WorkerPool {
   ~WorkerPool();
   // Threads available, the calling one included.
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
-  // Runs the jobs on the calling thread and the workers, each thread taking the next job not yet
-  // taken until none is left (so a worker the OS has not scheduled leaves its share to the others,
-  // which matters on a shared machine); returns when all are done, then rethrows the first
-  // exception a job threw. Calls from different threads take turns; a job must not call run.
+  // Runs the jobs on the calling thread and the workers; returns when all are done, then rethrows
+  // the first exception a job threw. Calls from different threads take turns; a job must not call
+  // run. Thread k (the caller is 0) first takes the jobs of its own share, the k-th of `threads()`
+  // equal runs of consecutive jobs, in order, then takes jobs left in the other shares (so a
+  // worker the OS has not scheduled leaves its share to the others, which matters on a shared
+  // machine). Successive instructions split the same way (a tile's partitions in order), so a
+  // thread mostly works on the partitions it touched last, still in its core's cache.
   void run(const std::vector<std::function<void()>>& jobs);
 
  private:
   explicit WorkerPool(int threads);
-  void work();
-  // Takes and runs jobs_'s jobs until none is left; records the first failure in worker_failure_.
-  void drain(const std::vector<std::function<void()>>& jobs);
+  void work(int self);
+  // Takes and runs jobs_'s jobs until none is left, its own share first (see run); records the
+  // first failure in worker_failure_.
+  void drain(const std::vector<std::function<void()>>& jobs, int self);
+  // Runs the jobs of `share` not yet taken.
+  void drain_share(const std::vector<std::function<void()>>& jobs, int share);
 
   std::vector<std::thread> workers_;
   std::mutex turn_;  // one run() at a time (two kernels run from two host threads)
@@ -40,7 +47,9 @@ class WorkerPool {
   const std::vector<std::function<void()>>* jobs_ = nullptr;
   // Written under mutex_ (so a sleeper's predicate sees them), read without it while spinning.
   std::atomic<uint64_t> generation_ = 0;
-  std::atomic<size_t> next_ = 0;       // the next job to take
+  // Per share (one per thread): the next job of it to take, and the end of it.
+  std::unique_ptr<std::atomic<size_t>[]> next_;
+  std::vector<size_t> share_end_;
   std::atomic<size_t> pending_ = 0;    // jobs not finished yet
   size_t busy_ = 0;                    // workers inside drain() (under mutex_): jobs_ stays until 0
   std::exception_ptr worker_failure_;  // the first exception of a worker's job (under mutex_)
