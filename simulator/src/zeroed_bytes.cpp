@@ -1,5 +1,8 @@
 #include "zeroed_bytes.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -33,6 +36,42 @@ Pool& pool() {
   return *p;
 }
 
+// huge_pages_note: a data block of 2 MiB or more is mapped on its own, 2 MiB-aligned, and asks the
+// kernel for transparent huge pages (MADV_HUGEPAGE; with THP in "madvise" mode, the common
+// default, nothing else gets them). The simulated SBUF is read a partition row at a time, rows
+// 192 KiB apart, so with 4 KiB pages every row of a tile is a new page and a new TLB miss; NumPy
+// asks the same for its own large arrays. Fresh mappings read as zero. Sparse blocks stay on 4 KiB
+// pages: a huge page would make the first touch of a flag zero 2 MiB.
+constexpr size_t kHugePage = size_t{2} << 20;
+bool huge_block(size_t n, ZeroedBytes::Use use) { return use == ZeroedBytes::Use::data && n >= kHugePage; }
+size_t huge_mapping_size(size_t n) { return (n + kHugePage - 1) / kHugePage * kHugePage; }
+
+uint8_t* map_huge(size_t n) {
+  const size_t size = huge_mapping_size(n);
+  void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) munmap(raw, aligned - start);  // the slack before and after the aligned run
+  if (aligned + size < start + size + kHugePage)
+    munmap(reinterpret_cast<void*>(aligned + size), start + kHugePage - aligned);
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+#endif
+  return reinterpret_cast<uint8_t*>(aligned);
+}
+
+// A new block: huge pages for large data blocks, else the C heap; zeroed if asked.
+uint8_t* allocate(size_t n, bool zero, ZeroedBytes::Use use) {
+  if (huge_block(n, use)) return map_huge(n);  // fresh mappings are zero
+  return static_cast<uint8_t*>(zero ? std::calloc(n ? n : 1, 1) : std::malloc(n ? n : 1));
+}
+
+void deallocate(uint8_t* data, size_t n, ZeroedBytes::Use use) {
+  if (huge_block(n, use)) munmap(data, huge_mapping_size(n));
+  else std::free(data);
+}
+
 // A block no one uses any more: kept for a later reset() of the same size, or freed.
 void recycle(uint8_t* data, size_t n, ZeroedBytes::Use use) {
   Pool& p = pool();
@@ -41,12 +80,12 @@ void recycle(uint8_t* data, size_t n, ZeroedBytes::Use use) {
     p.blocks.push_back({n, use, data});
     p.bytes += n;
     while (p.bytes > kPoolBytes) {
-      std::free(p.blocks.front().data);
+      deallocate(p.blocks.front().data, p.blocks.front().size, p.blocks.front().use);
       p.bytes -= p.blocks.front().size;
       p.blocks.pop_front();
     }
   } else {
-    std::free(data);
+    deallocate(data, n, use);
   }
 }
 
@@ -67,7 +106,7 @@ void ZeroedBytes::reset(size_t n, bool zero, Use use) {
       }
   }
   if (data_ && zero) std::memset(data_, 0, n);
-  else if (!data_) data_ = static_cast<uint8_t*>(zero ? std::calloc(n ? n : 1, 1) : std::malloc(n ? n : 1));
+  else if (!data_) data_ = allocate(n, zero, use);
   if (!data_) throw std::bad_alloc();
   size_ = n;
 }

@@ -10,7 +10,7 @@ namespace knit::sim {
 
 // A zero-filled byte array. Freed blocks go to a small process-wide pool and come back cleared
 // by memset: far cheaper than fresh pages, whose first touch faults (runs of the same kernel
-// allocate the same sizes again and again).
+// allocate the same sizes again and again). Large data blocks sit on huge pages (zeroed_bytes.cpp).
 class ZeroedBytes {
  public:
   // What the block holds, for the pool: data (read and written whole), or sparse (mostly never
