@@ -594,6 +594,8 @@ void bind_builder(py::module_& m) {
               counts["break_even"] = r.break_even_work;
               // instructions with an .indirect() operand, left to the reference executors by design
               counts["indirect_compute"] = r.indirect_compute_instructions;
+              // dma_copy instructions whose reader read their source in place (docs/jit.md)
+              counts["forwarded"] = r.forwarded_copies;
             }
             return py::make_tuple(host_tensors_to(r.outputs), written_args_to(hosts, r.args_written), r.warnings,
                                   counts);

@@ -414,6 +414,7 @@ int64_t default_instruction_budget() {
 void Machine::execute_at(size_t pc, const std::function<void(const std::vector<codegen::Access>&)>& check) {
   const Instruction& inst = kernel_.body[pc];
   current_ = &inst;
+  current_pc_ = pc;
   count_executed(pc);
   for (int id : place_at_[pc])
     if (!pool_->placement(id).live) pool_->place(id, overwritten_at_place_[id]);
@@ -559,6 +560,7 @@ RunResult Machine::run() {
     result.native_instructions = native_->native;
     result.interpreted_instructions = native_->interpreted;
     result.indirect_compute_instructions = native_->indirect_compute;
+    result.forwarded_copies = native_->forwarded;
     result.fallbacks = native_->fallbacks;
     result.static_work = native_->work_estimate;
     result.break_even_work = native_->break_even;

@@ -50,6 +50,8 @@ class Machine : public ExecState {
   int64_t partition_capacity(ir::Buffer b) const { return pool_->partition_capacity(b); }
   Memory* memory_of(const ir::View& v) const { return pool_->memory_of(v); }
   const ir::Instruction& current() const override { return *current_; }
+  // The body index of the instruction executing (execute_at's pc).
+  size_t current_pc() const { return current_pc_; }
   void warn(const std::string& message) override;
   [[noreturn]] void fail(const std::string& rule, const std::string& message) const override;
   void undefined_read(const Tile& t, int64_t i, bool never_written, bool accumulating = false) override;
@@ -168,6 +170,7 @@ class Machine : public ExecState {
   uint64_t rng_state_ = 0;        // Schedule::random
   int64_t executed_ = 0;
   const ir::Instruction* current_ = nullptr;
+  size_t current_pc_ = 0;
   int64_t warned_at_ = -1;
   std::vector<PoisonedRead> poison_reads_;
   std::vector<PoisonOrigin> origins_;  // one per source location that read never-written memory

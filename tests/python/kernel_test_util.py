@@ -20,6 +20,18 @@ def source_line(path, marker):
     raise AssertionError(marker)
 
 
+def errors_of_both(compiled, *args):
+    """(reference error, JIT error): the KnitRuntimeError each backend raises running `args`."""
+    import pytest
+
+    errors = []
+    for run in (lambda: compiled.reference(*args), lambda: compiled.run(*args, backend="jit-strict")):
+        with pytest.raises(knit.KnitRuntimeError) as info:
+            run()
+        errors.append(info.value)
+    return tuple(errors)
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples", "kernels", "python")
 BENCH = os.path.join(ROOT, "bench")

@@ -17,6 +17,7 @@ import pytest
 import knit
 import knit.isa as nisa
 import knit.language as nl
+from kernel_test_util import errors_of_both
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "kernels", "python")
 
@@ -305,13 +306,7 @@ def read_line():
 def test_a_read_of_never_written_hbm_is_still_caught(mode, monkeypatch):
     monkeypatch.setenv("KNIT_UNINITIALIZED", mode)
     x = randn(64, 2048)
-    c = knit.compile(reads_back_a_half_written_output, x)
-    errors = []
-    for run in (lambda: c.reference(x), lambda: c.run(x, backend="jit-strict")):
-        with pytest.raises(knit.KnitRuntimeError) as info:
-            run()
-        errors.append(info.value)
-    ref, jit = errors
+    ref, jit = errors_of_both(knit.compile(reads_back_a_half_written_output, x), x)
     assert (jit.rule, jit.line, jit.message) == (ref.rule, ref.line, ref.message)
     assert f"{os.path.basename(__file__)}:{read_line()}" in str(jit)
 

@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "../alu.h"
 #include "../exec_compute.h"
 #include "../machine.h"
 #include "../matmul.h"
+#include "forwarding.h"
 #include "knit/ir/indirect.h"
 #include "knit/ir/op_traits.h"
 #include "knit/ir/view.h"
@@ -200,6 +202,7 @@ bool NativeExecutor::warm(const Instruction& inst) {
 }
 
 bool NativeExecutor::run(const Instruction& inst) {
+  if (bool ran = false; run_forwarding(inst, m_.current_pc(), ran)) return ran;
   // By design, not a fallback: which columns an .indirect() view touches is read per element.
   if (has_column_indirection(inst)) {
     ++interpreted;
@@ -239,6 +242,52 @@ bool NativeExecutor::run(const Instruction& inst) {
   if (const Refusal why = execute(p); why.reason) return refuse(inst, why);
   ++native;
   return true;
+}
+
+bool NativeExecutor::run_forwarding(const Instruction& inst, size_t pc, bool& ran) {
+  // Machine::execute_at's instruction (concrete): the body's at `pc`, same opcode.
+  if (forward_to_.empty() || inst.opcode() != m_.kernel().body[pc].opcode()) return false;
+  if (auto it = forward_to_.find(pc); hot_ && it != forward_to_.end()) {
+    const auto& op = std::get<DmaCopy>(inst.op);
+    Plan p;
+    if (plan(inst, p) || !m_.memory_of(op.src)->bytes.borrowed()) return false;
+    if (execute(p, /*move_data=*/false).reason) return false;  // nothing touched: run it as usual
+    pending_[it->second].push_back(inst);
+    ++native;
+    return ran = true;
+  }
+  auto waiting = pending_.find(pc);
+  if (waiting == pending_.end()) return false;
+  if (has_column_indirection(inst)) {  // the reference executors run it: they read the tile
+    copy_pending(pc);
+    return false;
+  }
+  Instruction reader = inst;
+  bool substituted = true;
+  for (const Instruction& copy : waiting->second) {
+    const auto& op = std::get<DmaCopy>(copy.op);
+    substituted = substituted && substitute_view(reader, op.dst, op.src);
+  }
+  Plan p;
+  if (substituted && !plan(reader, p) && !execute(p).reason) {
+    forwarded += static_cast<int64_t>(waiting->second.size());
+    pending_.erase(waiting);
+    ++native;
+    return ran = true;
+  }
+  copy_pending(pc);  // then the reader runs as it is
+  return false;
+}
+
+void NativeExecutor::copy_pending(size_t pc) {
+  auto waiting = pending_.find(pc);
+  if (waiting == pending_.end()) return;
+  const std::vector<Instruction> copies = std::move(waiting->second);
+  pending_.erase(waiting);
+  for (const Instruction& copy : copies) {
+    Plan p;
+    if (plan(copy, p) || execute(p).reason) internal_error("a forwarded dma_copy could not run after all");
+  }
 }
 
 bool NativeExecutor::refuse(const Instruction& inst, Refusal why) {
@@ -444,7 +493,7 @@ void NativeExecutor::finish_folds(const Instruction& inst, const std::vector<flo
     finish_vector_reduce(m_, op->reduce_cmd, op->reduce_op, folds.data(), P, op->reduce_res);
 }
 
-NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
+NativeExecutor::Refusal NativeExecutor::execute(const Plan& p, bool move_data) {
   const Instruction& inst = *p.inst;
   Memory* mem[4] = {};
   for (size_t i = 0; i < p.ops.size(); ++i) mem[i] = m_.memory_of(*p.ops[i].view);
@@ -468,7 +517,9 @@ NativeExecutor::Refusal NativeExecutor::execute(const Plan& p) {
   for (size_t i = 0; i < p.ops.size() && i < bases.size(); ++i)
     bases[i] = overlapped[i] ? snapshot(snapshots_[i], p.ops[i], *mem[i]) : mem[i]->bytes.data() + p.ops[i].layout.base;
   if (std::holds_alternative<LocalGather>(inst.op)) bases[1] = reinterpret_cast<uint8_t*>(gather_index_.data());
-  if (per_element) {
+  if (!move_data) {
+    // A forwarded copy (forward_note): its reader reads the source instead.
+  } else if (per_element) {
     MatmulShape mm;
     std::memcpy(&mm, p.shape.data(), sizeof mm);
     sum_into_psum(mm, bases[1], bases[2], *p.ops[0].view, std::get<NcMatmul>(inst.op).accumulate);
@@ -583,6 +634,7 @@ void NativeExecutor::sum_into_psum(MatmulShape mm, uint8_t* stationary, uint8_t*
 }
 
 void NativeExecutor::start() {
+  forward_to_ = forwarded_copies(m_.kernel());
   // The kernel's static element work (each data instruction once; loops traced into the body
   // count once per trace-time iteration): above the threshold, compile everything now.
   int64_t estimate = 0;
@@ -645,6 +697,19 @@ int64_t NativeExecutor::static_requests(std::vector<codegen::SpecializeRequest>&
     } else if (!plan(inst, p)) {
       request(p);
     }
+  }
+  // A forwarded copy's reader runs on the copies' sources (forward_note).
+  std::map<size_t, Instruction> readers;
+  for (const auto& [copy_at, reader_at] : forward_to_) {
+    const auto& op = std::get<DmaCopy>(m_.kernel().body[copy_at].op);
+    Instruction& reader = readers.try_emplace(reader_at, m_.kernel().body[reader_at]).first->second;
+    substitute_view(reader, op.dst, op.src);
+  }
+  for (const auto& [at, reader] : readers) {
+    bool dynamic = false;
+    for_each_view(reader, [&](const char*, const View& v) { dynamic = dynamic || !v.is_static(); });
+    Plan p;
+    if (!dynamic && !plan(reader, p)) request(p);
   }
   std::sort(requests.begin(), requests.end(),
             [](const auto& a, const auto& b) { return std::tie(a.body, a.constant) < std::tie(b.body, b.constant); });

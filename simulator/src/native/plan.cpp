@@ -241,9 +241,12 @@ const char* Planner::map(MapShape s, const View& dst, const View* a, const View*
   if (affine) ops.push_back(&(index = *affine));
   // Walk dim 0 is dst's partition dim when every operand has it (per-partition columns and row
   // folds follow it); a copy or an fp32 tensor_tensor (dma_compute's adds, in HBM too) may
-  // instead walk all its operands' dims alike, across partitions.
+  // instead walk all its operands' dims alike, across partitions. An input in HBM whose first
+  // dim has as many rows (a forwarded copy's source, forward_note) walks its rows alongside;
+  // a copy from HBM keeps walking across partitions (its rows move whole, copy_rows).
   const int64_t partitions = dst.dims.empty() ? 1 : dst.dims[0].num;
-  bool partitioned = !a_axes && on_chip(dst) && (!a || on_chip(*a)) && (!b || on_chip(*b));
+  const bool inputs_on_chip = (!a || on_chip(*a)) && (!b || on_chip(*b));
+  bool partitioned = !a_axes && on_chip(dst) && (inputs_on_chip || s.kind != MapKind::copy);
   for (const Operand* o : ops) partitioned = partitioned && !o->layout.num.empty() && o->layout.num[0] == partitions;
   if (partitioned) {
     out.partitions = partitions;

@@ -122,6 +122,9 @@ struct RunResult {
   // Of those, instructions with an NC-v4 .indirect() operand: the reference executors run them on
   // every backend, by design (not fallbacks).
   int64_t indirect_compute_instructions = 0;
+  // Of the native ones, dma_copy instructions whose reader read their source in place instead
+  // (forward_note in simulator/src/native/executor.h).
+  int64_t forwarded_copies = 0;
   // Instructions the jit backend handed to the reference executors because it cannot run them
   // (no native body, views it cannot walk, partial overlap, ...), one line each, in first-run
   // order: "file:line: opcode: reason". Not listed: kernels too small for compiling to pay, and
