@@ -252,7 +252,9 @@ bool NativeExecutor::run_forwarding(const Instruction& inst, size_t pc, bool& ra
     Plan p;
     if (plan(inst, p) || !m_.memory_of(op.src)->bytes.borrowed()) return false;
     if (execute(p, /*move_data=*/false).reason) return false;  // nothing touched: run it as usual
-    pending_[it->second].push_back(inst);
+    auto skipped = std::make_shared<SkippedCopy>(SkippedCopy{inst});
+    for (size_t reader : it->second) pending_[reader].push_back(skipped);
+    ++forwarded;
     ++native;
     return ran = true;
   }
@@ -264,13 +266,12 @@ bool NativeExecutor::run_forwarding(const Instruction& inst, size_t pc, bool& ra
   }
   Instruction reader = inst;
   bool substituted = true;
-  for (const Instruction& copy : waiting->second) {
-    const auto& op = std::get<DmaCopy>(copy.op);
+  for (const auto& copy : waiting->second) {
+    const auto& op = std::get<DmaCopy>(copy->inst.op);
     substituted = substituted && substitute_view(reader, op.dst, op.src);
   }
   Plan p;
   if (substituted && !plan(reader, p) && !execute(p).reason) {
-    forwarded += static_cast<int64_t>(waiting->second.size());
     pending_.erase(waiting);
     ++native;
     return ran = true;
@@ -282,11 +283,14 @@ bool NativeExecutor::run_forwarding(const Instruction& inst, size_t pc, bool& ra
 void NativeExecutor::copy_pending(size_t pc) {
   auto waiting = pending_.find(pc);
   if (waiting == pending_.end()) return;
-  const std::vector<Instruction> copies = std::move(waiting->second);
+  const auto copies = std::move(waiting->second);
   pending_.erase(waiting);
-  for (const Instruction& copy : copies) {
+  for (const auto& copy : copies) {
+    if (copy->copied) continue;
     Plan p;
-    if (plan(copy, p) || execute(p).reason) internal_error("a forwarded dma_copy could not run after all");
+    if (plan(copy->inst, p) || execute(p).reason) internal_error("a forwarded dma_copy could not run after all");
+    copy->copied = true;
+    --forwarded;
   }
 }
 
@@ -700,10 +704,12 @@ int64_t NativeExecutor::static_requests(std::vector<codegen::SpecializeRequest>&
   }
   // A forwarded copy's reader runs on the copies' sources (forward_note).
   std::map<size_t, Instruction> readers;
-  for (const auto& [copy_at, reader_at] : forward_to_) {
+  for (const auto& [copy_at, readers_at] : forward_to_) {
     const auto& op = std::get<DmaCopy>(m_.kernel().body[copy_at].op);
-    Instruction& reader = readers.try_emplace(reader_at, m_.kernel().body[reader_at]).first->second;
-    substitute_view(reader, op.dst, op.src);
+    for (size_t reader_at : readers_at) {
+      Instruction& reader = readers.try_emplace(reader_at, m_.kernel().body[reader_at]).first->second;
+      substitute_view(reader, op.dst, op.src);
+    }
   }
   for (const auto& [at, reader] : readers) {
     bool dynamic = false;

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -62,7 +63,7 @@ class NativeExecutor {
   int64_t native = 0;            // instructions executed natively
   int64_t interpreted = 0;       // instructions left to the reference executors
   int64_t indirect_compute = 0;  // of those, instructions with an .indirect() operand (always there)
-  int64_t forwarded = 0;         // RunResult::forwarded_copies
+  int64_t forwarded = 0;         // RunResult::forwarded_copies: copies skipped, less those run after all
   int64_t work_estimate = 0;     // RunResult::static_work
   int64_t break_even = 0;        // RunResult::break_even_work: the threshold start() compared it with
   // RunResult::fallbacks: each source line whose instruction the native path could not run, why.
@@ -79,17 +80,17 @@ class NativeExecutor {
   // Runs a plan: its checks, the body (unless `move_data` is false: a forwarded copy), and the
   // flags of what it writes.
   Refusal execute(const Plan& plan, bool move_data = true);
-  // forward_note: a dma_copy of a kernel argument into a tile whose one reader is a later
-  // element-wise instruction (forwarded_copies, forwarding.h) moves no bytes when it runs: it
-  // checks and marks the tile written as the copy would, and leaves itself (concrete) in
-  // pending_ under its reader's body index. The reader then runs with its view of the tile
-  // replaced by the copy's source, reading the argument's rows in place (a tile that only
-  // carries a load to its reader is a pass over the data saved twice: the copy's, and the
-  // reader's over the copy). Nothing else names the tile and the argument is never written
-  // (borrowed: Machine's params_written), so no one can tell; where the reader cannot run that
-  // way (its plan or checks refuse), the pending copies run first and the reader as usual.
+  // forward_note: a dma_copy of a kernel argument into a tile whose only readers are later
+  // element-wise instructions or reductions (forwarded_copies, forwarding.h) moves no bytes when
+  // it runs: it checks and marks the tile written as the copy would, and leaves itself
+  // (concrete) in pending_ under each reader's body index. A reader then runs with its view of
+  // the tile replaced by the copy's source, reading the argument's rows in place (a tile that
+  // only carries a load to its readers is a pass over the data saved: the copy's write of the
+  // tile). Nothing else names the tile and the argument is never written (borrowed: Machine's
+  // params_written), so no one can tell; where a reader cannot run that way (its plan or checks
+  // refuse), the copies pending for it run first (each once) and the reader as usual.
   bool run_forwarding(const ir::Instruction& inst, size_t pc, bool& ran);
-  // Runs the copies pending for the reader at `pc`, as plain copies.
+  // Runs the copies pending for the reader at `pc` that have not run yet, as plain copies.
   void copy_pending(size_t pc);
   // Pieces of execute(): index checks of the gathers (local_gather's expanded indices into
   // gather_index_), the elements a predicated copy or nonzero_with_count writes (marked written
@@ -152,11 +153,16 @@ class NativeExecutor {
   bool hot_ = false;                                 // compiling pays: instructions run natively
   std::unordered_map<std::string, void*> compiled_;  // body + shape bytes -> function
   std::vector<float> scratch_;
-  std::vector<int32_t> gather_index_;              // local_gather: the element each dst element reads
-  std::vector<float> partial_sums_;                // dma_compute's chain of more than two sources
-  std::array<ZeroedBytes, 3> snapshots_;           // inputs an output overlaps, by data[] index
-  std::unordered_map<size_t, size_t> forward_to_;  // forwarded_copies: copy -> reader body index
-  std::unordered_map<size_t, std::vector<ir::Instruction>> pending_;  // reader -> its skipped copies
+  std::vector<int32_t> gather_index_;     // local_gather: the element each dst element reads
+  std::vector<float> partial_sums_;       // dma_compute's chain of more than two sources
+  std::array<ZeroedBytes, 3> snapshots_;  // inputs an output overlaps, by data[] index
+  // A skipped copy (concrete), shared by the pending lists of its readers.
+  struct SkippedCopy {
+    ir::Instruction inst;
+    bool copied = false;  // a reader could not read its source: the copy ran after all
+  };
+  std::unordered_map<size_t, std::vector<size_t>> forward_to_;                     // forwarded_copies: copy -> readers
+  std::unordered_map<size_t, std::vector<std::shared_ptr<SkippedCopy>>> pending_;  // reader -> copies
 };
 
 // The process-wide specializer holding the embedded body library (created on first use).

@@ -25,7 +25,8 @@ const char* plan_op(Planner& p, const TensorReduce& op) {
                         {data.layout.stride.begin() + kept, data.layout.stride.end()}};
   const auto group = simplified(inner, 0);
   if (group.size() > 2) return why::reduced_run;
-  if (!p.on_chip(op.dst) || !p.on_chip(op.data)) return why::free_dims;
+  // data in HBM: a forwarded copy's source (forward_note), its rows as the partitions.
+  if (!p.on_chip(op.dst)) return why::free_dims;
   Operand kept_data = data;  // the dims the walk keeps; the group is the body's inner loop
   kept_data.layout.num.resize(kept);
   kept_data.layout.stride.resize(kept);
@@ -60,7 +61,8 @@ const char* plan_op(Planner& p, const TensorPartitionReduce& op) {
   p.out.body = "knit_reduce_body";
   for (const auto& [v, written] : {std::pair{&op.dst, true}, {&op.data, false}})
     if (const char* why = p.add(*v, written)) return why;
-  if (!p.on_chip(op.dst) || !p.on_chip(op.data)) return why::free_dims;
+  // data in HBM: a forwarded copy's source (forward_note), its rows as the partitions.
+  if (!p.on_chip(op.dst)) return why::free_dims;
   Operand& dst = p.out.ops[0];
   Operand& data = p.out.ops[1];
   if (data.layout.num.empty() || dst.layout.num.empty() || dst.layout.num[0] != 1) return why::partitions;
