@@ -125,15 +125,13 @@ float exp_of(float x) {
 // exp_guess_note: exp_of's bits at about half its cost, where that is certain. The same
 // reduction, a degree-10 polynomial, and fused multiply-adds (explicit std::fma: on a host with
 // FMA one instruction each, so the Horner chain is 10 operations instead of 22; without FMA a
-// library call, same bits, slower). The double y
-// is then within E = 2.3e-13 (relative) of e^x: truncation 0.347^11 / 11! = 2.2e-13 plus
-// rounding. fp32 rounding of y and of e^x agree unless a rounding midpoint lies between them,
-// and exp_of is correctly rounded unless e^x is within 1e-14 of one; so where y is further than
-// E + 1e-14 from every midpoint, the result is exp_of(x)'s. A midpoint is where the 29 bits of
-// y's significand below fp32's 24 are 1 followed by zeros; E + 1e-14 relative is under 2^12 of
-// those bits' units (y's significand lies in [1, 2): 2.4e-13 * 2 * 2^52 < 2^12). Below 2^-126
-// the fp32 grid is the subnormals' fixed 2^-149, which y + 2^-126 puts at the same bit
-// position. Where y is nearer than that to a midpoint (8,315 of the 2^32 inputs), `unsure` is set
+// library call, same bits, slower). The double y is then within E = 2.3e-13 (relative) of
+// e^x: truncation 0.347^11 / 11! = 2.2e-13 plus rounding. fp32 rounding of y and of e^x agree unless a rounding
+// midpoint lies between them, and exp_of is correctly rounded unless e^x is within 1e-14 of one; so where y is further
+// than E + 1e-14 from every midpoint, the result is exp_of(x)'s. A midpoint is where the 29 bits of y's significand
+// below fp32's 24 are 1 followed by zeros; E + 1e-14 relative is under 2^12 of those bits' units (y's significand lies
+// in [1, 2): 2.4e-13 * 2 * 2^52 < 2^12). Below 2^-126 the fp32 grid is the subnormals' fixed 2^-149, which y + 2^-126
+// puts at the same bit position. Where y is nearer than that to a midpoint (8,315 of the 2^32 inputs), `unsure` is set
 // and the caller recomputes with exp_of. test_exp.cpp checks the agreement (over every input
 // with KNIT_EXP_EXHAUSTIVE=1).
 float exp_guess(float x, uint32_t& unsure) {

@@ -52,9 +52,10 @@ uint8_t* map_huge(size_t n) {
   if (raw == MAP_FAILED) return nullptr;
   const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
-  if (aligned > start) munmap(raw, aligned - start);  // the slack before and after the aligned run
-  if (aligned + size < start + size + kHugePage)
-    munmap(reinterpret_cast<void*>(aligned + size), start + kHugePage - aligned);
+  // The slack before the aligned run (none when the mapping came aligned) and after it (never
+  // empty: the two add up to kHugePage).
+  if (aligned > start) munmap(raw, aligned - start);
+  munmap(reinterpret_cast<void*>(aligned + size), start + kHugePage - aligned);
 #ifdef MADV_HUGEPAGE
   madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
 #endif

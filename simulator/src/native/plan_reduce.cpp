@@ -61,8 +61,7 @@ const char* plan_op(Planner& p, const TensorPartitionReduce& op) {
   p.out.body = "knit_reduce_body";
   for (const auto& [v, written] : {std::pair{&op.dst, true}, {&op.data, false}})
     if (const char* why = p.add(*v, written)) return why;
-  // data in HBM: a forwarded copy's source (forward_note), its rows as the partitions.
-  if (!p.on_chip(op.dst)) return why::free_dims;
+  if (!p.on_chip(op.dst) || !p.on_chip(op.data)) return why::free_dims;
   Operand& dst = p.out.ops[0];
   Operand& data = p.out.ops[1];
   if (data.layout.num.empty() || dst.layout.num.empty() || dst.layout.num[0] != 1) return why::partitions;
